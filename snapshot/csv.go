@@ -1,0 +1,101 @@
+package snapshot
+
+import (
+	"encoding/csv"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+// Header is the summary CSV header. The first seven names are a contract;
+// the exact byte columns let a reader check values to the byte.
+var Header = []string{
+	"label", "time", "device", "allocated_mb", "reserved_mb", "peak_mb", "nvml_used_mb",
+	"nvml_peak_mb", "delta_allocated_mb", "delta_nvml_used_mb",
+	"device_name", "pid", "source",
+	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
+}
+
+// Records returns the CSV records (header first) for the summary rows.
+// Values that have no source are empty cells, never 0.
+func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
+	recs := [][]string{Header}
+	for _, r := range Rows(snaps, devs) {
+		pid := ""
+		if r.PID != 0 {
+			pid = strconv.Itoa(r.PID)
+		}
+		recs = append(recs, []string{
+			r.Label, TimeString(r.T), strconv.Itoa(r.Dev),
+			OptMiB(r.Allocated), OptMiB(r.Reserved), OptMiB(r.Peak), OptMiB(r.NVMLUsed),
+			OptMiB(r.NVMLPeak), optDelta(r.DAllocated), optDelta(r.DNVML),
+			r.DevName, pid, r.Source,
+			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
+		})
+	}
+	return recs
+}
+
+func optDelta(d *int64) string {
+	if d == nil {
+		return ""
+	}
+	return SignedMiB(*d)
+}
+
+func optBytes(b *uint64) string {
+	if b == nil {
+		return ""
+	}
+	return strconv.FormatUint(*b, 10)
+}
+
+// WriteCSV writes the summary atomically: a temporary file in the same
+// directory, then a rename, so a reader never sees half a file and a failed
+// write leaves any earlier export intact.
+func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".gputop-summary-*.csv.tmp")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, unwrapPathErr(err))
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := csv.NewWriter(tmp)
+	if err = w.WriteAll(Records(snaps, devs)); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, unwrapPathErr(err))
+	}
+	return nil
+}
+
+// unwrapPathErr drops the temporary file's name from an error, so the message
+// names only the path the user asked for.
+func unwrapPathErr(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	if le, ok := err.(*os.LinkError); ok {
+		return le.Err
+	}
+	return err
+}

@@ -1,0 +1,162 @@
+package snapshot
+
+import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+func u(v uint64) *uint64 { return &v }
+
+const mib = 1 << 20
+
+func sample() ([]wire.Snapshot, []store.Device) {
+	devs := []store.Device{{Index: 0, Name: "NVIDIA H200"}, {Index: 1, Name: "NVIDIA H200"}}
+	snaps := []wire.Snapshot{
+		{T: 1e18, Label: "Training start", Dev: 0, PID: 42, Source: "agent", Allocated: u(1 * mib), Reserved: u(2 * mib), Peak: u(1 * mib), NVMLUsed: u(500 * mib)},
+		{T: 1e18 + 1, Label: "other device", Dev: 1, NVMLUsed: u(7 * mib), Source: "key"},
+		{T: 1e18 + 2, Label: "Epoch 5", Dev: 0, PID: 42, Source: "agent", Allocated: u(13 * mib), Reserved: u(20 * mib), Peak: u(15 * mib), NVMLUsed: u(520 * mib), NVMLPeak: u(530 * mib)},
+		{T: 1e18 + 3, Label: "no agent", Dev: 0, Source: "key", NVMLUsed: u(510 * mib)},
+		{T: 1e18 + 4, Label: "After cleanup", Dev: 0, PID: 42, Source: "agent", Allocated: u(1 * mib), Reserved: u(2 * mib), Peak: u(1 * mib), NVMLUsed: u(502 * mib)},
+	}
+	return snaps, devs
+}
+
+func TestRowsDeltasPerDevice(t *testing.T) {
+	snaps, devs := sample()
+	rows := Rows(snaps, devs)
+	if rows[0].DAllocated != nil || rows[0].DNVML != nil {
+		t.Fatal("first row has no previous row")
+	}
+	if rows[1].DNVML != nil {
+		t.Fatal("device 1's first row must not diff against device 0")
+	}
+	if got := *rows[2].DAllocated; got != 12*mib {
+		t.Fatalf("Epoch 5 allocated delta = %d", got)
+	}
+	if got := *rows[2].DNVML; got != 20*mib {
+		t.Fatalf("Epoch 5 NVML delta = %d", got)
+	}
+	if rows[3].DAllocated != nil {
+		t.Fatal("a row without allocator values has no allocator delta")
+	}
+	if got := *rows[3].DNVML; got != -10*mib {
+		t.Fatalf("NVML delta = %d", got)
+	}
+	// After cleanup diffs against Epoch 5 (the previous row with allocator values)
+	if got := *rows[4].DAllocated; got != -12*mib {
+		t.Fatalf("After cleanup allocated delta = %d", got)
+	}
+	if rows[2].DevName != "NVIDIA H200" {
+		t.Fatal(rows[2].DevName)
+	}
+}
+
+func TestLeakVerdict(t *testing.T) {
+	snaps, devs := sample()
+	v, ok := LeakVerdict(Rows(snaps, devs))
+	if !ok || !v.Released || v.Source != "torch" || v.Leaked != 0 {
+		t.Fatalf("%+v %v", v, ok)
+	}
+	if !strings.Contains(v.Text, "back at the \"Training start\" baseline") {
+		t.Fatal(v.Text)
+	}
+	snaps[4].Allocated = u(5 * mib)
+	v, _ = LeakVerdict(Rows(snaps, devs))
+	if v.Released || v.Leaked != 4*mib || !strings.Contains(v.Text, "4.00 MiB allocated (torch) still above") {
+		t.Fatalf("%+v", v)
+	}
+	// without allocator values the verdict uses NVML alone, and says so
+	for i := range snaps {
+		snaps[i].Allocated = nil
+	}
+	v, _ = LeakVerdict(Rows(snaps, devs))
+	if v.Source != "NVML" || v.Leaked != 2*mib {
+		t.Fatalf("%+v", v)
+	}
+	// not an end row: no verdict
+	if _, ok := LeakVerdict(Rows(snaps[:3], devs)); ok {
+		t.Fatal("verdict on a non-end row")
+	}
+}
+
+func TestIsEnd(t *testing.T) {
+	for _, l := range []string{"After cleanup", "cleanup", "Training end", "eval (end)", "END", "after clean-up"} {
+		if !IsEnd(l) {
+			t.Errorf("%q should be an end label", l)
+		}
+	}
+	for _, l := range []string{"Epoch 5", "endpoint", "Training start", "weekend"} {
+		if IsEnd(l) {
+			t.Errorf("%q is not an end label", l)
+		}
+	}
+}
+
+func TestWriteCSV(t *testing.T) {
+	snaps, devs := sample()
+	path := filepath.Join(t.TempDir(), "out.csv")
+	if err := WriteCSV(path, snaps, devs); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(path)
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(recs[0][:7], ","); got != "label,time,device,allocated_mb,reserved_mb,peak_mb,nvml_used_mb" {
+		t.Fatal(got)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	r := recs[3] // Epoch 5
+	if r[0] != "Epoch 5" || r[col["allocated_mb"]] != "13.00" || r[col["allocated_bytes"]] != "13631488" ||
+		r[col["peak_mb"]] != "15.00" || r[col["nvml_peak_mb"]] != "530.00" || r[col["delta_allocated_mb"]] != "+12.00" ||
+		r[col["pid"]] != "42" || r[col["source"]] != "agent" {
+		t.Fatalf("%v", r)
+	}
+	// a row without an agent leaves allocator cells empty, never 0
+	r = recs[4]
+	if r[col["allocated_mb"]] != "" || r[col["allocated_bytes"]] != "" || r[col["nvml_used_mb"]] != "510.00" {
+		t.Fatalf("%v", r)
+	}
+	ents, _ := os.ReadDir(filepath.Dir(path))
+	if len(ents) != 1 {
+		t.Fatalf("temporary file left behind: %v", ents)
+	}
+}
+
+func TestWriteCSVUnwritable(t *testing.T) {
+	snaps, devs := sample()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "keep.csv")
+	if err := WriteCSV(good, snaps, devs); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(good)
+	bad := filepath.Join(dir, "no", "such", "dir", "out.csv")
+	err := WriteCSV(bad, snaps, devs)
+	if err == nil || !strings.Contains(err.Error(), bad) || strings.Contains(err.Error(), ".tmp") {
+		t.Fatalf("error must name the path asked for: %v", err)
+	}
+	// a directory in place of the file: rename fails, nothing half-written
+	if err := WriteCSV(dir, snaps, devs); err == nil {
+		t.Fatal("writing over a directory must fail")
+	}
+	after, _ := os.ReadFile(good)
+	if string(before) != string(after) {
+		t.Fatal("earlier export changed")
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("temporary files left: %v", ents)
+	}
+}

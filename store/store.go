@@ -1,0 +1,616 @@
+// Package store holds everything gputop knows: bounded per-series history
+// (raw ring + min/max tiers), devices, processes, attached agents, snapshots
+// and markers. Sources write into it; the UI and exporters read from it.
+// All methods are safe for concurrent use.
+package store
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gputop/gputop/wire"
+)
+
+// Metric names one kind of series.
+type Metric uint8
+
+const (
+	NVMLUsed     Metric = iota // device used memory, from NVML
+	NVMLReserved               // device memory reserved by the driver, from NVML
+	ProcUsed                   // one process's used memory, from NVML
+	Allocated                  // torch allocated_bytes.all.current, from the agent
+	Reserved                   // torch reserved_bytes.all.current, from the agent
+	Peak                       // torch allocated_bytes.all.peak, from the agent
+)
+
+func (m Metric) String() string {
+	return [...]string{"nvml_used", "nvml_reserved", "proc_used", "allocated", "reserved", "peak"}[m]
+}
+
+// Key identifies a series. PID is 0 for device-wide series.
+type Key struct {
+	Dev    int
+	PID    int
+	Metric Metric
+}
+
+// TierSpec is one downsampling level.
+type TierSpec struct {
+	Width   time.Duration
+	Buckets int
+}
+
+// Options bound the memory of every series.
+type Options struct {
+	RawCapacity int // raw samples kept per series
+	Tiers       []TierSpec
+}
+
+// DefaultOptions keep 60 s of raw samples at 1 kHz, then 100 ms buckets for
+// 10 min, 1 s for 2 h, 10 s for 24 h and 1 min for a week.
+func DefaultOptions() Options {
+	return Options{
+		RawCapacity: 60_000,
+		Tiers: []TierSpec{
+			{100 * time.Millisecond, 6_000},
+			{time.Second, 7_200},
+			{10 * time.Second, 8_640},
+			{time.Minute, 10_080},
+		},
+	}
+}
+
+// Tap sees everything ingested, e.g. to write a recording.
+type Tap interface {
+	NVML(dev int, t int64, used, reserved uint64)
+	Frame(f any) // a wire.* value
+}
+
+// Device is what the store knows about one GPU.
+type Device struct {
+	Index  int
+	UUID   string
+	Name   string
+	Total  uint64
+	Source string  // "nvml" or "agent" (known only through an agent)
+	Rate   float64 // achieved NVML samples per second
+	Err    string  // last NVML error on this device; "" when healthy
+	ErrAt  int64
+}
+
+// Agent is one attached (or once attached) training process.
+type Agent struct {
+	Hello     wire.Hello
+	DevMap    map[int]int // torch device index -> store device index
+	Connected bool
+	Ended     bool   // gone without bye (killed)
+	EndReason string // why it ended or was disconnected
+	EndedAt   int64
+	Last      map[int]wire.Sample // by store device index
+	Holders   *wire.Holders
+	OOMs      int
+}
+
+// Marker is a vertical line on the chart.
+type Marker struct {
+	T     int64
+	Dev   int
+	PID   int
+	Label string
+	Kind  string // snapshot, phase_start, phase_end, oom, ended
+}
+
+// Store is the shared state.
+type Store struct {
+	mu        sync.RWMutex
+	opt       Options
+	tap       Tap
+	gen       uint64
+	start     int64
+	devices   []Device
+	series    map[Key]*series
+	procs     map[int][]wire.Proc
+	procsAt   map[int]int64
+	agents    map[int]*Agent
+	snapshots []wire.Snapshot
+	markers   []Marker
+	logs      []string
+}
+
+// New returns an empty store.
+func New(opt Options) *Store {
+	return &Store{
+		opt:     opt,
+		series:  map[Key]*series{},
+		procs:   map[int][]wire.Proc{},
+		procsAt: map[int]int64{},
+		agents:  map[int]*Agent{},
+	}
+}
+
+// SetTap installs a tap; call before sources start.
+func (s *Store) SetTap(t Tap) { s.mu.Lock(); s.tap = t; s.mu.Unlock() }
+
+// Gen changes whenever the store changes; the UI skips redraws when it has not.
+func (s *Store) Gen() uint64 { s.mu.RLock(); defer s.mu.RUnlock(); return s.gen }
+
+func (s *Store) touch(t int64) {
+	s.gen++
+	if s.start == 0 || (t != 0 && t < s.start) {
+		s.start = t
+	}
+}
+
+func (s *Store) frame(f any) {
+	if s.tap != nil {
+		s.tap.Frame(f)
+	}
+}
+
+// ---- ingest ----
+
+// SetDevice adds or updates a device (by Index).
+func (s *Store) SetDevice(d Device) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.devices) <= d.Index {
+		s.devices = append(s.devices, Device{Index: len(s.devices)})
+	}
+	old := s.devices[d.Index]
+	if d.Rate == 0 {
+		d.Rate = old.Rate
+	}
+	s.devices[d.Index] = d
+	s.gen++
+	s.frame(wire.Device{Type: wire.TypeDevice, Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total})
+}
+
+// SetRate records a device's achieved NVML sample rate.
+func (s *Store) SetRate(dev int, hz float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dev < len(s.devices) {
+		s.devices[dev].Rate = hz
+		s.gen++
+	}
+}
+
+// SetDeviceError records (err != "") or clears (err == "") an NVML error.
+func (s *Store) SetDeviceError(dev int, t int64, err string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if dev >= len(s.devices) || s.devices[dev].Err == err {
+		return
+	}
+	s.devices[dev].Err, s.devices[dev].ErrAt = err, t
+	s.gen++
+	s.frame(wire.DevError{Type: wire.TypeDevError, T: t, Dev: dev, Error: err})
+}
+
+// AddNVML adds one NVML device sample. This is the 1 kHz hot path.
+func (s *Store) AddNVML(dev int, t int64, used, reserved uint64) {
+	s.mu.Lock()
+	s.add(Key{dev, 0, NVMLUsed}, t, used)
+	s.add(Key{dev, 0, NVMLReserved}, t, reserved)
+	s.touch(t)
+	tap := s.tap
+	s.mu.Unlock()
+	if tap != nil {
+		tap.NVML(dev, t, used, reserved)
+	}
+}
+
+func (s *Store) add(k Key, t int64, v uint64) {
+	sr := s.series[k]
+	if sr == nil {
+		sr = newSeries(s.opt)
+		s.series[k] = sr
+	}
+	sr.add(t, v)
+}
+
+// SetProcs replaces the NVML process list of a device.
+func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.procs[dev] = append([]wire.Proc(nil), procs...)
+	s.procsAt[dev] = t
+	for _, p := range procs {
+		s.add(Key{dev, p.PID, ProcUsed}, t, p.Used)
+	}
+	s.touch(t)
+	s.frame(wire.Procs{Type: wire.TypeProcs, T: t, Dev: dev, Procs: procs})
+}
+
+// DeviceByUUID returns the index of the device with this UUID, or -1.
+func (s *Store) DeviceByUUID(uuid string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.deviceByUUID(uuid)
+}
+
+func (s *Store) deviceByUUID(uuid string) int {
+	for _, d := range s.devices {
+		if uuid != "" && d.UUID == uuid {
+			return d.Index
+		}
+	}
+	return -1
+}
+
+// AgentHello registers an agent process and maps its torch device indices
+// to store devices by UUID; devices NVML does not know are added as
+// agent-only devices.
+func (s *Store) AgentHello(h wire.Hello) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := &Agent{Hello: h, DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
+	if old := s.agents[h.PID]; old != nil {
+		a.Holders, a.OOMs = old.Holders, old.OOMs
+	}
+	for _, ad := range h.Devices {
+		idx := s.deviceByUUID(ad.UUID)
+		if idx < 0 {
+			idx = len(s.devices)
+			s.devices = append(s.devices, Device{Index: idx, UUID: ad.UUID, Name: ad.Name, Total: ad.Total, Source: "agent"})
+			s.frame(wire.Device{Type: wire.TypeDevice, Index: idx, UUID: ad.UUID, Name: ad.Name, Total: ad.Total})
+		}
+		a.DevMap[ad.Index] = idx
+	}
+	s.agents[h.PID] = a
+	s.touch(h.T)
+	s.frame(h)
+}
+
+// AgentSample adds one allocator sample; smp.Dev is the torch index.
+func (s *Store) AgentSample(pid int, smp wire.Sample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil {
+		return
+	}
+	dev, ok := a.DevMap[smp.Dev]
+	if !ok {
+		return
+	}
+	s.add(Key{dev, pid, Allocated}, smp.T, smp.Allocated)
+	s.add(Key{dev, pid, Reserved}, smp.T, smp.Reserved)
+	s.add(Key{dev, pid, Peak}, smp.T, smp.Peak)
+	a.Last[dev] = smp
+	s.touch(smp.T)
+	smp.PID = pid
+	s.frame(smp)
+}
+
+// AgentMark turns a mark from code into one snapshot row per device.
+func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil {
+		return nil
+	}
+	label := m.Label
+	switch m.Kind {
+	case wire.MarkPhaseStart:
+		label += " (start)"
+	case wire.MarkPhaseEnd:
+		label += " (end)"
+	}
+	var rows []wire.Snapshot
+	for _, ds := range m.Devs {
+		dev, ok := a.DevMap[ds.Dev]
+		if !ok {
+			continue
+		}
+		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak
+		rows = append(rows, s.addSnapshot(wire.Snapshot{
+			Type: wire.TypeSnapshot, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
+			Allocated: &al, Reserved: &re, Peak: &pk,
+		}, m.Kind))
+	}
+	return rows
+}
+
+// AgentOOM records an out-of-memory event as a red marker and a table row.
+func (s *Store) AgentOOM(pid int, o wire.OOM) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil {
+		return
+	}
+	dev, ok := a.DevMap[o.Dev]
+	if !ok {
+		return
+	}
+	a.OOMs++
+	o.PID = pid
+	s.frame(o)
+	al, re, pk := o.Allocated, o.Reserved, o.Peak
+	s.addSnapshot(wire.Snapshot{Type: wire.TypeSnapshot, T: o.T, Label: "OOM", Dev: dev, PID: pid, Source: "oom",
+		Allocated: &al, Reserved: &re, Peak: &pk}, "oom")
+}
+
+// AgentHolders stores the latest holders report of a process.
+func (s *Store) AgentHolders(pid int, h wire.Holders) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil {
+		return
+	}
+	h.PID = pid
+	a.Holders = &h
+	s.touch(h.T)
+	s.frame(h)
+}
+
+// AgentEnded marks a process as gone. clean is true after a bye frame; its
+// history stays either way.
+func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil || !a.Connected {
+		return
+	}
+	a.Connected, a.EndedAt, a.EndReason = false, t, reason
+	if clean {
+		s.frame(wire.Bye{Type: wire.TypeBye, PID: pid, T: t})
+	} else {
+		a.Ended = true
+		for _, dev := range a.DevMap {
+			s.markers = append(s.markers, Marker{T: t, Dev: dev, PID: pid, Label: "ended", Kind: "ended"})
+		}
+		s.frame(wire.Ended{Type: wire.TypeEnded, PID: pid, T: t, Reason: reason})
+	}
+	s.touch(t)
+}
+
+// Logf adds a line to the store's log (shown in the status line).
+func (s *Store) Log(line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logs = append(s.logs, line)
+	if len(s.logs) > 200 {
+		s.logs = s.logs[len(s.logs)-200:]
+	}
+	s.gen++
+}
+
+// ---- snapshots ----
+
+// AddSnapshot completes a row (NVML used at its time and the highest NVML
+// used since the device's previous snapshot, where NVML is known) and
+// appends it. It returns the completed row.
+func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addSnapshot(row, wire.MarkSnapshot)
+}
+
+func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
+	row.Type = wire.TypeSnapshot
+	if sr := s.series[Key{row.Dev, 0, NVMLUsed}]; sr != nil {
+		if row.NVMLUsed == nil {
+			if v, _, ok := sr.valueAt(row.T); ok {
+				row.NVMLUsed = &v
+			}
+		}
+		if row.NVMLPeak == nil {
+			from := s.start
+			for i := len(s.snapshots) - 1; i >= 0; i-- {
+				if s.snapshots[i].Dev == row.Dev && s.snapshots[i].T <= row.T {
+					from = s.snapshots[i].T
+					break
+				}
+			}
+			if pk, ok := maxOf(sr.columns(from, row.T+1, 1)); ok {
+				row.NVMLPeak = &pk
+			}
+		}
+	}
+	// keep rows in time order (replay may add a row before later recorded ones)
+	i := sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > row.T })
+	s.snapshots = append(s.snapshots, wire.Snapshot{})
+	copy(s.snapshots[i+1:], s.snapshots[i:])
+	s.snapshots[i] = row
+	s.markers = append(s.markers, Marker{T: row.T, Dev: row.Dev, PID: row.PID, Label: row.Label, Kind: kind})
+	s.touch(row.T)
+	s.frame(row)
+	return row
+}
+
+func maxOf(cols []Column) (uint64, bool) {
+	var m uint64
+	ok := false
+	for _, c := range cols {
+		if c.OK && (!ok || c.Max > m) {
+			m, ok = c.Max, true
+		}
+	}
+	return m, ok
+}
+
+// TakeSnapshot records a snapshot of device dev at time t from what the store
+// holds: NVML used at t and, when an agent process has samples on that
+// device, its latest allocator counters at or before t. pid 0 picks the
+// agent process on dev that reported most recently.
+func (s *Store) TakeSnapshot(label string, dev, pid int, t int64, source string) wire.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pid == 0 {
+		var best int64
+		for p, a := range s.agents {
+			if smp, ok := a.Last[dev]; ok && smp.T <= t && smp.T >= best {
+				best, pid = smp.T, p
+			}
+		}
+	}
+	row := wire.Snapshot{T: t, Label: label, Dev: dev, PID: pid, Source: source}
+	if pid != 0 {
+		get := func(m Metric) *uint64 {
+			if sr := s.series[Key{dev, pid, m}]; sr != nil {
+				if v, _, ok := sr.valueAt(t); ok {
+					return &v
+				}
+			}
+			return nil
+		}
+		row.Allocated, row.Reserved, row.Peak = get(Allocated), get(Reserved), get(Peak)
+		if row.Allocated == nil {
+			row.PID = 0
+		}
+	}
+	return s.addSnapshot(row, wire.MarkSnapshot)
+}
+
+// ---- queries ----
+
+// Devices returns a copy of the device list.
+func (s *Store) Devices() []Device {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]Device(nil), s.devices...)
+}
+
+// Procs returns the latest NVML process list of a device and its time.
+func (s *Store) Procs(dev int) ([]wire.Proc, int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]wire.Proc(nil), s.procs[dev]...), s.procsAt[dev]
+}
+
+// Agents returns copies of all agents known, by pid order.
+func (s *Store) Agents() []Agent {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Agent, 0, len(s.agents))
+	for _, a := range s.agents {
+		c := *a
+		c.DevMap = copyMap(a.DevMap)
+		c.Last = copyMap(a.Last)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Hello.PID < out[j].Hello.PID })
+	return out
+}
+
+func copyMap[K comparable, V any](m map[K]V) map[K]V {
+	c := make(map[K]V, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+// Snapshots returns the summary rows in time order.
+func (s *Store) Snapshots() []wire.Snapshot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]wire.Snapshot(nil), s.snapshots...)
+}
+
+// Markers returns all chart markers.
+func (s *Store) Markers() []Marker {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]Marker(nil), s.markers...)
+}
+
+// Logs returns the log lines, oldest first.
+func (s *Store) Logs() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return append([]string(nil), s.logs...)
+}
+
+// Start is the time of the first thing ingested (0 if nothing yet).
+func (s *Store) Start() int64 { s.mu.RLock(); defer s.mu.RUnlock(); return s.start }
+
+// Latest returns the newest sample of a series.
+func (s *Store) Latest(k Key) (v uint64, t int64, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sr := s.series[k]
+	if sr == nil || sr.count == 0 {
+		return 0, 0, false
+	}
+	return sr.last.v, sr.last.t, true
+}
+
+// End is the time of the newest sample in any series.
+func (s *Store) End() int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var end int64
+	for _, sr := range s.series {
+		if sr.count > 0 && sr.last.t > end {
+			end = sr.last.t
+		}
+	}
+	return end
+}
+
+// ValueAt returns a series' last value at or before t.
+func (s *Store) ValueAt(k Key, t int64) (uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sr := s.series[k]
+	if sr == nil {
+		return 0, false
+	}
+	v, _, ok := sr.valueAt(t)
+	return v, ok
+}
+
+// Columns aggregates a series over [from, to) into n chart columns, each
+// with the min, max and last value of the samples it covers.
+func (s *Store) Columns(k Key, from, to int64, n int) []Column {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sr := s.series[k]
+	if sr == nil {
+		return make([]Column, n)
+	}
+	return sr.columns(from, to, n)
+}
+
+// Max returns the highest value of a series in [from, to).
+func (s *Store) Max(k Key, from, to int64) (uint64, bool) {
+	return maxOf(s.Columns(k, from, to, 1))
+}
+
+// Count returns how many samples a series has received in all.
+func (s *Store) Count(k Key) uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if sr := s.series[k]; sr != nil {
+		return sr.count
+	}
+	return 0
+}
+
+// Keys lists the series held.
+func (s *Store) Keys() []Key {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ks := make([]Key, 0, len(s.series))
+	for k := range s.series {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := ks[i], ks[j]
+		if a.Dev != b.Dev {
+			return a.Dev < b.Dev
+		}
+		if a.PID != b.PID {
+			return a.PID < b.PID
+		}
+		return a.Metric < b.Metric
+	})
+	return ks
+}

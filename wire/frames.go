@@ -1,0 +1,257 @@
+// Package wire defines the newline-delimited JSON frames that cross the agent
+// socket and that make up a recording. One set of types serves both, so a
+// recording is the same stream a live gputop saw, plus NVML batches.
+//
+// Every frame is one JSON object on one line with a "type" field. Times are
+// integers: nanoseconds since the Unix epoch. Memory is in bytes. A value that
+// is absent (no agent, no NVML) is left out of the object, never written as 0.
+package wire
+
+// Version is the protocol and recording version. A peer announcing a different
+// major version is refused with a reason.
+const Version = 1
+
+// MaxFrameBytes is the longest line accepted from a peer or a recording.
+const MaxFrameBytes = 1 << 20
+
+// Frame types.
+const (
+	// agent -> gputop
+	TypeHello   = "hello"   // first frame of an agent connection
+	TypeSample  = "sample"  // allocator counters of one device
+	TypeMark    = "mark"    // labelled snapshot / phase boundary / cleanup from code
+	TypeOOM     = "oom"     // CUDA out of memory, with the allocator state then
+	TypeHolders = "holders" // answer to a holders request
+	TypeBye     = "bye"     // clean end of an agent connection
+
+	// shell -> gputop (gputop snap LABEL); answered with TypeReply
+	TypeSnap = "snap"
+	// gputop -> peer
+	TypeReply   = "reply"   // answer to snap, or a reason before closing
+	TypeRequest = "request" // ask the agent for something (e.g. holders)
+
+	// recording only
+	TypeRecording = "recording" // first line of a recording file
+	TypeDevice    = "device"    // one NVML device
+	TypeNVML      = "nvml"      // a batch of NVML device samples, delta-encoded
+	TypeProcs     = "procs"     // NVML per-process usage on one device
+	TypeDevError  = "device_error"
+	TypeSnapshot  = "snapshot" // a resolved row of the summary table
+	TypeEnded     = "ended"    // an agent process disconnected without bye
+)
+
+// Head is decoded first to learn a frame's type.
+type Head struct {
+	Type string `json:"type"`
+	V    int    `json:"v,omitempty"`
+}
+
+// AgentDevice is one CUDA device as the agent's torch sees it.
+type AgentDevice struct {
+	Index int    `json:"index"` // torch device index (after CUDA_VISIBLE_DEVICES)
+	UUID  string `json:"uuid"`  // "GPU-..." as NVML reports it; maps index -> NVML device
+	Name  string `json:"name"`
+	Total uint64 `json:"total,omitempty"`
+}
+
+// Hello opens an agent connection.
+type Hello struct {
+	Type    string        `json:"type"`
+	V       int           `json:"v"`
+	PID     int           `json:"pid"`
+	Host    string        `json:"host,omitempty"`
+	Argv    []string      `json:"argv,omitempty"`
+	Torch   string        `json:"torch,omitempty"`
+	Python  string        `json:"python,omitempty"`
+	RateHz  float64       `json:"rate_hz,omitempty"`
+	Devices []AgentDevice `json:"devices"`
+	T       int64         `json:"t"`
+}
+
+// Sample holds torch's own allocator counters for one device at time T:
+// allocated_bytes.all.current, reserved_bytes.all.current,
+// allocated_bytes.all.peak (peak since torch's last reset_peak_memory_stats).
+type Sample struct {
+	Type         string `json:"type"`
+	PID          int    `json:"pid,omitempty"` // filled in by gputop (recording)
+	T            int64  `json:"t"`
+	Dev          int    `json:"dev"` // torch device index
+	Allocated    uint64 `json:"allocated"`
+	Reserved     uint64 `json:"reserved"`
+	Peak         uint64 `json:"peak"`
+	ReservedPeak uint64 `json:"reserved_peak,omitempty"`
+	Inactive     uint64 `json:"inactive,omitempty"` // inactive_split_bytes.all.current
+	AllocRetries uint64 `json:"alloc_retries,omitempty"`
+	OOMs         uint64 `json:"ooms,omitempty"`
+	Dropped      uint64 `json:"dropped,omitempty"` // samples the agent dropped so far (queue full)
+}
+
+// DevStats is the allocator state of one device inside a mark or an oom.
+type DevStats struct {
+	Dev       int    `json:"dev"`
+	Allocated uint64 `json:"allocated"`
+	Reserved  uint64 `json:"reserved"`
+	Peak      uint64 `json:"peak"`
+}
+
+// Mark kinds.
+const (
+	MarkSnapshot   = "snapshot"
+	MarkPhaseStart = "phase_start"
+	MarkPhaseEnd   = "phase_end"
+)
+
+// Mark is a labelled moment sent from the training code.
+type Mark struct {
+	Type  string     `json:"type"`
+	PID   int        `json:"pid,omitempty"`
+	T     int64      `json:"t"`
+	Label string     `json:"label"`
+	Kind  string     `json:"kind,omitempty"` // MarkSnapshot when empty
+	Devs  []DevStats `json:"devs"`
+}
+
+// OOM reports a CUDA out-of-memory error seen by the allocator.
+type OOM struct {
+	Type      string `json:"type"`
+	PID       int    `json:"pid,omitempty"`
+	T         int64  `json:"t"`
+	Dev       int    `json:"dev"`
+	Requested uint64 `json:"requested,omitempty"` // bytes the failed allocation asked for
+	Free      uint64 `json:"free,omitempty"`      // device free bytes as torch saw them
+	Allocated uint64 `json:"allocated"`
+	Reserved  uint64 `json:"reserved"`
+	Peak      uint64 `json:"peak"`
+}
+
+// HolderGroup is one kind of reference keeping CUDA memory alive.
+type HolderGroup struct {
+	Kind     string   `json:"kind"`  // parameters, optimizer_state, gradients, container, autograd_graph, ipython_history, traceback, other
+	Name     string   `json:"name"`  // e.g. "model1", "optimizer (Adam)", "losses"
+	Bytes    uint64   `json:"bytes"` // each storage counted once
+	Tensors  int      `json:"tensors"`
+	Examples []string `json:"examples,omitempty"` // "float32[512, 1000]"
+	Hint     string   `json:"hint,omitempty"`
+}
+
+// Holders answers a holders request (or is sent by gputop.holders()).
+type Holders struct {
+	Type    string        `json:"type"`
+	PID     int           `json:"pid,omitempty"`
+	T       int64         `json:"t"`
+	ID      int           `json:"id,omitempty"`
+	Dev     int           `json:"dev"`
+	Total   uint64        `json:"total"`   // bytes in all groups
+	Skipped int           `json:"skipped"` // objects the walk skipped (raised, freed meanwhile)
+	Groups  []HolderGroup `json:"groups"`
+	TookMS  float64       `json:"took_ms,omitempty"`
+}
+
+// Bye ends an agent connection cleanly.
+type Bye struct {
+	Type string `json:"type"`
+	PID  int    `json:"pid,omitempty"`
+	T    int64  `json:"t"`
+}
+
+// Snap asks a running gputop for a labelled snapshot (gputop snap LABEL).
+type Snap struct {
+	Type  string `json:"type"`
+	V     int    `json:"v"`
+	Label string `json:"label"`
+}
+
+// Reply answers a snap, or tells a peer why it is being disconnected.
+type Reply struct {
+	Type  string `json:"type"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// Request asks an agent for something. What is "holders".
+type Request struct {
+	Type string `json:"type"`
+	What string `json:"what"`
+	ID   int    `json:"id"`
+}
+
+// Recording is the first line of a recording file.
+type Recording struct {
+	Type    string `json:"type"`
+	V       int    `json:"v"`
+	Start   int64  `json:"start"`
+	Host    string `json:"host,omitempty"`
+	Tool    string `json:"tool,omitempty"`
+	RateHz  int    `json:"rate_hz,omitempty"`
+	Comment string `json:"comment,omitempty"`
+}
+
+// Device describes one NVML device in a recording.
+type Device struct {
+	Type  string `json:"type"`
+	Index int    `json:"index"`
+	UUID  string `json:"uuid"`
+	Name  string `json:"name"`
+	Total uint64 `json:"total"`
+}
+
+// NVML is a batch of device samples. T0 is the first sample's time; DT holds
+// each sample's time minus the previous one's (DT[0] = 0). Used and Reserved
+// hold the first value, then differences from the previous value, so a
+// steady device costs one "0" per sample.
+type NVML struct {
+	Type     string  `json:"type"`
+	Dev      int     `json:"dev"`
+	T0       int64   `json:"t0"`
+	DT       []int64 `json:"dt"`
+	Used     []int64 `json:"used"`
+	Reserved []int64 `json:"reserved,omitempty"`
+}
+
+// Proc is one process's NVML-reported usage on a device.
+type Proc struct {
+	PID  int    `json:"pid"`
+	Name string `json:"name,omitempty"`
+	Used uint64 `json:"used"`
+}
+
+// Procs lists the processes using one device at time T.
+type Procs struct {
+	Type  string `json:"type"`
+	T     int64  `json:"t"`
+	Dev   int    `json:"dev"`
+	Procs []Proc `json:"procs"`
+}
+
+// DevError records an NVML error on one device.
+type DevError struct {
+	Type  string `json:"type"`
+	T     int64  `json:"t"`
+	Dev   int    `json:"dev"`
+	Error string `json:"error"`
+}
+
+// Snapshot is one resolved row of the summary table. Allocator fields come from
+// the agent (torch's counters) and are absent without one; NVMLUsed and
+// NVMLPeak come from the driver.
+type Snapshot struct {
+	Type      string  `json:"type"`
+	T         int64   `json:"t"`
+	Label     string  `json:"label"`
+	Dev       int     `json:"dev"`
+	PID       int     `json:"pid,omitempty"`
+	Source    string  `json:"source"` // key, agent, cli, oom
+	Allocated *uint64 `json:"allocated,omitempty"`
+	Reserved  *uint64 `json:"reserved,omitempty"`
+	Peak      *uint64 `json:"peak,omitempty"`
+	NVMLUsed  *uint64 `json:"nvml_used,omitempty"`
+	NVMLPeak  *uint64 `json:"nvml_peak,omitempty"` // highest NVML used since the previous snapshot on this device
+}
+
+// Ended marks an agent process that vanished without saying bye.
+type Ended struct {
+	Type   string `json:"type"`
+	PID    int    `json:"pid"`
+	T      int64  `json:"t"`
+	Reason string `json:"reason,omitempty"`
+}
