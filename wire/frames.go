@@ -213,6 +213,8 @@ type Proc struct {
 	PID  int    `json:"pid"`
 	Name string `json:"name,omitempty"`
 	Used uint64 `json:"used"`
+	// UsedUnknown: the driver would not say (e.g. without privileges); Used is then meaningless.
+	UsedUnknown bool `json:"used_unknown,omitempty"`
 }
 
 // Procs lists the processes using one device at time T.
