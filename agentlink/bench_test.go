@@ -1,0 +1,50 @@
+package agentlink
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+// The cost of decoding and checking one sample line (the agent's most
+// frequent frame: one per device per tick).
+func BenchmarkDecodeSample(b *testing.B) {
+	line := []byte(`{"type":"sample","t":1767225600030000000,"dev":0,"allocated":16785408,"reserved":41943040,"peak":25174016,"reserved_peak":41943040,"inactive":8388608}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := decodeFrame(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Samples per second one agent connection can push through the socket into
+// the store, end to end.
+func BenchmarkIngestSamples(b *testing.B) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: uuidA})
+	srv := startServer(b, st, nil)
+	c, err := net.Dial("unix", srv.Path())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	w := bufio.NewWriter(c)
+	enc := json.NewEncoder(w)
+	enc.Encode(hello(1, wire.AgentDevice{Index: 0, UUID: uuidA}))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		enc.Encode(sample(0, t0+int64(i+1)*1000, uint64(i)))
+	}
+	w.Flush()
+	key := store.Key{Dev: 0, PID: 1, Metric: store.Allocated}
+	for st.Count(key) < uint64(b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "samples/s")
+}

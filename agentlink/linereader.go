@@ -1,0 +1,84 @@
+package agentlink
+
+import (
+	"bytes"
+	"errors"
+	"io"
+)
+
+var (
+	// errTooLong: a line passed the limit before its newline arrived.
+	errTooLong = errors.New("line too long")
+	// errCutOff: the peer went away in the middle of a line.
+	errCutOff = errors.New("connection ended in the middle of a line")
+)
+
+const lineBufSize = 64 << 10
+
+// lineReader reads "\n"-terminated lines of at most limit bytes (newline not
+// counted). It reports a line as too long as soon as limit+1 bytes without a
+// newline have arrived, without waiting for more: bufio.Reader would block
+// for the rest of the line, and a peer could make gputop wait forever.
+type lineReader struct {
+	r          io.Reader
+	limit      int
+	buf        []byte
+	start, end int // unread data is buf[start:end]
+	scanned    int // bytes after start already searched for '\n'
+	err        error
+}
+
+func newLineReader(r io.Reader, limit int) *lineReader {
+	return &lineReader{r: r, limit: limit, buf: make([]byte, min(lineBufSize, limit+1))}
+}
+
+// next returns the next line without its newline; the slice is valid until
+// the following call.
+func (l *lineReader) next() ([]byte, error) {
+	if l.start == l.end {
+		l.start, l.end, l.scanned = 0, 0, 0
+		if len(l.buf) > 4*lineBufSize {
+			l.buf = make([]byte, lineBufSize) // do not keep one huge line's buffer
+		}
+	}
+	for {
+		if i := bytes.IndexByte(l.buf[l.start+l.scanned:l.end], '\n'); i >= 0 {
+			n := l.scanned + i
+			if n > l.limit {
+				return nil, errTooLong
+			}
+			line := l.buf[l.start : l.start+n]
+			l.start += n + 1
+			l.scanned = 0
+			return line, nil
+		}
+		l.scanned = l.end - l.start
+		if l.scanned > l.limit {
+			return nil, errTooLong
+		}
+		if l.err != nil {
+			if errors.Is(l.err, io.EOF) && l.scanned > 0 {
+				return nil, errCutOff
+			}
+			return nil, l.err
+		}
+		if l.end == len(l.buf) {
+			if l.start > 0 {
+				copy(l.buf, l.buf[l.start:l.end])
+				l.end -= l.start
+				l.start = 0
+			} else {
+				// Full of one unfinished line: grow, up to limit+1 bytes,
+				// enough to hold a line at the limit with its newline.
+				nb := make([]byte, min(2*len(l.buf), l.limit+1))
+				copy(nb, l.buf[:l.end])
+				l.buf = nb
+			}
+		}
+		n, err := l.r.Read(l.buf[l.end:])
+		l.end += n
+		if err != nil {
+			l.err = err // handed out once the data read with it is used up
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package agentlink
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/gputop/gputop/wire"
+)
+
+type sessionState uint8
+
+const (
+	stateNew   sessionState = iota // nothing received yet
+	stateAgent                     // hello received
+	stateDone                      // bye or snap received; nothing may follow
+)
+
+// session checks the order of frames on one connection: a hello or a snap
+// first, agent frames after a hello, nothing after a bye or a snap. It knows
+// nothing of sockets, so the test vectors can be run through it directly.
+type session struct {
+	line  int // lines seen so far, counting from 1
+	state sessionState
+	pid   int // from the hello
+}
+
+// next decodes one line (without its newline). It returns nil, nil for a
+// blank line. Errors begin with "line N: ".
+func (s *session) next(line []byte) (any, error) {
+	s.line++
+	if len(bytes.TrimSpace(line)) == 0 {
+		return nil, nil
+	}
+	f, err := decodeFrame(line)
+	if err == nil {
+		err = s.admit(f)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("line %d: %w", s.line, err)
+	}
+	return f, nil
+}
+
+// tooLong is the error for the line being read when it passed the limit.
+func (s *session) tooLong() error {
+	return fmt.Errorf("line %d: longer than %d bytes", s.line+1, wire.MaxFrameBytes)
+}
+
+func (s *session) admit(f any) error {
+	typ := frameType(f)
+	switch s.state {
+	case stateDone:
+		return fmt.Errorf("%q after the end of the connection", typ)
+	case stateNew:
+		switch f := f.(type) {
+		case wire.Hello:
+			s.state, s.pid = stateAgent, f.PID
+			return nil
+		case wire.Snap:
+			s.state = stateDone
+			return nil
+		case wire.Reply, wire.Request:
+			return fmt.Errorf("frame type %q is sent by gputop, not to it", typ)
+		}
+		return fmt.Errorf("first frame must be %q or %q, got %q", wire.TypeHello, wire.TypeSnap, typ)
+	}
+	switch f := f.(type) {
+	case wire.Hello:
+		// A repeated hello updates the device list (a process that
+		// initialises another device later); it cannot change who is talking.
+		if f.PID != s.pid {
+			return fmt.Errorf("hello: pid changed from %d to %d on the same connection", s.pid, f.PID)
+		}
+	case wire.Snap:
+		return fmt.Errorf("%q must be the first and only frame of its connection", typ)
+	case wire.Reply, wire.Request:
+		return fmt.Errorf("frame type %q is sent by gputop, not to it", typ)
+	case wire.Bye:
+		s.state = stateDone
+	}
+	return nil
+}
+
+func frameType(f any) string {
+	switch f.(type) {
+	case wire.Hello:
+		return wire.TypeHello
+	case wire.Sample:
+		return wire.TypeSample
+	case wire.Mark:
+		return wire.TypeMark
+	case wire.OOM:
+		return wire.TypeOOM
+	case wire.Holders:
+		return wire.TypeHolders
+	case wire.Bye:
+		return wire.TypeBye
+	case wire.Snap:
+		return wire.TypeSnap
+	case wire.Reply:
+		return wire.TypeReply
+	case wire.Request:
+		return wire.TypeRequest
+	}
+	return fmt.Sprintf("%T", f)
+}
