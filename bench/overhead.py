@@ -1,0 +1,577 @@
+#!/usr/bin/env python3
+"""What gputop's agent costs the training process it runs in.
+
+    PYTHONPATH=agent python3 bench/overhead.py --gputop bin/gputop --out overhead.json
+
+Measures, on a CUDA device:
+  cpu    a small MLP training loop (the reference trainer's step on the
+         reference model, batch 64: Python- and launch-bound, the worst case
+         for a sampling thread), without and with gputop.attach() at its
+         default rate, and with a naive thread calling memory_allocated +
+         memory_reserved + max_memory_allocated at 100 Hz and 1 kHz;
+  gpu    a GPU-bound bf16 MLP (8 layers of 8192 x 8192, batch 8192), without
+         and with the agent;
+  snap   gputop.snapshot() call latency, and the time until the snapshot is a
+         line in the running `gputop record`'s file (the file is tailed);
+  stats  one torch._C._cuda_memoryStats(i) call vs torch.cuda.memory_allocated().
+
+Each workload runs in its own worker process as one long sequence of timed
+segments, alternating "none" (nothing attached) with a condition: agent
+(gputop.attach(), and gputop.detach() after the segment), naive100,
+naive1000. A condition's slowdown in one round is its step time over the
+mean of the "none" segments just before and after it, which cancels slow
+drift (clocks, caches); the reported figure is the median over rounds. Step
+time is the mean over a segment (wall time / steps): a thread that stalls
+one step in thirty barely moves a median, but it costs throughput all the
+same. gputop's recording shows what the agent sent meanwhile.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+ROUND = {"cpu": ["agent", "none", "naive100", "none", "naive1000", "none"],
+         "gpu": ["agent", "none"]}
+
+
+# ================================================================ worker side
+
+def setup_cpu(torch, nn):
+    """The reference article's model and its trainer's step, at its batch size."""
+    dev = torch.device("cuda")
+    model = nn.Sequential(
+        nn.Linear(100, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.3),
+        nn.Linear(256, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Dropout(0.3),
+        nn.Linear(128, 10)).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    crit = nn.CrossEntropyLoss()
+    batches = [(torch.randn(64, 100, device=dev), torch.randint(0, 10, (64,), device=dev))
+               for _ in range(32)]
+    state = {"i": 0}
+
+    def step() -> float:
+        x, y = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+def setup_gpu(torch, nn, width: int = 8192, layers: int = 8, batch: int = 8192):
+    """A transformer-sized bf16 MLP: each step is ~30 ms of matrix work."""
+    dev = torch.device("cuda")
+    mods = []
+    for _ in range(layers):
+        mods += [nn.Linear(width, width, bias=False), nn.GELU()]
+    model = nn.Sequential(*mods).to(dev, torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(batch, width, device=dev, dtype=torch.bfloat16)
+
+    def step() -> float:
+        opt.zero_grad(set_to_none=True)
+        loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+class Naive(threading.Thread):
+    """The trap issue 3 describes: three stats dict rebuilds per sample."""
+
+    def __init__(self, torch, hz: float) -> None:
+        super().__init__(daemon=True)
+        self.torch, self.period, self.n = torch, 1.0 / hz, 0
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        c = self.torch.cuda
+        nxt = time.perf_counter()
+        while not self.halt.is_set():
+            c.memory_allocated()
+            c.memory_reserved()
+            c.max_memory_allocated()
+            self.n += 1
+            nxt += self.period
+            d = nxt - time.perf_counter()
+            if d > 0:
+                time.sleep(d)
+            else:
+                nxt = time.perf_counter()
+
+
+def run_segment(torch, step, seconds: float) -> dict:
+    torch.cuda.synchronize()
+    times = []
+    t0 = time.perf_counter_ns()
+    end = t0 + int(seconds * 1e9)
+    now = t0
+    while now < end:
+        step()
+        t = time.perf_counter_ns()
+        times.append(t - now)
+        now = t
+    total = now - t0
+    times.sort()
+    return {"steps": len(times), "mean_us": total / len(times) / 1e3,
+            "median_us": times[len(times) // 2] / 1e3,
+            "p90_us": times[int(len(times) * 0.9)] / 1e3}
+
+
+def worker_train(a, torch, nn) -> dict:
+    step = setup_cpu(torch, nn) if a.kind == "cpu" else setup_gpu(torch, nn)
+    for _ in range(5):
+        step()
+    run_segment(torch, step, a.warm)
+    gputop = None
+    segs = []
+    for cond in a.conds.split(","):
+        extra: dict = {}
+        naive = None
+        if cond == "agent":
+            import gputop
+            gputop.attach()
+            time.sleep(0.5)  # connect, hello, first samples
+        elif cond.startswith("naive"):
+            naive = Naive(torch, float(cond[5:]))
+            naive.start()
+            time.sleep(0.05)
+        elif cond != "none":
+            raise SystemExit(f"unknown condition {cond!r}")
+        t_seg = time.perf_counter()
+        r = run_segment(torch, step, a.seg)
+        if naive is not None:
+            naive.halt.set()
+            naive.join()
+            extra["thread_hz"] = round(naive.n / (time.perf_counter() - t_seg), 1)
+        if cond == "agent":
+            st = gputop.status()
+            extra.update({k: st.get(k) for k in ("connected", "samples_sent", "dropped",
+                                                   "last_error")})
+            gputop.detach()
+        segs.append({"cond": cond, **r, **extra})
+    return {"pid": os.getpid(), "kind": a.kind, "segments": segs}
+
+
+def pcts(ns: list[int]) -> dict:
+    v = sorted(ns)
+    if not v:
+        return {"n": 0}
+    return {"n": len(v), "median_us": round(v[len(v) // 2] / 1e3, 1),
+            "p90_us": round(v[int(len(v) * 0.9)] / 1e3, 1),
+            "p99_us": round(v[min(len(v) - 1, int(len(v) * 0.99))] / 1e3, 1),
+            "max_us": round(v[-1] / 1e3, 1)}
+
+
+def time_calls(fn, n: int) -> dict:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter_ns()
+        fn()
+        out.append(time.perf_counter_ns() - t)
+    return pcts(out)
+
+
+class Tail(threading.Thread):
+    """Follows a growing recording and notes when each 'vis N' snapshot line lands."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(daemon=True)
+        self.path, self.seen, self.frame_t = path, {}, {}
+        self.halt = threading.Event()
+        self.fh = open(path, "rb")
+        self.fh.seek(0, os.SEEK_END)
+
+    def run(self) -> None:
+        buf = b""
+        while not self.halt.is_set():
+            chunk = self.fh.read()
+            if not chunk:
+                time.sleep(0.0005)
+                continue
+            now = time.time_ns()
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if b'"vis ' not in line:
+                    continue
+                try:
+                    f = json.loads(line)
+                except ValueError:
+                    continue
+                if f.get("type") == "snapshot" and str(f.get("label", "")).startswith("vis "):
+                    self.seen.setdefault(f["label"], now)
+                    self.frame_t.setdefault(f["label"], f.get("t"))
+
+
+def worker_latency(a, torch) -> dict:
+    out: dict = {"pid": os.getpid(), "kind": "latency"}
+    torch.zeros(1, device="cuda")
+    dev = torch.cuda.current_device()
+    stats_fn = getattr(torch._C, "_cuda_memoryStats", None)
+    out["stats_calls"] = {
+        "memory_allocated": time_calls(lambda: torch.cuda.memory_allocated(dev), 2000),
+        "memory_stats": time_calls(lambda: torch.cuda.memory_stats(dev), 2000),
+        "three_naive_calls": time_calls(lambda: (torch.cuda.memory_allocated(dev),
+                                                 torch.cuda.memory_reserved(dev),
+                                                 torch.cuda.max_memory_allocated(dev)), 1000),
+    }
+    if stats_fn is not None:
+        out["stats_calls"]["_cuda_memoryStats"] = time_calls(lambda: stats_fn(dev), 2000)
+
+    import gputop
+    gputop.attach()
+    x = torch.randn(1024, 1024, device="cuda")  # something allocated, so values are not all 0
+    time.sleep(1.0)
+    lat = []
+    for i in range(a.snapshots):
+        t = time.perf_counter_ns()
+        gputop.snapshot(f"lat {i}")
+        lat.append(time.perf_counter_ns() - t)
+        time.sleep(0.005)
+    out["snapshot_call"] = pcts(lat)
+
+    if a.rec and os.path.exists(a.rec):
+        tail = Tail(a.rec)
+        tail.start()
+        calls = {}
+        for i in range(a.visible):
+            label = f"vis {i}"
+            calls[label] = time.time_ns()
+            gputop.snapshot(label)
+            time.sleep(0.1)
+        deadline = time.time() + 3.0
+        while len(tail.seen) < a.visible and time.time() < deadline:
+            time.sleep(0.01)
+        tail.halt.set()
+        tail.join(1)
+        vis = [tail.seen[k] - calls[k] for k in calls if k in tail.seen]
+        skew = [tail.frame_t[k] - calls[k] for k in calls
+                if isinstance(tail.frame_t.get(k), int)]
+        out["visible"] = {**pcts(vis), "sent": a.visible, "seen": len(vis),
+                          "frame_t_minus_call": pcts(skew)}
+    del x
+    return out
+
+
+def worker(a) -> int:
+    import torch
+    import torch.nn as nn
+
+    if not torch.cuda.is_available():
+        print(json.dumps({"error": "CUDA is not available"}))
+        return 2
+    res = worker_latency(a, torch) if a.kind == "latency" else worker_train(a, torch, nn)
+    print("RESULT " + json.dumps(res), flush=True)
+    return 0
+
+
+# ================================================================ parent side
+
+def run_worker(args: list[str], env: dict, timeout: float, log) -> dict | None:
+    cmd = [sys.executable, os.path.abspath(__file__), "_worker"] + args
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        log.write(f"timed out after {timeout} s\n{e.stdout or ''}{e.stderr or ''}\n")
+        return None
+    log.write(p.stdout + p.stderr)
+    log.flush()
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return None
+
+
+def slowdowns(segs: list[dict], cond: str, key: str = "mean_us") -> list[float]:
+    """Per round: a cond segment against the mean of the 'none' segments around it, in %."""
+    out = []
+    for i, x in enumerate(segs):
+        if x["cond"] != cond:
+            continue
+        nb = [segs[j][key] for j in (i - 1, i + 1)
+              if 0 <= j < len(segs) and segs[j]["cond"] == "none"]
+        if nb:
+            out.append((x[key] / (sum(nb) / len(nb)) - 1) * 100)
+    return out
+
+
+def median_or_none(v: list[float]):
+    return round(statistics.median(v), 3) if v else None
+
+
+def start_gputop(binary: str, rec: str, sock: str, source: str, log) -> subprocess.Popen | None:
+    cmd = [binary, "record", "-o", rec, "--socket", sock, "--source", source]
+    log.write(f"$ {' '.join(cmd)}\n")
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        if os.path.exists(sock) or p.poll() is not None:
+            break
+        time.sleep(0.05)
+    if p.poll() is not None:
+        log.write(f"gputop record exited with {p.returncode}\n")
+        return None
+    return p
+
+
+def stop(p: subprocess.Popen | None) -> None:
+    if p is None or p.poll() is not None:
+        return
+    p.send_signal(signal.SIGINT)
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def result_file(d: str | None, name: str, status: str, summary: str, **kw) -> None:
+    print(f"{name}: {status}: {summary}")
+    if d:
+        with open(os.path.join(d, name + ".json"), "w") as fh:
+            json.dump({"status": status, "summary": summary, **kw}, fh, indent=1)
+
+
+def parent(a) -> int:
+    work = a.workdir or tempfile.mkdtemp(prefix="gputop-overhead-")
+    os.makedirs(work, exist_ok=True)
+    log = open(os.path.join(work, "overhead.log"), "a")
+    env = dict(os.environ)
+    agent_dir = os.path.join(REPO, "agent")
+    env["PYTHONPATH"] = agent_dir + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    sock = os.path.join(work, "overhead.sock")
+    rec = os.path.join(work, "overhead.gputop")
+    gp = None
+    if a.gputop:
+        env["GPUTOP_SOCKET"] = sock
+        gp = start_gputop(a.gputop, rec, sock, a.source, log)
+        if gp is None:
+            print("overhead.py: gputop record did not start; see overhead.log", file=sys.stderr)
+    else:
+        print("overhead.py: no --gputop: the agent's samples go to whatever gputop runs "
+              "(GPUTOP_SOCKET or the per-user socket)", file=sys.stderr)
+    res: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "argv": sys.argv}
+    t_begin = time.time()
+    try:
+        for kind, rounds, seg in (("cpu", a.rounds_cpu, a.seg_cpu), ("gpu", a.rounds_gpu, a.seg_gpu)):
+            if kind in a.skip:
+                continue
+            conds = ["none"] + ROUND[kind] * rounds
+            w = run_worker(["--kind", kind, "--conds", ",".join(conds), "--seg", str(seg),
+                            "--warm", str(a.warm)], env, a.worker_timeout, log)
+            res[kind] = w
+            print(f"  {kind}: " + (", ".join(f"{x['cond']} {x['mean_us']:.1f}us"
+                                            for x in w["segments"])
+                                   if w else "worker failed (see overhead.log)"), flush=True)
+        if "snap" not in a.skip:
+            res["latency"] = run_worker(["--kind", "latency", "--snapshots", str(a.snapshots),
+                                         "--visible", str(a.visible), "--rec",
+                                         rec if gp else ""], env, a.worker_timeout, log)
+    finally:
+        stop(gp)
+    res["seconds"] = round(time.time() - t_begin, 1)
+
+    # agent activity as gputop saw it: proves the agent was sending while timed
+    res["agent_seen_by_gputop"] = {}
+    if gp is not None and os.path.exists(rec):
+        import rec as recording
+        r = recording.load(rec)
+        for kind in ("cpu", "gpu"):
+            w = res.get(kind)
+            if not w:
+                continue
+            smp = r.samples_of(w["pid"])
+            res["agent_seen_by_gputop"][kind] = {
+                "pid": w["pid"], "samples": len(smp), "hellos": sum(
+                    1 for h in r.hellos if h.get("pid") == w["pid"]),
+                "dropped": max((x.get("dropped", 0) for x in smp), default=0)}
+    analyse(a, res)
+    with open(a.out or os.path.join(work, "overhead.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    return 0
+
+
+def analyse(a, res: dict) -> None:
+    d = a.results_dir
+    p = a.prefix
+    summary = {}
+    for kind in ("cpu", "gpu"):
+        if kind in a.skip:
+            continue
+        w = res.get(kind)
+        if not w:
+            result_file(d, f"{p}overhead-{kind}", "FAIL", "the worker failed (see overhead.log)")
+            continue
+        segs = w["segments"]
+        agent = slowdowns(segs, "agent")
+        limit = 1.0 if kind == "cpu" else 0.5
+        s = {"agent_slowdown_pct": median_or_none(agent),
+             "agent_slowdown_pct_rounds": [round(v, 3) for v in agent],
+             "agent_slowdown_pct_by_median_step": median_or_none(slowdowns(segs, "agent",
+                                                                           "median_us")),
+             "step_us": median_or_none([x["mean_us"] for x in segs if x["cond"] == "none"]),
+             "limit_pct": limit}
+        if kind == "cpu":
+            s.update({
+                "naive100_slowdown_pct": median_or_none(slowdowns(segs, "naive100")),
+                "naive1000_slowdown_pct": median_or_none(slowdowns(segs, "naive1000")),
+                "naive100_thread_hz": median_or_none(
+                    [x["thread_hz"] for x in segs if x["cond"] == "naive100"]),
+                "naive1000_thread_hz": median_or_none(
+                    [x["thread_hz"] for x in segs if x["cond"] == "naive1000"])})
+        summary[kind] = s
+        problems = []
+        if s["agent_slowdown_pct"] is None:
+            problems.append("no agent segment was timed")
+        elif s["agent_slowdown_pct"] > limit:
+            problems.append(f"agent slowdown {s['agent_slowdown_pct']}% > {limit}%")
+        ag = [x for x in segs if x["cond"] == "agent"]
+        sent = [x.get("samples_sent") or 0 for x in ag]
+        if not all(x.get("connected") for x in ag):
+            problems.append("the agent was not connected to gputop in every agent segment")
+        seen = res["agent_seen_by_gputop"].get(kind)
+        if a.gputop and seen is not None and not seen["samples"]:
+            problems.append("gputop received no samples from the agent")
+        # samples sent per attach: over the timed segment and the 0.5 s before it
+        seg = a.seg_cpu if kind == "cpu" else a.seg_gpu
+        rate = statistics.median(sent) / (seg + 0.5) if sent else 0
+        txt = (f"{'small MLP (CPU-bound)' if kind == 'cpu' else 'bf16 8x8192 MLP (GPU-bound)'}: "
+               f"step {s['step_us']:.0f} us; agent {s['agent_slowdown_pct'] or 0:+.2f}% "
+               f"(rounds {', '.join(f'{v:+.2f}' for v in agent)}; limit {limit}%), "
+               f"agent sent ~{rate:.0f} samples/s")
+        if kind == "cpu":
+            txt += (f"; naive thread 100 Hz {s['naive100_slowdown_pct'] or 0:+.1f}%, "
+                    f"1 kHz {s['naive1000_slowdown_pct'] or 0:+.1f}% "
+                    f"(ran at {s['naive1000_thread_hz'] or 0:.0f}/s)")
+        result_file(d, f"{p}overhead-{kind}", "FAIL" if problems else "PASS", txt,
+                    problems=problems, **s)
+
+    lat = res.get("latency")
+    if "snap" in a.skip:
+        pass
+    elif not lat:
+        result_file(d, f"{p}snapshot-latency", "FAIL", "latency worker failed (see overhead.log)")
+    else:
+        sc = lat["snapshot_call"]
+        ok = sc.get("median_us", 1e9) <= 100
+        result_file(d, f"{p}snapshot-latency", "PASS" if ok else "FAIL",
+                    f"gputop.snapshot() returns in median {sc.get('median_us')} us, p99 "
+                    f"{sc.get('p99_us')} us, max {sc.get('max_us')} us over {sc.get('n')} calls "
+                    f"(limit 100 us)", **sc)
+        v = lat.get("visible")
+        if v is None:
+            result_file(d, f"{p}snapshot-visible", "SKIP", "no gputop record to watch")
+        else:
+            ok = v["seen"] == v["sent"] and v.get("max_us", 1e12) <= 50_000
+            result_file(d, f"{p}snapshot-visible", "PASS" if ok else "FAIL",
+                        f"{v['seen']}/{v['sent']} snapshots in gputop record's file after median "
+                        f"{v.get('median_us', 0) / 1e3:.1f} ms, max {v.get('max_us', 0) / 1e3:.1f} ms "
+                        f"(limit 50 ms; includes the recorder's write)", **v)
+        st = lat["stats_calls"]
+        one = st.get("_cuda_memoryStats", {}).get("median_us")
+        result_file(d, f"{p}stats-call", "INFO",
+                    f"torch._C._cuda_memoryStats(i) {one} us, torch.cuda.memory_allocated() "
+                    f"{st['memory_allocated'].get('median_us')} us, the naive three calls "
+                    f"{st['three_naive_calls'].get('median_us')} us (medians)", **st)
+    res["summary"] = summary
+    print_table(summary, lat)
+
+
+def f(v, spec: str) -> str:
+    """A number in spec, or a dash as wide as it would have been."""
+    if isinstance(v, (int, float)):
+        return format(v, spec)
+    return format("-", ">" + spec.lstrip("+").split(".")[0] + "s")
+
+
+def print_table(summary: dict, lat: dict | None) -> None:
+    print("\nagent overhead (mean step time; slowdown vs no agent, median over rounds)")
+    print(f"{'workload':28} {'step us':>9} {'agent %':>9} {'naive100 %':>11} {'naive1k %':>10}")
+    for kind, s in summary.items():
+        name = "small MLP, CPU-bound" if kind == "cpu" else "bf16 MLP, GPU-bound"
+        print(f"{name:28} {f(s['step_us'], '9.1f')} {f(s['agent_slowdown_pct'], '+9.2f')} "
+              f"{f(s.get('naive100_slowdown_pct'), '+11.2f')} "
+              f"{f(s.get('naive1000_slowdown_pct'), '+10.2f')}")
+    if lat:
+        print("\ncall latency (us)          median      p99      max")
+        rows = [("gputop.snapshot()", lat["snapshot_call"])]
+        rows += [(k, v) for k, v in lat["stats_calls"].items()]
+        if lat.get("visible"):
+            rows.append((f"visible in recording ({lat['visible']['seen']}/{lat['visible']['sent']})",
+                         lat["visible"]))
+        for k, v in rows:
+            print(f"{k:24} {f(v.get('median_us'), '9.1f')} {f(v.get('p99_us'), '8.1f')} "
+                  f"{f(v.get('max_us'), '8.1f')}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_worker"]:
+        w = argparse.ArgumentParser(prog="overhead.py _worker")
+        w.add_argument("--kind", choices=["cpu", "gpu", "latency"], required=True)
+        w.add_argument("--conds", default="none")
+        w.add_argument("--seg", type=float, default=1.5)
+        w.add_argument("--warm", type=float, default=1.0)
+        w.add_argument("--snapshots", type=int, default=300)
+        w.add_argument("--visible", type=int, default=40)
+        w.add_argument("--rec", default="")
+        return worker(w.parse_args(argv[1:]))
+    ap = argparse.ArgumentParser(description="gputop agent overhead on a CUDA device",
+                                 epilog=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gputop", help="gputop binary: a `gputop record` is started for the agent "
+                                     "to stream to (and to watch snapshots arrive)")
+    ap.add_argument("--source", default="all", choices=["all", "agent"],
+                    help="sources of the gputop record started (agent: no GPU driver needed)")
+    ap.add_argument("--out", help="JSON with every measurement (default WORKDIR/overhead.json)")
+    ap.add_argument("--workdir", help="for the recording, socket and log (default: a temp dir)")
+    ap.add_argument("--results-dir", help="write one pass/fail result JSON per check here")
+    ap.add_argument("--prefix", default="", help="file name prefix of those results")
+    ap.add_argument("--rounds-cpu", type=int, default=5)
+    ap.add_argument("--rounds-gpu", type=int, default=5)
+    ap.add_argument("--seg-cpu", type=float, default=1.5, help="seconds per timed segment")
+    ap.add_argument("--seg-gpu", type=float, default=2.0)
+    ap.add_argument("--warm", type=float, default=1.0, help="untimed seconds before the first segment")
+    ap.add_argument("--snapshots", type=int, default=300, help="snapshot() calls timed")
+    ap.add_argument("--visible", type=int, default=40, help="snapshots watched until they land")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["cpu", "gpu", "snap"])
+    ap.add_argument("--worker-timeout", type=float, default=150)
+    ap.add_argument("--dry-run", action="store_true", help="check arguments and imports, then exit")
+    a = ap.parse_args(argv)
+    if a.dry_run:
+        for mod in ("torch", "gputop"):
+            try:
+                __import__(mod)
+                print(f"overhead.py: import {mod}: ok")
+            except Exception as e:
+                print(f"overhead.py: import {mod}: {type(e).__name__}: {e}")
+        if a.gputop and not os.access(a.gputop, os.X_OK):
+            print(f"overhead.py: {a.gputop} is not an executable")
+        print("overhead.py: dry run ok")
+        return 0
+    return parent(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""gputop's own CPU and memory cost, beside a training job.
+
+    python3 bench/resource.py --gputop bin/gputop --out resource.json
+
+Starts, all at once and for the same --seconds (60):
+  - gputop's TUI at its defaults (1 kHz sampling, 30 fps) in a real terminal:
+    a tmux session of 160x50 on a private tmux server;
+  - `gputop record` headless (default rate);
+  - nvtop (-d 1: 10 Hz) and nvitop (--interval 0.25: 4 Hz), each in its own
+    160x50 tmux session, where they are installed; otherwise skipped and said so;
+  - a training job (bench/workloads/train_mlp.py) attached to the TUI, so the
+    TUI draws allocator series and markers as it would for a user.
+After --warmup seconds (the job's start), it reads each monitor's
+/proc/PID/stat (utime + stime) and /proc/PID/status (VmRSS, VmHWM) once a
+second for --seconds. CPU% is of one core. The TUI's last screen is saved.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+TMUX_SOCKET = "gputop-bench"  # a private tmux server: the user's sessions are not touched
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def tmux(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(["tmux", "-L", TMUX_SOCKET, "-f", "/dev/null", *args],
+                          capture_output=True, text=True, check=check)
+
+
+def cpu_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            s = fh.read()
+    except OSError:
+        return None
+    rest = s[s.rfind(")") + 2:].split()
+    return int(rest[11]) + int(rest[12])  # utime, stime (fields 14 and 15)
+
+
+def status_kib(pid: int, key: str) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    s = fh.read()
+                if int(s[s.rfind(")") + 2:].split()[1]) == pid:
+                    out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def start_in_tmux(session: str, cmd: str, want: str, width: int, height: int) -> int | None:
+    """Run cmd in a detached tmux session of the given size; return the pid of `want`."""
+    r = tmux("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), f"exec {cmd}")
+    if r.returncode != 0:
+        print(f"resource.py: tmux new-session {session}: {r.stderr.strip()}", file=sys.stderr)
+        return None
+    time.sleep(0.5)
+    r = tmux("list-panes", "-t", session, "-F", "#{pane_pid}")
+    if r.returncode != 0 or not r.stdout.strip():
+        return None
+    pid = int(r.stdout.split()[0])
+    # `exec` makes the pane's shell become the program; look one level down
+    # in case a wrapper stayed.
+    if want in comm(pid):
+        return pid
+    for c in children(pid):
+        if want in comm(c):
+            return c
+    return pid
+
+
+class Probe:
+    def __init__(self, name: str, pid: int | None, note: str = "") -> None:
+        self.name, self.pid, self.note = name, pid, note
+        self.t0 = self.c0 = None
+        self.rss: list[int] = []
+        self.result: dict = {}
+
+    def begin(self) -> None:
+        if self.pid:
+            self.t0, self.c0 = time.monotonic(), cpu_ticks(self.pid)
+
+    def sample(self) -> None:
+        if self.pid:
+            v = status_kib(self.pid, "VmRSS")
+            if v is not None:
+                self.rss.append(v)
+
+    def end(self) -> None:
+        if not self.pid or self.c0 is None:
+            self.result = {"status": "not run", "note": self.note}
+            return
+        c1 = cpu_ticks(self.pid)
+        if c1 is None:
+            self.result = {"status": "exited during the measurement", "note": self.note}
+            return
+        wall = time.monotonic() - self.t0
+        hwm = status_kib(self.pid, "VmHWM")
+        self.result = {
+            "status": "ok", "pid": self.pid, "seconds": round(wall, 1),
+            "cpu_pct_of_one_core": round((c1 - self.c0) / CLK_TCK / wall * 100, 2),
+            "rss_mib_mean": round(sum(self.rss) / len(self.rss) / 1024, 1) if self.rss else None,
+            "rss_mib_max": round(max(self.rss) / 1024, 1) if self.rss else None,
+            "hwm_mib": round(hwm / 1024, 1) if hwm else None,
+            "note": self.note,
+        }
+
+
+def stop_proc(p: subprocess.Popen | None, sig=signal.SIGINT) -> None:
+    if p is None or p.poll() is not None:
+        return
+    p.send_signal(sig)
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def write_result(d: str | None, name: str, status: str, summary: str, **kw) -> None:
+    print(f"{name}: {status}: {summary}")
+    if d:
+        with open(os.path.join(d, name + ".json"), "w") as fh:
+            json.dump({"status": status, "summary": summary, **kw}, fh, indent=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gputop", default=os.path.join(REPO, "bin", "gputop"))
+    ap.add_argument("--source", default="all", choices=["all", "agent"],
+                    help="gputop's sources (agent: no GPU driver needed)")
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--warmup", type=float, default=8, help="seconds before measuring (job start)")
+    ap.add_argument("--size", default="160x50", help="terminal size WxH")
+    ap.add_argument("--no-job", action="store_true", help="no training job beside the monitors")
+    ap.add_argument("--workdir")
+    ap.add_argument("--out")
+    ap.add_argument("--results-dir")
+    ap.add_argument("--prefix", default="")
+    ap.add_argument("--cpu-limit", type=float, default=5.0)
+    ap.add_argument("--rss-limit-mib", type=float, default=40.0)
+    ap.add_argument("--dry-run", action="store_true", help="check arguments and tools, then exit")
+    a = ap.parse_args(argv)
+    width, height = (int(x) for x in a.size.lower().split("x"))
+    tools = {t: shutil.which(t) for t in ("tmux", "nvtop", "nvitop", "nvidia-smi")}
+    if a.dry_run:
+        print(f"resource.py: tools: {tools}; gputop {a.gputop}: "
+              f"{'ok' if os.access(a.gputop, os.X_OK) else 'missing'}")
+        print("resource.py: dry run ok")
+        return 0
+    if not os.access(a.gputop, os.X_OK):
+        write_result(a.results_dir, f"{a.prefix}resource-tui", "FAIL", f"{a.gputop} not found")
+        return 1
+
+    work = a.workdir or tempfile.mkdtemp(prefix="gputop-resource-")
+    os.makedirs(work, exist_ok=True)
+    sock_tui = os.path.join(work, "res-tui.sock")
+    sock_rec = os.path.join(work, "res-rec.sock")
+    rec_path = os.path.join(work, "resource.gputop")
+    log = open(os.path.join(work, "resource.log"), "a")
+    probes: list[Probe] = []
+    job = rec = None
+    tmux_used = False
+    try:
+        if tools["tmux"]:
+            tmux_used = True
+            pid = start_in_tmux("gputop", f"{a.gputop} --socket {sock_tui} --source {a.source} "
+                                          f"2>{work}/tui.stderr",
+                                "gputop", width, height)
+            probes.append(Probe("gputop TUI (1 kHz, 30 fps)", pid,
+                                f"tmux {width}x{height}" if pid else "did not start"))
+        else:
+            probes.append(Probe("gputop TUI (1 kHz, 30 fps)", None, "tmux not installed"))
+        rec = subprocess.Popen([a.gputop, "record", "-o", rec_path, "--socket", sock_rec,
+                                "--source", a.source],
+                               stdout=log, stderr=subprocess.STDOUT)
+        probes.append(Probe("gputop record (headless)", rec.pid))
+        for tool, cmd, label in (("nvtop", "nvtop -d 1", "nvtop (10 Hz)"),
+                                 ("nvitop", "nvitop --interval 0.25", "nvitop (4 Hz)")):
+            if not tools[tool]:
+                probes.append(Probe(label, None, f"{tool} not installed: skipped"))
+            elif not tools["tmux"]:
+                probes.append(Probe(label, None, "tmux not installed: skipped"))
+            else:
+                pid = start_in_tmux(tool, cmd, tool, width, height)
+                probes.append(Probe(label, pid, f"tmux {width}x{height}"))
+        if not a.no_job:
+            env = dict(os.environ, GPUTOP_SOCKET=sock_tui, PYTHONUNBUFFERED="1")
+            env["PYTHONPATH"] = os.path.join(REPO, "agent") + (
+                os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            job = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "workloads", "train_mlp.py"),
+                 "--seconds", str(a.seconds + a.warmup + 15), "--idle", "0",
+                 "--out", os.path.join(work, "resource-train.json")],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
+        time.sleep(a.warmup)
+        for p in probes:
+            p.begin()
+        t_end = time.monotonic() + a.seconds
+        while time.monotonic() < t_end:
+            for p in probes:
+                p.sample()
+            time.sleep(1.0)
+        for p in probes:
+            p.end()
+        if tmux_used:
+            scr = tmux("capture-pane", "-e", "-p", "-t", "gputop")
+            with open(os.path.join(work, "tui-screen.ansi"), "w") as fh:
+                fh.write(scr.stdout)
+            scr = tmux("capture-pane", "-p", "-t", "gputop")
+            with open(os.path.join(work, "tui-screen.txt"), "w") as fh:
+                fh.write(scr.stdout)
+    finally:
+        if tmux_used:
+            tmux("kill-server")
+        stop_proc(rec)
+        stop_proc(job, signal.SIGTERM)
+
+    out = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": a.seconds,
+           "size": a.size, "job": not a.no_job,
+           "monitors": {p.name: p.result for p in probes}}
+    import rec as recording
+    if os.path.exists(rec_path):
+        r = recording.load(rec_path)
+        out["record_nvml"] = {str(d): s.rate() for d, s in r.nvml.items()}
+    with open(a.out or os.path.join(work, "resource.json"), "w") as fh:
+        json.dump(out, fh, indent=1)
+
+    print(f"\n{'monitor':28} {'CPU % (1 core)':>15} {'RSS MiB mean':>13} {'RSS MiB max':>12}  note")
+    for p in probes:
+        r = p.result
+        if r.get("status") == "ok":
+            print(f"{p.name:28} {r['cpu_pct_of_one_core']:15.2f} {r['rss_mib_mean']:13.1f} "
+                  f"{r['rss_mib_max']:12.1f}  {r['note']}")
+        else:
+            print(f"{p.name:28} {r.get('status'):>15}  {r.get('note', '')}")
+
+    failed = False
+    for p in probes:
+        r = dict(p.result)
+        name = a.prefix + "resource-" + p.name.split(" (")[0].replace("gputop ", "").lower()
+        if r.get("status") != "ok":
+            st = "FAIL" if p.name.startswith("gputop") else "SKIP"
+            failed |= st == "FAIL"
+            write_result(a.results_dir, name, st, f"{p.name}: {r.get('status')} ({r.get('note')})")
+            continue
+        r.pop("status")
+        txt = (f"{p.name}: {r['cpu_pct_of_one_core']:.2f}% of a core, RSS {r['rss_mib_mean']:.1f} MiB "
+               f"mean / {r['rss_mib_max']:.1f} max over {r['seconds']:.0f} s")
+        if p.name.startswith("gputop TUI"):
+            ok = r["cpu_pct_of_one_core"] <= a.cpu_limit and (r["rss_mib_max"] or 0) <= a.rss_limit_mib
+            failed |= not ok
+            write_result(a.results_dir, name, "PASS" if ok else "FAIL",
+                         txt + f" (limits {a.cpu_limit}%, {a.rss_limit_mib:g} MiB)", **r)
+        else:
+            if p.name.startswith("gputop record") and out.get("record_nvml"):
+                txt += "; " + ", ".join(f"device {d} {v['rate_hz']} samples/s"
+                                        for d, v in out["record_nvml"].items())
+            write_result(a.results_dir, name, "INFO", txt, **r)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

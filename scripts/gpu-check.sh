@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# gputop on a real GPU: every check and benchmark that needs one, in one go.
+#
+#   CGO_ENABLED=1 go build -o bin/gputop .      # where Go is (the GPU machine has none)
+#   OUT=/some/dir bash scripts/gpu-check.sh     # on the GPU machine, at the repo root
+#
+# Steps (each runs even when an earlier one failed; each records its status):
+#   preflight   bin/gputop, torch + CUDA, the agent (PYTHONPATH=agent), tools
+#   train       `gputop record --source all` beside bench/workloads/train_mlp.py:
+#               CSV allocated/reserved/peak == torch's own to the byte, After
+#               cleanup back at the Training start baseline; NVML used vs
+#               nvidia-smi; achieved sample rate; the recording is the demo
+#   spikes      20 x 4 GiB for 5 ms beside `gputop record`: all 20 seen? and
+#               what a 10 Hz / 4 Hz sampler would have seen
+#   sigkill     a training job killed with SIGKILL mid-run: its history stays,
+#               an "ended" frame marks it; `gputop snap LABEL` from the shell
+#   overhead    bench/overhead.py: the agent's cost, snapshot() latency
+#   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
+#   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
+# Writes to $OUT: summary.txt (the table printed last), summary.md,
+# results.json (every check's numbers), demo.gputop, logs.tar.gz (all logs,
+# recordings and raw results). Exit status 0 when every check passed or was
+# skipped. Changes no GPU setting.
+set -u
+
+cd "$(dirname "$0")/.." || exit 2
+REPO=$PWD
+OUT=${OUT:-$REPO/gpu-check-out}
+GPUTOP=${GPUTOP:-$REPO/bin/gputop}
+PY=${PYTHON:-python3}
+BUDGET=${BUDGET:-540} # seconds for all steps; a device command may run 600
+mkdir -p "$OUT"
+W=$(mktemp -d /tmp/gpuchk.XXXXXX)
+R=$W/results # one result JSON per check, read by check.py table
+L=$W/logs
+mkdir -p "$R" "$L"
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=$REPO/agent${PYTHONPATH:+:$PYTHONPATH}
+T0=$(date +%s)
+PIDS=() # background processes started here, stopped on exit
+TMUXL=gputop-check # a private tmux server
+
+# ---------------------------------------------------------------- helpers
+
+elapsed() { echo $(($(date +%s) - T0)); }
+
+alive() { # a running (not zombie) process
+	[ -e "/proc/$1" ] && ! grep -qE '^[0-9]+ \(.*\) Z' "/proc/$1/stat" 2>/dev/null
+}
+
+stop_pid() { # PID [SIGNAL]: ask, then insist
+	local pid=$1 sig=${2:-INT} _
+	if alive "$pid"; then
+		kill -"$sig" "$pid" 2>/dev/null
+		for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+		if alive "$pid"; then
+			kill -TERM "$pid" 2>/dev/null
+			sleep 1
+			kill -KILL "$pid" 2>/dev/null
+		fi
+	fi
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+on_exit() {
+	local p
+	for p in ${PIDS[@]+"${PIDS[@]}"}; do stop_pid "$p"; done
+	tmux -L "$TMUXL" kill-server 2>/dev/null
+}
+trap on_exit EXIT
+
+result() { # NAME STATUS SUMMARY: a result for a check that has no checker of its own
+	"$PY" bench/check.py result --out "$R/$1.json" --status "$2" --summary "$3" >/dev/null 2>&1 ||
+		printf '{"status": "%s", "summary": "result could not be written"}\n' "$2" >"$R/$1.json"
+}
+
+wait_file() { # PATH SECONDS
+	local _
+	for _ in $(seq $(($2 * 10))); do [ -e "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+REC_PID=
+start_record() { # NAME [ARGS...]: gputop record -o $W/NAME.gputop in the background
+	local name=$1
+	shift
+	"$GPUTOP" record -o "$W/$name.gputop" "$@" >"$L/$name-record.log" 2>&1 &
+	REC_PID=$!
+	PIDS+=("$REC_PID")
+	sleep 0.5
+	if ! alive "$REC_PID"; then
+		echo "gputop record exited at once:"
+		cat "$L/$name-record.log"
+		return 1
+	fi
+}
+
+export_csv() { # RECORDING CSV
+	timeout 60 "$GPUTOP" export "$1" --csv "$2" ||
+		timeout 60 "$GPUTOP" export --csv "$2" "$1"
+}
+
+have_gputop() {
+	[ -x "$GPUTOP" ] && return 0
+	echo "$GPUTOP not found: build it with CGO_ENABLED=1 go build -o bin/gputop ."
+	return 1
+}
+
+STEPS=()
+step() { # NAME ESTIMATED_SECONDS RESULT...: run step_NAME unless the budget is spent
+	local name=$1 est=$2 started rc e
+	shift 2
+	if [ $(($(elapsed) + est)) -gt "$BUDGET" ]; then
+		echo "== $name: skipped, $(elapsed) s used of $BUDGET"
+		for e in "$@"; do result "$e" SKIP "not run: $(elapsed) s of the $BUDGET s budget used"; done
+		STEPS+=("$name:skipped")
+		return
+	fi
+	started=$(date +%s)
+	echo "== $name (at $(elapsed) s)"
+	"step_$name" >"$L/step-$name.log" 2>&1
+	rc=$?
+	echo "   rc $rc in $(($(date +%s) - started)) s; last lines of logs/step-$name.log:"
+	tail -n 6 "$L/step-$name.log" | sed 's/^/   | /'
+	# a checker that crashed leaves no result: that must show in the table
+	for e in "$@"; do
+		[ -s "$R/$e.json" ] || result "$e" FAIL "no result: the step broke (logs/step-$name.log)"
+	done
+	STEPS+=("$name:$(($(date +%s) - started))s")
+}
+
+# ---------------------------------------------------------------- steps
+
+step_preflight() {
+	local ok=1 missing="" tool
+	date -u +"date: %Y-%m-%d %H:%M:%S UTC"
+	uname -a
+	nvidia-smi || {
+		ok=0
+		missing+=" nvidia-smi"
+	}
+	nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,memory.used --format=csv
+	"$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name(0))' || {
+		ok=0
+		missing+=" torch+CUDA"
+	}
+	"$PY" -c 'import gputop; print("agent:", gputop.__file__)' || {
+		ok=0
+		missing+=" agent(PYTHONPATH=agent)"
+	}
+	if [ -x "$GPUTOP" ]; then
+		ls -la "$GPUTOP"
+		timeout 10 "$GPUTOP" --help 2>&1 | head -n 40
+	else
+		ok=0
+		missing+=" $GPUTOP"
+	fi
+	for tool in tmux nvtop nvitop stdbuf; do printf '%s: %s\n' "$tool" "$(command -v "$tool" || echo missing)"; done
+	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$W/gpu.txt" 2>/dev/null
+	"$PY" -c 'import torch; print(torch.__version__)' >"$W/torch.txt" 2>/dev/null
+	if [ "$ok" = 1 ]; then
+		result 00-preflight PASS "$(head -n1 "$W/gpu.txt"); torch $(cat "$W/torch.txt"); tmux $(command -v tmux >/dev/null && echo yes || echo no)"
+	else
+		result 00-preflight FAIL "missing:$missing"
+	fi
+}
+
+step_train() {
+	have_gputop || { result 10-allocator-exact FAIL "no gputop binary"; return 1; }
+	local sock=$W/train.sock rc smi
+	start_record train --source all --socket "$sock" || { result 10-allocator-exact FAIL "gputop record did not start"; return 1; }
+	"$PY" bench/nvml_compare.py smi --dir "$W/smi" >"$L/smi.log" 2>&1 &
+	smi=$!
+	PIDS+=("$smi")
+	wait_file "$sock" 10 || echo "socket $sock did not appear within 10 s"
+	GPUTOP_SOCKET=$sock timeout 150 "$PY" bench/workloads/train_mlp.py --out "$W/train-torch.json" \
+		>"$L/train-job.log" 2>&1
+	rc=$?
+	sleep 1
+	stop_pid "$REC_PID"
+	stop_pid "$smi"
+	cat "$L/train-job.log"
+	if [ "$rc" != 0 ] || [ ! -s "$W/train-torch.json" ]; then
+		result 10-allocator-exact FAIL "train_mlp.py exited with $rc (logs/train-job.log)"
+	elif ! export_csv "$W/train.gputop" "$W/train-summary.csv"; then
+		result 10-allocator-exact FAIL "gputop export failed on the recording"
+	else
+		cat "$W/train-summary.csv"
+		"$PY" bench/check.py train --torch "$W/train-torch.json" --csv "$W/train-summary.csv" \
+			--rec "$W/train.gputop" --out "$R/10-allocator-exact.json"
+	fi
+	if [ -s "$W/train.gputop" ]; then
+		"$PY" bench/nvml_compare.py compare "$W/train.gputop" --dir "$W/smi" --out "$R/11-nvml-vs-smi.json"
+		"$PY" bench/check.py rate --rec "$W/train.gputop" --out "$R/12-sample-rate.json"
+		cp "$W/train.gputop" "$OUT/demo.gputop"
+		replay_smoke "$W/train.gputop"
+	else
+		result 11-nvml-vs-smi FAIL "no recording"
+		result 12-sample-rate FAIL "no recording"
+	fi
+}
+
+replay_smoke() { # RECORDING: the TUI replays it in a real terminal; its screen goes to the logs
+	command -v tmux >/dev/null || { result 13-replay-screen SKIP "tmux not installed"; return; }
+	tmux -L "$TMUXL" -f /dev/null new-session -d -s replay -x 160 -y 50 \
+		"exec $GPUTOP --replay $1 2>$L/replay.stderr"
+	sleep 4
+	tmux -L "$TMUXL" capture-pane -p -t replay >"$L/replay-screen.txt" 2>&1
+	tmux -L "$TMUXL" capture-pane -e -p -t replay >"$L/replay-screen.ansi" 2>&1
+	tmux -L "$TMUXL" kill-server 2>/dev/null
+	cat "$L/replay-screen.txt"
+	local lines
+	lines=$(grep -c '[^[:space:]]' "$L/replay-screen.txt")
+	if [ "$lines" -gt 5 ]; then
+		result 13-replay-screen INFO "gputop --replay drew $lines lines at 160x50 after 4 s (logs/replay-screen.txt); 'Training start' on screen: $(grep -q 'Training start' "$L/replay-screen.txt" && echo yes || echo no)"
+	else
+		result 13-replay-screen FAIL "gputop --replay drew nothing (logs/replay-screen.txt, replay.stderr)"
+	fi
+}
+
+step_spikes() {
+	have_gputop || { result 20-spikes FAIL "no gputop binary"; return 1; }
+	start_record spikes --source nvml || { result 20-spikes FAIL "gputop record did not start"; return 1; }
+	sleep 1
+	timeout 90 "$PY" bench/workloads/spikes.py --out "$W/spikes.json"
+	sleep 0.5
+	stop_pid "$REC_PID"
+	if [ -s "$W/spikes.json" ]; then
+		"$PY" bench/check.py spikes --spikes "$W/spikes.json" --rec "$W/spikes.gputop" --out "$R/20-spikes.json"
+	else
+		result 20-spikes FAIL "spikes.py wrote nothing"
+	fi
+}
+
+step_sigkill() {
+	have_gputop || { result 30-sigkill FAIL "no gputop binary"; return 1; }
+	local sock=$W/kill.sock job kill_ns
+	start_record kill --source all --socket "$sock" || { result 30-sigkill FAIL "gputop record did not start"; return 1; }
+	wait_file "$sock" 10
+	GPUTOP_SOCKET=$sock "$PY" bench/workloads/train_mlp.py --seconds 300 --out "$W/kill-torch.json" \
+		>"$L/kill-job.log" 2>&1 &
+	job=$!
+	PIDS+=("$job")
+	# kill it once its samples reach the recording, and a few seconds into training
+	for _ in $(seq 400); do
+		grep -F "\"pid\":$job," "$W/kill.gputop" 2>/dev/null | grep -q '"type":"sample"' && break
+		alive "$job" || break
+		sleep 0.1
+	done
+	sleep 1
+	# a snapshot from the shell while the job runs (this recording is not the demo)
+	timeout 10 "$GPUTOP" snap "from the shell" --socket "$sock"
+	echo "gputop snap: rc $?"
+	sleep 2
+	kill_ns=$(date +%s%N)
+	kill -KILL "$job"
+	wait "$job" 2>/dev/null
+	echo "killed pid $job at $kill_ns"
+	sleep 2
+	stop_pid "$REC_PID"
+	cat "$L/kill-job.log"
+	"$PY" bench/check.py sigkill --rec "$W/kill.gputop" --pid "$job" --kill-ns "$kill_ns" --out "$R/30-sigkill.json"
+	if export_csv "$W/kill.gputop" "$W/kill-summary.csv"; then
+		cat "$W/kill-summary.csv"
+		local row
+		row=$(grep '^from the shell,' "$W/kill-summary.csv" | head -n1)
+		if [ -n "$row" ]; then
+			result 31-cli-snap PASS "gputop snap LABEL reached the running recorder: $row"
+		else
+			result 31-cli-snap FAIL "no 'from the shell' row in the CSV of the recording (logs/step-sigkill.log)"
+		fi
+	else
+		result 31-cli-snap FAIL "gputop export failed on the killed job's recording"
+	fi
+}
+
+step_overhead() {
+	have_gputop || return 1
+	timeout 240 "$PY" bench/overhead.py --gputop "$GPUTOP" --workdir "$W/overhead" \
+		--out "$W/overhead.json" --results-dir "$R" --prefix 40-
+	local rc=$?
+	[ "$rc" = 124 ] && echo "overhead.py ran past 240 s"
+	return "$rc"
+}
+
+step_resource() {
+	have_gputop || return 1
+	timeout 130 "$PY" bench/resource.py --gputop "$GPUTOP" --workdir "$W/resource" \
+		--out "$W/resource.json" --results-dir "$R" --prefix 50-
+}
+
+step_holders() {
+	local left rc f name
+	for f in holders_scenarios holders_bench; do
+		name=60-$f
+		if [ ! -f "bench/$f.py" ]; then
+			result "$name" SKIP "bench/$f.py not present"
+			continue
+		fi
+		left=$((BUDGET - $(elapsed) - 5))
+		if [ "$left" -lt 20 ]; then
+			result "$name" SKIP "not run: $(elapsed) s of the $BUDGET s budget used"
+			continue
+		fi
+		[ "$left" -gt 150 ] && left=150
+		echo "== bench/$f.py (limit $left s)"
+		GPUTOP_CHECK_DIR=$W timeout "$left" "$PY" "bench/$f.py" >"$L/$f.log" 2>&1
+		rc=$?
+		cat "$L/$f.log"
+		if [ "$rc" = 0 ]; then
+			result "$name" PASS "bench/$f.py passed: $(grep -v '^[[:space:]]*$' "$L/$f.log" | tail -n1 | cut -c1-150)"
+		else
+			result "$name" FAIL "bench/$f.py exited with $rc: $(grep -v '^[[:space:]]*$' "$L/$f.log" | tail -n1 | cut -c1-150)"
+		fi
+	done
+}
+
+# ---------------------------------------------------------------- run
+
+echo "gputop GPU check: work dir $W, results to $OUT, budget $BUDGET s"
+step preflight 20 00-preflight
+step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
+step spikes 30 20-spikes
+step sigkill 40 30-sigkill 31-cli-snap
+step overhead 130 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call
+step resource 90 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
+step holders 25 60-holders_scenarios 60-holders_bench
+
+# ---------------------------------------------------------------- report
+
+{
+	echo "gputop GPU check, $(date -u +'%Y-%m-%d %H:%M UTC'), $(cat "$W/gpu.txt" 2>/dev/null | head -n1), torch $(cat "$W/torch.txt" 2>/dev/null)"
+	echo "command: OUT=... bash scripts/gpu-check.sh   ($(elapsed) s; steps: ${STEPS[*]})"
+	echo
+} >"$W/summary.txt"
+"$PY" bench/check.py table "$R" --md "$W/summary.md" --json "$OUT/results.json" >>"$W/summary.txt" 2>&1
+status=$?
+if [ ! -s "$OUT/results.json" ]; then # the table could not be made: show the raw results
+	cat "$R"/*.json >>"$W/summary.txt" 2>/dev/null
+	status=1
+fi
+cp "$W/summary.txt" "$OUT/summary.txt"
+cp "$W/summary.md" "$OUT/summary.md" 2>/dev/null
+on_exit
+tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' -C "$W" . 2>/dev/null
+if [ "$(stat -c %s "$OUT/logs.tar.gz" 2>/dev/null || echo 0)" -gt 15000000 ]; then
+	# too big to come back from the device: keep the logs, drop the recordings
+	tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' --exclude='*.gputop' -C "$W" . 2>/dev/null
+fi
+echo
+cat "$W/summary.txt"
+exit $status
