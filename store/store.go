@@ -41,7 +41,9 @@ type TierSpec struct {
 	Buckets int
 }
 
-// Options bound the memory of every series.
+// Options bound the memory of every series. Tiers should be listed finest
+// first, each covering a longer span than the one before (New sorts them by
+// width and drops empty ones). The zero Options means DefaultOptions.
 type Options struct {
 	RawCapacity int // raw samples kept per series
 	Tiers       []TierSpec
@@ -61,7 +63,10 @@ func DefaultOptions() Options {
 	}
 }
 
-// Tap sees everything ingested, e.g. to write a recording.
+// Tap sees everything ingested, e.g. to write a recording. Frame is called
+// with the store locked, in ingest order; NVML is called after the store
+// unlocks (it is the 1 kHz path), so calls for different devices may come
+// concurrently. A Tap must not call back into the store.
 type Tap interface {
 	NVML(dev int, t int64, used, reserved uint64)
 	Frame(f any) // a wire.* value
@@ -110,6 +115,7 @@ type Store struct {
 	start     int64
 	devices   []Device
 	series    map[Key]*series
+	nvml      []*[2]*series // NVMLUsed and NVMLReserved by device: no map lookup at 1 kHz
 	procs     map[int][]wire.Proc
 	procsAt   map[int]int64
 	agents    map[int]*Agent
@@ -120,6 +126,20 @@ type Store struct {
 
 // New returns an empty store.
 func New(opt Options) *Store {
+	if opt.RawCapacity == 0 && len(opt.Tiers) == 0 {
+		opt = DefaultOptions()
+	}
+	// A ring of zero slots or a zero-width bucket would panic on the first
+	// sample; an unsorted tier list would break the finest-first lookups.
+	opt.RawCapacity = max(opt.RawCapacity, 1)
+	var tiers []TierSpec
+	for _, t := range opt.Tiers {
+		if t.Width > 0 && t.Buckets > 0 {
+			tiers = append(tiers, t)
+		}
+	}
+	sort.SliceStable(tiers, func(i, j int) bool { return tiers[i].Width < tiers[j].Width })
+	opt.Tiers = tiers
 	return &Store{
 		opt:     opt,
 		series:  map[Key]*series{},
@@ -150,8 +170,16 @@ func (s *Store) frame(f any) {
 
 // ---- ingest ----
 
-// SetDevice adds or updates a device (by Index).
+// MaxDevices bounds device indices, so a corrupt recording cannot make the
+// store allocate a device table of any size.
+const MaxDevices = 1024
+
+// SetDevice adds or updates a device (by Index); an index outside
+// [0, MaxDevices) is ignored.
 func (s *Store) SetDevice(d Device) {
+	if d.Index < 0 || d.Index >= MaxDevices {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.devices) <= d.Index {
@@ -170,7 +198,7 @@ func (s *Store) SetDevice(d Device) {
 func (s *Store) SetRate(dev int, hz float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if dev < len(s.devices) {
+	if dev >= 0 && dev < len(s.devices) {
 		s.devices[dev].Rate = hz
 		s.gen++
 	}
@@ -180,7 +208,7 @@ func (s *Store) SetRate(dev int, hz float64) {
 func (s *Store) SetDeviceError(dev int, t int64, err string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if dev >= len(s.devices) || s.devices[dev].Err == err {
+	if dev < 0 || dev >= len(s.devices) || s.devices[dev].Err == err {
 		return
 	}
 	s.devices[dev].Err, s.devices[dev].ErrAt = err, t
@@ -191,8 +219,21 @@ func (s *Store) SetDeviceError(dev int, t int64, err string) {
 // AddNVML adds one NVML device sample. This is the 1 kHz hot path.
 func (s *Store) AddNVML(dev int, t int64, used, reserved uint64) {
 	s.mu.Lock()
-	s.add(Key{dev, 0, NVMLUsed}, t, used)
-	s.add(Key{dev, 0, NVMLReserved}, t, reserved)
+	if dev >= 0 && dev < MaxDevices {
+		if dev >= len(s.nvml) {
+			s.nvml = append(s.nvml, make([]*[2]*series, dev+1-len(s.nvml))...)
+		}
+		p := s.nvml[dev]
+		if p == nil {
+			p = &[2]*series{s.get(Key{dev, 0, NVMLUsed}), s.get(Key{dev, 0, NVMLReserved})}
+			s.nvml[dev] = p
+		}
+		p[0].add(t, used)
+		p[1].add(t, reserved)
+	} else {
+		s.add(Key{dev, 0, NVMLUsed}, t, used)
+		s.add(Key{dev, 0, NVMLReserved}, t, reserved)
+	}
 	s.touch(t)
 	tap := s.tap
 	s.mu.Unlock()
@@ -201,13 +242,16 @@ func (s *Store) AddNVML(dev int, t int64, used, reserved uint64) {
 	}
 }
 
-func (s *Store) add(k Key, t int64, v uint64) {
+func (s *Store) add(k Key, t int64, v uint64) { s.get(k).add(t, v) }
+
+// get returns the series of k, creating it.
+func (s *Store) get(k Key) *series {
 	sr := s.series[k]
 	if sr == nil {
 		sr = newSeries(s.opt)
 		s.series[k] = sr
 	}
-	sr.add(t, v)
+	return sr
 }
 
 // SetProcs replaces the NVML process list of a device.
@@ -217,6 +261,9 @@ func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 	s.procs[dev] = append([]wire.Proc(nil), procs...)
 	s.procsAt[dev] = t
 	for _, p := range procs {
+		if p.UsedUnknown {
+			continue
+		}
 		s.add(Key{dev, p.PID, ProcUsed}, t, p.Used)
 	}
 	s.touch(t)
@@ -246,11 +293,19 @@ func (s *Store) AgentHello(h wire.Hello) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := &Agent{Hello: h, DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
-	if old := s.agents[h.PID]; old != nil {
+	old := s.agents[h.PID]
+	if old != nil {
 		a.Holders, a.OOMs = old.Holders, old.OOMs
 	}
 	for _, ad := range h.Devices {
 		idx := s.deviceByUUID(ad.UUID)
+		if idx < 0 && ad.UUID == "" && old != nil {
+			// No UUID to match on: a reconnecting process keeps the device
+			// it had rather than adding a new one on every hello.
+			if d, ok := old.DevMap[ad.Index]; ok {
+				idx = d
+			}
+		}
 		if idx < 0 {
 			idx = len(s.devices)
 			s.devices = append(s.devices, Device{Index: idx, UUID: ad.UUID, Name: ad.Name, Total: ad.Total, Source: "agent"})
@@ -292,8 +347,11 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 	if a == nil {
 		return nil
 	}
-	label := m.Label
-	switch m.Kind {
+	label, kind := m.Label, m.Kind
+	if kind == "" {
+		kind = wire.MarkSnapshot
+	}
+	switch kind {
 	case wire.MarkPhaseStart:
 		label += " (start)"
 	case wire.MarkPhaseEnd:
@@ -309,7 +367,7 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 		rows = append(rows, s.addSnapshot(wire.Snapshot{
 			Type: wire.TypeSnapshot, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
 			Allocated: &al, Reserved: &re, Peak: &pk,
-		}, m.Kind))
+		}, kind))
 	}
 	return rows
 }
@@ -362,15 +420,24 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 		s.frame(wire.Bye{Type: wire.TypeBye, PID: pid, T: t})
 	} else {
 		a.Ended = true
+		// one marker per device, in device order (map order would make
+		// the marker list differ from run to run)
+		devs := make([]int, 0, len(a.DevMap))
 		for _, dev := range a.DevMap {
-			s.markers = append(s.markers, Marker{T: t, Dev: dev, PID: pid, Label: "ended", Kind: "ended"})
+			devs = append(devs, dev)
+		}
+		sort.Ints(devs)
+		for i, dev := range devs {
+			if i == 0 || dev != devs[i-1] {
+				s.markers = append(s.markers, Marker{T: t, Dev: dev, PID: pid, Label: "ended", Kind: "ended"})
+			}
 		}
 		s.frame(wire.Ended{Type: wire.TypeEnded, PID: pid, T: t, Reason: reason})
 	}
 	s.touch(t)
 }
 
-// Logf adds a line to the store's log (shown in the status line).
+// Log adds a line to the store's log (shown in the status line).
 func (s *Store) Log(line string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -384,8 +451,10 @@ func (s *Store) Log(line string) {
 // ---- snapshots ----
 
 // AddSnapshot completes a row (NVML used at its time and the highest NVML
-// used since the device's previous snapshot, where NVML is known) and
-// appends it. It returns the completed row.
+// used since the device's previous snapshot, where NVML is known; values
+// already set are kept) and appends it. It returns the completed row.
+// The peak covers [previous snapshot's time, row.T] (from the store's start
+// for the first row) and is exact while that range is inside the raw window.
 func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -408,7 +477,7 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 					break
 				}
 			}
-			if pk, ok := maxOf(sr.columns(from, row.T+1, 1)); ok {
+			if pk, ok := sr.maxIn(from, row.T+1); ok {
 				row.NVMLPeak = &pk
 			}
 		}
@@ -424,29 +493,34 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	return row
 }
 
-func maxOf(cols []Column) (uint64, bool) {
-	var m uint64
-	ok := false
-	for _, c := range cols {
-		if c.OK && (!ok || c.Max > m) {
-			m, ok = c.Max, true
-		}
-	}
-	return m, ok
-}
-
 // TakeSnapshot records a snapshot of device dev at time t from what the store
 // holds: NVML used at t and, when an agent process has samples on that
-// device, its latest allocator counters at or before t. pid 0 picks the
-// agent process on dev that reported most recently.
+// device, its latest allocator counters at or before t (exact inside the raw
+// window, see ValueAt). pid 0 picks the agent process on dev whose latest
+// sample at or before t is the most recent, leaving out processes that had
+// already ended by t; on a tie the lower pid wins.
 func (s *Store) TakeSnapshot(label string, dev, pid int, t int64, source string) wire.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pid == 0 {
+		pids := make([]int, 0, len(s.agents))
+		for p := range s.agents {
+			pids = append(pids, p)
+		}
+		sort.Ints(pids)
+		found := false
 		var best int64
-		for p, a := range s.agents {
-			if smp, ok := a.Last[dev]; ok && smp.T <= t && smp.T >= best {
-				best, pid = smp.T, p
+		for _, p := range pids {
+			a := s.agents[p]
+			if !a.Connected && a.EndedAt != 0 && a.EndedAt < t {
+				continue
+			}
+			sr := s.series[Key{dev, p, Allocated}]
+			if sr == nil {
+				continue
+			}
+			if _, at, ok := sr.valueAt(t); ok && (!found || at > best) {
+				found, best, pid = true, at, p
 			}
 		}
 	}
@@ -555,7 +629,10 @@ func (s *Store) End() int64 {
 	return end
 }
 
-// ValueAt returns a series' last value at or before t.
+// ValueAt returns a series' last value at or before t; false before its
+// first sample. It is exact inside the raw window. Older than that it is the
+// last value of the finest bucket containing t, which may have been sampled
+// up to one bucket width after t.
 func (s *Store) ValueAt(k Key, t int64) (uint64, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -569,7 +646,11 @@ func (s *Store) ValueAt(k Key, t int64) (uint64, bool) {
 
 // Columns aggregates a series over [from, to) into n chart columns, each
 // with the min, max and last value of the samples it covers.
+// See Column for what a column's values mean once tiers answer.
 func (s *Store) Columns(k Key, from, to int64, n int) []Column {
+	if n <= 0 {
+		return nil
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	sr := s.series[k]
@@ -579,9 +660,18 @@ func (s *Store) Columns(k Key, from, to int64, n int) []Column {
 	return sr.columns(from, to, n)
 }
 
-// Max returns the highest value of a series in [from, to).
+// Max returns the highest value of a series in [from, to). It is exact while
+// the range is inside the raw window; older parts are answered by the
+// finest buckets overlapping them, which may add up to one bucket width on
+// either side.
 func (s *Store) Max(k Key, from, to int64) (uint64, bool) {
-	return maxOf(s.Columns(k, from, to, 1))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sr := s.series[k]
+	if sr == nil {
+		return 0, false
+	}
+	return sr.maxIn(from, to)
 }
 
 // Count returns how many samples a series has received in all.

@@ -1,0 +1,611 @@
+package store
+
+import (
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gputop/gputop/wire"
+)
+
+const sec = int64(time.Second)
+
+// tapRec records what a Tap is given.
+type tapRec struct {
+	mu     sync.Mutex
+	nvml   []string
+	frames []any
+}
+
+func (r *tapRec) NVML(dev int, t int64, used, reserved uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nvml = append(r.nvml, fmt.Sprintf("%d@%d:%d/%d", dev, t, used, reserved))
+}
+
+func (r *tapRec) Frame(f any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.frames = append(r.frames, f)
+}
+
+func (r *tapRec) types() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, f := range r.frames {
+		out = append(out, reflect.TypeOf(f).Name())
+	}
+	return out
+}
+
+func u(p *uint64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func wantU(t *testing.T, what string, got *uint64, want any) {
+	t.Helper()
+	if u(got) != want {
+		t.Fatalf("%s = %v, want %v", what, u(got), want)
+	}
+}
+
+func TestZeroOptionsAndBadOptions(t *testing.T) {
+	st := New(Options{})
+	st.AddNVML(0, 1, 5, 0)
+	if !reflect.DeepEqual(st.opt, DefaultOptions()) {
+		t.Fatalf("zero options became %+v", st.opt)
+	}
+	// a zero-slot ring or a zero-width tier would panic on the first sample
+	st = New(Options{RawCapacity: -1, Tiers: []TierSpec{{time.Second, 10}, {0, 5}, {time.Millisecond, 0}, {10 * time.Millisecond, 10}}})
+	for i := range 100 {
+		st.AddNVML(0, int64(i)*ms, uint64(i), 0)
+	}
+	if len(st.opt.Tiers) != 2 || st.opt.Tiers[0].Width != 10*time.Millisecond || st.opt.RawCapacity != 1 {
+		t.Fatalf("options not cleaned: %+v", st.opt)
+	}
+	if m, ok := st.Max(Key{0, 0, NVMLUsed}, 0, 100*ms); !ok || m != 99 {
+		t.Fatalf("max %d %v", m, ok)
+	}
+}
+
+func TestDevicesRateAndErrors(t *testing.T) {
+	st := New(DefaultOptions())
+	tap := &tapRec{}
+	st.SetTap(tap)
+	st.SetDevice(Device{Index: 1, UUID: "GPU-b", Name: "B", Total: 80 << 30, Source: "nvml"})
+	ds := st.Devices()
+	if len(ds) != 2 || ds[0].Index != 0 || ds[1].UUID != "GPU-b" {
+		t.Fatalf("devices %+v", ds)
+	}
+	st.SetRate(1, 998.5)
+	st.SetDevice(Device{Index: 1, UUID: "GPU-b", Name: "B", Total: 80 << 30, Source: "nvml"})
+	if r := st.Devices()[1].Rate; r != 998.5 {
+		t.Fatalf("rate lost on update: %v", r)
+	}
+	g := st.Gen()
+	st.SetDeviceError(1, 5, "GPU is lost")
+	st.SetDeviceError(1, 6, "GPU is lost") // unchanged: no second frame
+	if d := st.Devices()[1]; d.Err != "GPU is lost" || d.ErrAt != 5 || st.Gen() == g {
+		t.Fatalf("error not recorded: %+v", d)
+	}
+	st.SetDeviceError(1, 7, "")
+	if d := st.Devices()[1]; d.Err != "" {
+		t.Fatalf("error not cleared: %+v", d)
+	}
+	// out-of-range devices are ignored, not a panic
+	st.SetDevice(Device{Index: -1})
+	st.SetRate(-1, 1)
+	st.SetRate(9, 1)
+	st.SetDeviceError(-1, 1, "x")
+	st.SetDeviceError(9, 1, "x")
+	if len(st.Devices()) != 2 {
+		t.Fatalf("devices %+v", st.Devices())
+	}
+	if got, want := tap.types(), []string{"Device", "Device", "DevError", "DevError"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("frames %v, want %v", got, want)
+	}
+	if st.DeviceByUUID("GPU-b") != 1 || st.DeviceByUUID("") != -1 || st.DeviceByUUID("GPU-x") != -1 {
+		t.Fatalf("DeviceByUUID")
+	}
+}
+
+// nvmlRun feeds dev at 1 kHz over [from, to) with value f(t).
+func nvmlRun(st *Store, dev int, from, to int64, f func(t int64) uint64) {
+	for t := from; t < to; t += ms {
+		st.AddNVML(dev, t, f(t), 0)
+	}
+}
+
+func TestAddSnapshotFillsNVMLUsedAndPeak(t *testing.T) {
+	st := New(DefaultOptions())
+	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
+	st.SetDevice(Device{Index: 1, UUID: "GPU-1"})
+	t0 := 1000 * sec
+	at := func(s float64) int64 { return t0 + int64(s*float64(sec)) }
+	// dev 0: 1000 with spikes at 10.2 s (9000) and 20.5 s (8000); a ramp
+	// 30-40 s. dev 1: 2000 with a spike at 15 s (7000).
+	nvmlRun(st, 0, at(0), at(40), func(t int64) uint64 {
+		switch {
+		case t == at(10.2):
+			return 9000
+		case t == at(20.5):
+			return 8000
+		case t >= at(30):
+			return 1000 + uint64((t-at(30))/ms)
+		}
+		return 1000
+	})
+	nvmlRun(st, 1, at(0), at(40), func(t int64) uint64 {
+		if t == at(15) {
+			return 7000
+		}
+		return 2000
+	})
+
+	a := st.AddSnapshot(wire.Snapshot{T: at(10.7), Label: "a", Dev: 0})
+	wantU(t, "a used", a.NVMLUsed, uint64(1000))
+	wantU(t, "a peak (since the start)", a.NVMLPeak, uint64(9000))
+	if a.Type != wire.TypeSnapshot {
+		t.Fatalf("type %q", a.Type)
+	}
+	d := st.AddSnapshot(wire.Snapshot{T: at(12), Label: "d", Dev: 1})
+	wantU(t, "d peak", d.NVMLPeak, uint64(2000))
+	// The spike at 10.2 s came before a (10.7 s): it is not b's peak, even
+	// though it shares a 1 s bucket with a's time.
+	b := st.AddSnapshot(wire.Snapshot{T: at(14), Label: "b", Dev: 0})
+	wantU(t, "b peak", b.NVMLPeak, uint64(1000))
+	// The spike at 20.5 s is after c (20 s), though already ingested.
+	c := st.AddSnapshot(wire.Snapshot{T: at(20), Label: "c", Dev: 0})
+	wantU(t, "c peak", c.NVMLPeak, uint64(1000))
+	// dev 1's own previous snapshot (d) bounds its interval, dev 0's do not
+	e := st.AddSnapshot(wire.Snapshot{T: at(16), Label: "e", Dev: 1})
+	wantU(t, "e peak", e.NVMLPeak, uint64(7000))
+	f := st.AddSnapshot(wire.Snapshot{T: at(35), Label: "f", Dev: 0})
+	wantU(t, "f used", f.NVMLUsed, uint64(6000))
+	wantU(t, "f peak", f.NVMLPeak, uint64(8000))
+	// values the caller sets are kept
+	used, peak := uint64(1), uint64(2)
+	g := st.AddSnapshot(wire.Snapshot{T: at(36), Label: "g", Dev: 0, NVMLUsed: &used, NVMLPeak: &peak})
+	wantU(t, "g used", g.NVMLUsed, uint64(1))
+	wantU(t, "g peak", g.NVMLPeak, uint64(2))
+	// an earlier row is put in time order; its peak runs from the start
+	early := st.AddSnapshot(wire.Snapshot{T: at(5), Label: "early", Dev: 0})
+	wantU(t, "early peak", early.NVMLPeak, uint64(1000))
+	// no NVML at that time, or no NVML device at all: absent, not 0
+	none := st.AddSnapshot(wire.Snapshot{T: at(-1), Label: "before", Dev: 0})
+	wantU(t, "before used", none.NVMLUsed, nil)
+	other := st.AddSnapshot(wire.Snapshot{T: at(20), Label: "agent-only", Dev: 5})
+	wantU(t, "agent-only used", other.NVMLUsed, nil)
+	wantU(t, "agent-only peak", other.NVMLPeak, nil)
+
+	var labels []string
+	for _, r := range st.Snapshots() {
+		labels = append(labels, r.Label)
+	}
+	want := []string{"before", "early", "a", "d", "b", "e", "c", "agent-only", "f", "g"}
+	if !reflect.DeepEqual(labels, want) {
+		t.Fatalf("snapshot order %v, want %v", labels, want)
+	}
+	ms := st.Markers()
+	if len(ms) != 10 || ms[0].Label != "a" || ms[0].Kind != wire.MarkSnapshot || ms[0].T != at(10.7) {
+		t.Fatalf("markers %+v", ms)
+	}
+}
+
+// agentSetup: one NVML device; agents 100 (samples every 100 ms from 1 s to
+// 10 s) and 200 (every 100 ms from 1.05 s to 6 s, then gone at 6 s).
+func agentSetup(t *testing.T) (*Store, func(float64) int64) {
+	t.Helper()
+	st := New(DefaultOptions())
+	st.SetDevice(Device{Index: 0, UUID: "GPU-0", Source: "nvml"})
+	t0 := 5000 * sec
+	at := func(s float64) int64 { return t0 + int64(s*float64(sec)+0.5) }
+	nvmlRun(st, 0, at(0), at(12), func(t int64) uint64 { return uint64(t-t0) / uint64(ms) })
+	for _, pid := range []int{100, 200} {
+		st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: pid, T: at(0.5),
+			Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	}
+	for i := 0; i <= 90; i++ {
+		s := 1 + float64(i)/10
+		st.AgentSample(100, wire.Sample{T: at(s), Dev: 0, Allocated: uint64(1000 + i), Reserved: uint64(2000 + i), Peak: uint64(3000 + i)})
+		if s+0.05 <= 6 {
+			st.AgentSample(200, wire.Sample{T: at(s + 0.05), Dev: 0, Allocated: uint64(5000 + i), Reserved: uint64(6000 + i), Peak: uint64(7000 + i)})
+		}
+	}
+	st.AgentEnded(200, at(6), false, "connection reset")
+	return st, at
+}
+
+func TestTakeSnapshotPicksAgentAtTime(t *testing.T) {
+	st, at := agentSetup(t)
+	// 5.02 s: agent 100 reported at 5.00 s, agent 200 at 4.95 s
+	r := st.TakeSnapshot("s1", 0, 0, at(5.02), "key")
+	if r.PID != 100 || r.Label != "s1" || r.Source != "key" || r.Dev != 0 || r.T != at(5.02) {
+		t.Fatalf("row %+v", r)
+	}
+	wantU(t, "allocated", r.Allocated, uint64(1040))
+	wantU(t, "reserved", r.Reserved, uint64(2040))
+	wantU(t, "peak", r.Peak, uint64(3040))
+	wantU(t, "nvml used", r.NVMLUsed, uint64(5020))
+	// 5.07 s: agent 200 reported at 5.05 s, more recently
+	r = st.TakeSnapshot("s2", 0, 0, at(5.07), "key")
+	if r.PID != 200 {
+		t.Fatalf("picked pid %d at 5.07 s", r.PID)
+	}
+	wantU(t, "allocated", r.Allocated, uint64(5040))
+	wantU(t, "peak", r.Peak, uint64(7040))
+	// 8 s: agent 200 ended at 6 s; its last sample (5.95 s) is not current
+	r = st.TakeSnapshot("s3", 0, 0, at(8), "key")
+	if r.PID != 100 {
+		t.Fatalf("picked pid %d after 200 ended", r.PID)
+	}
+	wantU(t, "allocated", r.Allocated, uint64(1070))
+	// explicit pid: that process, at t exactly
+	r = st.TakeSnapshot("s4", 0, 200, at(3.3), "cli")
+	if r.PID != 200 {
+		t.Fatalf("pid %d", r.PID)
+	}
+	wantU(t, "allocated", r.Allocated, uint64(5022))
+	// before any agent sample: NVML only, allocator fields absent
+	r = st.TakeSnapshot("s5", 0, 0, at(0.9), "key")
+	if r.PID != 0 {
+		t.Fatalf("pid %d before any sample", r.PID)
+	}
+	wantU(t, "allocated", r.Allocated, nil)
+	wantU(t, "nvml used", r.NVMLUsed, uint64(900))
+	// a pid with nothing on this device
+	r = st.TakeSnapshot("s6", 0, 999, at(5), "key")
+	if r.PID != 0 || r.Allocated != nil {
+		t.Fatalf("unknown pid row %+v", r)
+	}
+	if n := len(st.Snapshots()); n != 6 {
+		t.Fatalf("%d rows", n)
+	}
+}
+
+func TestAgentHelloMapsByUUID(t *testing.T) {
+	st := New(DefaultOptions())
+	tap := &tapRec{}
+	st.SetTap(tap)
+	st.SetDevice(Device{Index: 0, UUID: "GPU-aaa", Name: "H200", Source: "nvml"})
+	st.SetDevice(Device{Index: 1, UUID: "GPU-bbb", Name: "H200", Source: "nvml"})
+	nvmlRun(st, 0, 0, 2*sec, func(int64) uint64 { return 10 })
+	nvmlRun(st, 1, 0, 2*sec, func(int64) uint64 { return 11 })
+	// CUDA_VISIBLE_DEVICES=1,0 plus a device NVML does not list
+	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 42, T: 1, Devices: []wire.AgentDevice{
+		{Index: 0, UUID: "GPU-bbb"}, {Index: 1, UUID: "GPU-aaa"}, {Index: 2, UUID: "GPU-zzz", Name: "Other", Total: 16 << 30}}})
+	ds := st.Devices()
+	if len(ds) != 3 || ds[2].UUID != "GPU-zzz" || ds[2].Source != "agent" || ds[2].Name != "Other" || ds[2].Total != 16<<30 {
+		t.Fatalf("devices %+v", ds)
+	}
+	ag := st.Agents()
+	if len(ag) != 1 || !ag[0].Connected || !reflect.DeepEqual(ag[0].DevMap, map[int]int{0: 1, 1: 0, 2: 2}) {
+		t.Fatalf("agents %+v", ag)
+	}
+	st.AgentSample(42, wire.Sample{T: sec, Dev: 0, Allocated: 7, Reserved: 8, Peak: 9})
+	st.AgentSample(42, wire.Sample{T: sec, Dev: 7, Allocated: 1}) // unmapped: dropped
+	st.AgentSample(43, wire.Sample{T: sec, Dev: 0, Allocated: 1}) // unknown pid: dropped
+	if v, ok := st.ValueAt(Key{1, 42, Allocated}, sec); !ok || v != 7 {
+		t.Fatalf("torch 0 sample not on store device 1: %d %v", v, ok)
+	}
+	if ks := st.Keys(); len(ks) != 7 {
+		t.Fatalf("keys %v", ks)
+	}
+	if last := st.Agents()[0].Last[1]; last.Allocated != 7 {
+		t.Fatalf("Last %+v", st.Agents()[0].Last)
+	}
+
+	rows := st.AgentMark(42, wire.Mark{Type: wire.TypeMark, T: sec + 500*ms, Label: "Epoch 5", Devs: []wire.DevStats{
+		{Dev: 0, Allocated: 100, Reserved: 200, Peak: 300},
+		{Dev: 1, Allocated: 101, Reserved: 201, Peak: 301},
+		{Dev: 2, Allocated: 102, Reserved: 202, Peak: 302},
+		{Dev: 9, Allocated: 1}, // not in hello: skipped
+	}})
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for i, wantDev := range []int{1, 0, 2} {
+		r := rows[i]
+		if r.Dev != wantDev || r.PID != 42 || r.Label != "Epoch 5" || r.Source != "agent" || r.T != sec+500*ms {
+			t.Fatalf("row %d %+v", i, r)
+		}
+		wantU(t, "allocated", r.Allocated, uint64(100+i))
+		wantU(t, "reserved", r.Reserved, uint64(200+i))
+		wantU(t, "peak", r.Peak, uint64(300+i))
+	}
+	wantU(t, "dev 1 nvml", rows[0].NVMLUsed, uint64(11))
+	wantU(t, "dev 0 nvml", rows[1].NVMLUsed, uint64(10))
+	wantU(t, "agent-only nvml", rows[2].NVMLUsed, nil)
+	if len(st.Snapshots()) != 3 {
+		t.Fatalf("snapshots %+v", st.Snapshots())
+	}
+
+	st.AgentMark(42, wire.Mark{T: 2 * sec, Label: "train", Kind: wire.MarkPhaseStart, Devs: []wire.DevStats{{Dev: 0}}})
+	st.AgentMark(42, wire.Mark{T: 3 * sec, Label: "train", Kind: wire.MarkPhaseEnd, Devs: []wire.DevStats{{Dev: 0}}})
+	if rows := st.AgentMark(77, wire.Mark{T: 3 * sec, Label: "x", Devs: []wire.DevStats{{Dev: 0}}}); rows != nil {
+		t.Fatalf("mark from an unknown pid: %+v", rows)
+	}
+	ms := st.Markers()
+	var got []string
+	for _, m := range ms {
+		got = append(got, fmt.Sprintf("%d:%s:%s", m.Dev, m.Label, m.Kind))
+	}
+	want := []string{"1:Epoch 5:snapshot", "0:Epoch 5:snapshot", "2:Epoch 5:snapshot", "1:train (start):phase_start", "1:train (end):phase_end"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("markers %v, want %v", got, want)
+	}
+
+	// a second process on the agent-only device shares it
+	st.AgentHello(wire.Hello{PID: 43, T: 2, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-zzz"}}})
+	if len(st.Devices()) != 3 || st.Agents()[1].DevMap[0] != 2 {
+		t.Fatalf("second agent on GPU-zzz: %+v %+v", st.Devices(), st.Agents()[1].DevMap)
+	}
+	// no UUID at all: one new device, kept when the same process says hello again
+	st.AgentHello(wire.Hello{PID: 44, T: 3, Devices: []wire.AgentDevice{{Index: 0, Name: "no uuid"}}})
+	st.AgentHello(wire.Hello{PID: 44, T: 4, Devices: []wire.AgentDevice{{Index: 0, Name: "no uuid"}}})
+	if n := len(st.Devices()); n != 4 {
+		t.Fatalf("%d devices after a reconnect without UUID", n)
+	}
+	if got := tap.types(); got[len(got)-1] != "Hello" {
+		t.Fatalf("frames %v", got)
+	}
+}
+
+func TestAgentOOM(t *testing.T) {
+	st := New(DefaultOptions())
+	tap := &tapRec{}
+	st.SetTap(tap)
+	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
+	nvmlRun(st, 0, 0, sec, func(int64) uint64 { return 77 })
+	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	st.AgentOOM(9, wire.OOM{Type: wire.TypeOOM, T: 500 * ms, Dev: 0, Requested: 1 << 30, Allocated: 10, Reserved: 20, Peak: 30})
+	st.AgentOOM(9, wire.OOM{T: 600 * ms, Dev: 3}) // unmapped device: ignored
+	st.AgentOOM(8, wire.OOM{T: 600 * ms, Dev: 0}) // unknown pid: ignored
+	if a := st.Agents()[0]; a.OOMs != 1 {
+		t.Fatalf("OOMs %d", a.OOMs)
+	}
+	rows := st.Snapshots()
+	if len(rows) != 1 || rows[0].Label != "OOM" || rows[0].Source != "oom" || rows[0].PID != 9 || rows[0].T != 500*ms {
+		t.Fatalf("rows %+v", rows)
+	}
+	wantU(t, "allocated", rows[0].Allocated, uint64(10))
+	wantU(t, "reserved", rows[0].Reserved, uint64(20))
+	wantU(t, "peak", rows[0].Peak, uint64(30))
+	wantU(t, "nvml", rows[0].NVMLUsed, uint64(77))
+	m := st.Markers()
+	if len(m) != 1 || m[0].Kind != "oom" || m[0].Dev != 0 || m[0].PID != 9 {
+		t.Fatalf("markers %+v", m)
+	}
+	var oom *wire.OOM
+	for _, f := range tap.frames {
+		if o, ok := f.(wire.OOM); ok {
+			oom = &o
+		}
+	}
+	if oom == nil || oom.PID != 9 || oom.Requested != 1<<30 {
+		t.Fatalf("tap oom frame %+v", oom)
+	}
+	// a reconnect keeps the count and the holders report
+	st.AgentHolders(9, wire.Holders{T: 700 * ms, Dev: 0, Total: 5, Groups: []wire.HolderGroup{{Kind: "container", Name: "losses", Bytes: 5}}})
+	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	if a := st.Agents()[0]; a.OOMs != 1 || a.Holders == nil || a.Holders.PID != 9 || a.Holders.Groups[0].Name != "losses" {
+		t.Fatalf("after reconnect %+v", a)
+	}
+}
+
+func TestAgentEndedKeepsHistory(t *testing.T) {
+	st, at := agentSetup(t)
+	tap := &tapRec{}
+	st.SetTap(tap)
+	ag := st.Agents()
+	if len(ag) != 2 || ag[1].Hello.PID != 200 || ag[1].Connected || !ag[1].Ended ||
+		ag[1].EndReason != "connection reset" || ag[1].EndedAt != at(6) {
+		t.Fatalf("agent 200 %+v", ag[1])
+	}
+	if v, ok := st.ValueAt(Key{0, 200, Allocated}, at(3)); !ok || v != 5019 {
+		t.Fatalf("history of an ended agent: %d %v", v, ok)
+	}
+	if n := st.Count(Key{0, 200, Peak}); n != 50 {
+		t.Fatalf("%d samples", n)
+	}
+	m := st.Markers()
+	if len(m) != 1 || m[0].Kind != "ended" || m[0].PID != 200 || m[0].T != at(6) {
+		t.Fatalf("markers %+v", m)
+	}
+	// a second end report changes nothing
+	st.AgentEnded(200, at(7), true, "bye")
+	if len(st.Markers()) != 1 || st.Agents()[1].EndedAt != at(6) || len(tap.frames) != 0 {
+		t.Fatalf("second end changed the agent")
+	}
+	// a clean end: bye frame, not marked as killed, no marker
+	st.AgentEnded(100, at(11), true, "bye")
+	a := st.Agents()[0]
+	if a.Connected || a.Ended || a.EndedAt != at(11) {
+		t.Fatalf("agent 100 after bye %+v", a)
+	}
+	if got := tap.types(); !reflect.DeepEqual(got, []string{"Bye"}) || len(st.Markers()) != 1 {
+		t.Fatalf("frames %v markers %+v", got, st.Markers())
+	}
+	st.AgentEnded(12345, 1, false, "unknown") // no panic, nothing added
+	// a process on several devices: one marker each, in device order
+	for d := 1; d < 4; d++ {
+		st.SetDevice(Device{Index: d, UUID: fmt.Sprintf("GPU-%d", d)})
+	}
+	st.AgentHello(wire.Hello{PID: 300, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-3"}, {Index: 1, UUID: "GPU-1"}, {Index: 2, UUID: "GPU-2"}}})
+	st.AgentEnded(300, at(12), false, "killed")
+	var devs []int
+	for _, m := range st.Markers()[1:] {
+		devs = append(devs, m.Dev)
+	}
+	if !reflect.DeepEqual(devs, []int{1, 2, 3}) {
+		t.Fatalf("ended markers on devices %v", devs)
+	}
+	if len(st.Agents()) != 3 {
+		t.Fatalf("agents %+v", st.Agents())
+	}
+}
+
+func TestTapReceivesFrames(t *testing.T) {
+	st := New(DefaultOptions())
+	tap := &tapRec{}
+	st.SetTap(tap)
+	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
+	st.AddNVML(0, 10, 100, 5)
+	st.AddNVML(0, 11, 101, 5)
+	st.SetDeviceError(0, 12, "Not Supported")
+	st.SetProcs(0, 13, []wire.Proc{{PID: 7, Name: "python", Used: 50}})
+	st.AgentHello(wire.Hello{Type: wire.TypeHello, PID: 7, T: 14, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	st.AgentSample(7, wire.Sample{Type: wire.TypeSample, T: 15, Dev: 0, Allocated: 1})
+	st.AgentMark(7, wire.Mark{T: 16, Label: "m", Devs: []wire.DevStats{{Dev: 0}}})
+	st.AgentOOM(7, wire.OOM{T: 17, Dev: 0})
+	st.AgentHolders(7, wire.Holders{T: 18})
+	st.TakeSnapshot("k", 0, 0, 19, "key")
+	st.AgentEnded(7, 20, false, "killed")
+	want := []string{"Device", "DevError", "Procs", "Hello", "Sample", "Snapshot", "OOM", "Snapshot", "Holders", "Snapshot", "Ended"}
+	if got := tap.types(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("frames %v\nwant %v", got, want)
+	}
+	if !reflect.DeepEqual(tap.nvml, []string{"0@10:100/5", "0@11:101/5"}) {
+		t.Fatalf("nvml %v", tap.nvml)
+	}
+	if s := tap.frames[4].(wire.Sample); s.PID != 7 {
+		t.Fatalf("sample frame without the pid: %+v", s)
+	}
+	if s := tap.frames[9].(wire.Snapshot); s.Label != "k" || s.PID != 7 || u(s.Allocated) != uint64(1) || u(s.NVMLUsed) != uint64(101) {
+		t.Fatalf("snapshot frame %+v", s)
+	}
+}
+
+func TestProcsLogsAndQueries(t *testing.T) {
+	st := New(DefaultOptions())
+	if st.Start() != 0 || st.End() != 0 {
+		t.Fatalf("empty store start/end")
+	}
+	if _, _, ok := st.Latest(Key{0, 0, NVMLUsed}); ok {
+		t.Fatalf("latest of nothing")
+	}
+	if c := st.Columns(Key{0, 0, NVMLUsed}, 0, 10, 4); len(c) != 4 || c[0].OK {
+		t.Fatalf("columns of nothing %+v", c)
+	}
+	if _, ok := st.Max(Key{0, 0, NVMLUsed}, 0, 10); ok {
+		t.Fatalf("max of nothing")
+	}
+	procs := []wire.Proc{{PID: 1, Name: "a", Used: 10}, {PID: 2, Name: "b", Used: 20}}
+	st.SetProcs(0, 5*sec, procs)
+	procs[0].Used = 999 // the caller's slice is not the store's
+	got, at := st.Procs(0)
+	if at != 5*sec || len(got) != 2 || got[0].Used != 10 {
+		t.Fatalf("procs %+v at %d", got, at)
+	}
+	st.SetProcs(0, 6*sec, procs[1:])
+	if got, _ := st.Procs(0); len(got) != 1 || got[0].PID != 2 {
+		t.Fatalf("procs not replaced: %+v", got)
+	}
+	if v, ok := st.ValueAt(Key{0, 1, ProcUsed}, 5*sec); !ok || v != 10 {
+		t.Fatalf("proc series %d %v", v, ok)
+	}
+	st.AddNVML(0, 4*sec, 1, 1)
+	st.AddNVML(1, 7*sec, 1, 1)
+	if st.Start() != 4*sec || st.End() != 7*sec {
+		t.Fatalf("start %d end %d", st.Start(), st.End())
+	}
+	if ks := st.Keys(); !reflect.DeepEqual(ks, []Key{{0, 0, NVMLUsed}, {0, 0, NVMLReserved}, {0, 1, ProcUsed}, {0, 2, ProcUsed}, {1, 0, NVMLUsed}, {1, 0, NVMLReserved}}) {
+		t.Fatalf("keys %v", ks)
+	}
+	g := st.Gen()
+	for i := range 250 {
+		st.Log(fmt.Sprintf("line %d", i))
+	}
+	if l := st.Logs(); len(l) != 200 || l[0] != "line 50" || l[199] != "line 249" || st.Gen() == g {
+		t.Fatalf("logs %d %q", len(l), l[0])
+	}
+	if NVMLUsed.String() != "nvml_used" || Peak.String() != "peak" {
+		t.Fatalf("metric names")
+	}
+}
+
+// TestConcurrentSourcesAndReaders runs NVML, agent and process sources
+// against readers doing what the UI does; run it with -race.
+func TestConcurrentSourcesAndReaders(t *testing.T) {
+	st := New(Options{RawCapacity: 2000, Tiers: []TierSpec{{10 * time.Millisecond, 300}, {100 * time.Millisecond, 300}}})
+	st.SetTap(&tapRec{})
+	const devs, per = 4, 3000
+	for d := range devs {
+		st.SetDevice(Device{Index: d, UUID: fmt.Sprintf("GPU-%d", d)})
+	}
+	st.AgentHello(wire.Hello{PID: 1, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-2"}}})
+	var writers sync.WaitGroup
+	var done atomic.Bool
+	for d := range devs {
+		writers.Go(func() {
+			for i := range per {
+				st.AddNVML(d, int64(i)*ms, uint64(i), 0)
+				if i%1000 == 0 {
+					st.SetRate(d, 1000)
+				}
+			}
+		})
+	}
+	writers.Go(func() {
+		for i := range per / 10 {
+			st.AgentSample(1, wire.Sample{T: int64(i*10) * ms, Dev: 0, Allocated: uint64(i)})
+			st.SetProcs(2, int64(i*10)*ms, []wire.Proc{{PID: 1, Used: uint64(i)}})
+			if i%50 == 0 {
+				st.TakeSnapshot(fmt.Sprintf("s%d", i), 2, 0, int64(i*10)*ms, "key")
+				st.AgentMark(1, wire.Mark{T: int64(i*10) * ms, Label: "m", Devs: []wire.DevStats{{Dev: 0}}})
+			}
+		}
+	})
+	var readers sync.WaitGroup
+	var reads atomic.Int64
+	for r := range 2 {
+		readers.Go(func() {
+			for !done.Load() {
+				end := st.End()
+				for d := range devs {
+					k := Key{d, 0, NVMLUsed}
+					cols := st.Columns(k, end-int64(r+1)*sec, end+1, 160)
+					if c := cols[159]; c.OK && c.Max > uint64(per) {
+						t.Errorf("column max %d beyond any sample", c.Max)
+					}
+					st.Max(k, 0, end+1)
+					st.ValueAt(k, end/2)
+					st.Latest(k)
+				}
+				st.Devices()
+				st.Agents()
+				st.Snapshots()
+				st.Markers()
+				st.Procs(2)
+				st.Keys()
+				st.Gen()
+				reads.Add(1)
+			}
+		})
+	}
+	writers.Wait()
+	done.Store(true)
+	readers.Wait()
+	for d := range devs {
+		k := Key{d, 0, NVMLUsed}
+		if n := st.Count(k); n != per {
+			t.Fatalf("dev %d has %d samples, want %d", d, n, per)
+		}
+		if m, ok := st.Max(k, 0, per*ms); !ok || m != per-1 {
+			t.Fatalf("dev %d max %d", d, m)
+		}
+	}
+	if n := len(st.Snapshots()); n != 2*per/500 {
+		t.Fatalf("%d snapshots, want %d (a key and a mark every 500 ms)", n, 2*per/500)
+	}
+	if reads.Load() == 0 {
+		t.Fatalf("readers never ran")
+	}
+}
