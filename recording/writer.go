@@ -1,0 +1,512 @@
+// Package recording reads and writes gputop recordings: newline-delimited
+// JSON files whose lines are wire frames (see FORMAT.md). A Writer is a
+// store.Tap, so everything the store ingests while recording ends up in the
+// file; Load feeds a recording back into a store through the same ingest
+// methods, so a replay shows what the live gputop showed.
+package recording
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+const (
+	// batchSpan is how much sample time one NVML batch covers at most, and
+	// flushEvery how often pending batches are written even when no sample
+	// arrives: a killed recorder loses at most about this much.
+	batchSpan  = int64(100 * time.Millisecond)
+	flushEvery = 100 * time.Millisecond
+	// maxBatch caps the samples of one batch (a source fed faster than real
+	// time, e.g. a test or a fast-forward) so a batch line stays far below
+	// wire.MaxFrameBytes: 4096 samples of at most ~60 bytes are ~250 KiB.
+	maxBatch = 4096
+	// maxQueue bounds the lines waiting for the disk: with 8 GPUs (80
+	// batches/s) about 100 s of a stalled disk, at most ~20 MB. Past it, new
+	// lines are dropped and counted instead of blocking the sources or
+	// growing memory.
+	maxQueue = 8192
+)
+
+// Stats counts what a Writer has done so far.
+type Stats struct {
+	Lines          uint64 // lines written, header included
+	Bytes          uint64 // bytes written
+	Samples        uint64 // NVML samples written
+	DroppedSamples uint64 // NVML samples not written: queue full, or after a write error
+	DroppedFrames  uint64 // other frames not written: queue full, over wire.MaxFrameBytes, or after a write error
+}
+
+// Writer appends frames to a recording. It implements store.Tap. NVML and
+// Frame only queue work under a short lock; a goroutine encodes and writes,
+// so the 1 kHz sources never wait for the disk.
+type Writer struct {
+	f    *os.File
+	path string
+
+	mu      sync.Mutex
+	cond    *sync.Cond // signalled when the goroutine has written a chunk
+	pending []*batch   // open NVML batch per device index; nil when none
+	queue   []item     // lines waiting for the goroutine, in tap order
+	spare   []item     // the queue's previous backing array, reused
+	free    []*batch   // written batches, reused so NVML does not allocate
+	lastOOM struct {
+		set bool
+		pid int
+		t   int64
+	}
+	enqueued uint64 // items ever put on the queue
+	written  uint64 // items the goroutine has finished with
+	closed   bool
+	err      error
+	stats    Stats
+
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+
+	// owned by the goroutine
+	buf []byte
+	off int64 // end of the last complete line in the file
+}
+
+// item is one queued line: an NVML batch or a wire frame.
+type item struct {
+	b *batch
+	f any
+}
+
+// batch accumulates one device's NVML samples, delta-encoded as they come
+// (see wire.NVML), so sealing it costs nothing.
+type batch struct {
+	dev            int
+	t0, lastT      int64
+	lastU, lastR   uint64
+	dt, used, resv []int64
+}
+
+func (b *batch) reset(dev int, t int64, used, reserved uint64) {
+	b.dev, b.t0, b.lastT, b.lastU, b.lastR = dev, t, t, used, reserved
+	b.dt = append(b.dt[:0], 0)
+	b.used = append(b.used[:0], int64(used))
+	b.resv = append(b.resv[:0], int64(reserved))
+}
+
+// add appends one sample. Deltas use wrapping arithmetic, so every uint64
+// value round-trips exactly.
+func (b *batch) add(t int64, used, reserved uint64) {
+	b.dt = append(b.dt, t-b.lastT)
+	b.used = append(b.used, int64(used-b.lastU))
+	b.resv = append(b.resv, int64(reserved-b.lastR))
+	b.lastT, b.lastU, b.lastR = t, used, reserved
+}
+
+// Create truncates or creates path (mode 0644), writes the header line at
+// once and starts the writer goroutine. hdr's Type and V are set here; a zero
+// Start becomes now.
+func Create(path string, hdr wire.Recording) (*Writer, error) {
+	hdr.Type, hdr.V = wire.TypeRecording, wire.Version
+	if hdr.Start == 0 {
+		hdr.Start = time.Now().UnixNano()
+	}
+	line, err := json.Marshal(hdr)
+	if err != nil {
+		return nil, fmt.Errorf("recording %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("recording: %w", err)
+	}
+	line = append(line, '\n')
+	if _, err := f.Write(line); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("recording %s: %w", path, err)
+	}
+	w := &Writer{
+		f: f, path: path,
+		wake: make(chan struct{}, 1),
+		quit: make(chan struct{}),
+		done: make(chan struct{}),
+		off:  int64(len(line)),
+		buf:  make([]byte, 0, 4096),
+	}
+	w.cond = sync.NewCond(&w.mu)
+	w.stats.Lines, w.stats.Bytes = 1, uint64(len(line))
+	go w.run()
+	return w, nil
+}
+
+// Path is the file being written.
+func (w *Writer) Path() string { return w.path }
+
+// NVML queues one device sample. It is called at 1 kHz per GPU: it appends
+// to the device's open batch under a short lock and does not allocate once
+// the batch buffers have grown.
+func (w *Writer) NVML(dev int, t int64, used, reserved uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed || dev < 0 || dev >= store.MaxDevices {
+		w.stats.DroppedSamples++
+		return
+	}
+	for len(w.pending) <= dev {
+		w.pending = append(w.pending, nil)
+	}
+	b := w.pending[dev]
+	if b == nil {
+		if n := len(w.free); n > 0 {
+			b, w.free = w.free[n-1], w.free[:n-1]
+		} else {
+			b = &batch{}
+		}
+		b.reset(dev, t, used, reserved)
+		w.pending[dev] = b
+	} else {
+		b.add(t, used, reserved)
+	}
+	if len(b.dt) >= maxBatch || t-b.t0 >= batchSpan {
+		w.seal(dev)
+	}
+}
+
+// seal moves a device's open batch to the queue. Caller holds mu.
+func (w *Writer) seal(dev int) {
+	b := w.pending[dev]
+	if b == nil {
+		return
+	}
+	w.pending[dev] = nil
+	if !w.push(item{b: b}) {
+		w.stats.DroppedSamples += uint64(len(b.dt))
+		w.free = append(w.free, b)
+	}
+}
+
+func (w *Writer) sealAll() {
+	for dev := range w.pending {
+		w.seal(dev)
+	}
+}
+
+// push queues an item and wakes the goroutine. Caller holds mu.
+func (w *Writer) push(it item) bool {
+	if w.err != nil || len(w.queue) >= maxQueue {
+		return false
+	}
+	w.queue = append(w.queue, it)
+	w.enqueued++
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// Frame queues a wire frame (a wire.* value or pointer). The store calls it
+// with its lock held, so it only queues; encoding happens in the goroutine.
+//
+// Marks are not written (the store has already turned them into snapshot
+// rows, which are). An oom frame first writes every pending NVML batch, and
+// the OOM snapshot row the store adds right after it is not written: Load
+// gives the oom to store.AgentOOM, which makes that row again from the same
+// samples, so it is neither lost nor doubled.
+func (w *Writer) Frame(f any) {
+	f, typ := normalize(f)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	oom := w.lastOOM
+	w.lastOOM.set = false
+	if w.closed || typ == "" {
+		if typ != "" {
+			w.stats.DroppedFrames++
+		}
+		return
+	}
+	switch v := f.(type) {
+	case wire.OOM:
+		w.sealAll()
+		w.lastOOM.set, w.lastOOM.pid, w.lastOOM.t = true, v.PID, v.T
+	case wire.Snapshot:
+		if oom.set && isOOMRow(v, oom.pid, oom.t) {
+			return
+		}
+	}
+	if !w.push(item{f: f}) {
+		w.stats.DroppedFrames++
+	}
+}
+
+// isOOMRow reports whether row is the one store.AgentOOM makes for an oom
+// frame of pid at t.
+func isOOMRow(row wire.Snapshot, pid int, t int64) bool {
+	return row.Source == "oom" && row.Label == "OOM" && row.PID == pid && row.T == t
+}
+
+// normalize dereferences pointers, fills in the Type field and returns the
+// frame type, or "" for values that are not recording frames (marks, socket
+// control frames, anything else).
+func normalize(f any) (any, string) {
+	switch v := f.(type) {
+	case *wire.Device:
+		return normalize(*v)
+	case *wire.Procs:
+		return normalize(*v)
+	case *wire.DevError:
+		return normalize(*v)
+	case *wire.Hello:
+		return normalize(*v)
+	case *wire.Sample:
+		return normalize(*v)
+	case *wire.Snapshot:
+		return normalize(*v)
+	case *wire.OOM:
+		return normalize(*v)
+	case *wire.Holders:
+		return normalize(*v)
+	case *wire.Bye:
+		return normalize(*v)
+	case *wire.Ended:
+		return normalize(*v)
+	case wire.Device:
+		v.Type = wire.TypeDevice
+		return v, v.Type
+	case wire.Procs:
+		v.Type = wire.TypeProcs
+		return v, v.Type
+	case wire.DevError:
+		v.Type = wire.TypeDevError
+		return v, v.Type
+	case wire.Hello:
+		v.Type = wire.TypeHello
+		return v, v.Type
+	case wire.Sample:
+		v.Type = wire.TypeSample
+		return v, v.Type
+	case wire.Snapshot:
+		v.Type = wire.TypeSnapshot
+		return v, v.Type
+	case wire.OOM:
+		v.Type = wire.TypeOOM
+		return v, v.Type
+	case wire.Holders:
+		v.Type = wire.TypeHolders
+		return v, v.Type
+	case wire.Bye:
+		v.Type = wire.TypeBye
+		return v, v.Type
+	case wire.Ended:
+		v.Type = wire.TypeEnded
+		return v, v.Type
+	}
+	return nil, ""
+}
+
+// Flush writes every pending batch and queued frame and waits until they
+// are in the file. It returns Err().
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sealAll()
+	target := w.enqueued
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	for w.written < target {
+		w.cond.Wait()
+	}
+	return w.err
+}
+
+// Close flushes, syncs and closes the file. Later NVML and Frame calls are
+// ignored. It returns the first error of the whole recording; calling it
+// again returns the same.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		err := w.err
+		w.mu.Unlock()
+		<-w.done
+		return err
+	}
+	w.closed = true
+	w.sealAll()
+	w.mu.Unlock()
+	close(w.quit)
+	<-w.done // the goroutine drains the queue before it returns
+	serr := w.f.Sync()
+	cerr := w.f.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil && serr != nil {
+		w.err = fmt.Errorf("recording %s: %w", w.path, serr)
+	}
+	if w.err == nil && cerr != nil {
+		w.err = fmt.Errorf("recording %s: %w", w.path, cerr)
+	}
+	return w.err
+}
+
+// Err returns the first write error (disk full, file too large, ...), or
+// nil. After an error nothing more is written and the file is cut back to
+// its last complete line, so it stays loadable.
+func (w *Writer) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Stats returns the writer's counters.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
+}
+
+// run is the writer goroutine. A ticker seals open batches every flushEvery,
+// so samples reach the file within ~100 ms even when a source stops; a tick
+// costs one lock when nothing is pending.
+func (w *Writer) run() {
+	defer close(w.done)
+	tick := time.NewTicker(flushEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.wake:
+		case <-tick.C:
+			w.mu.Lock()
+			w.sealAll()
+			w.mu.Unlock()
+		case <-w.quit:
+			w.drain()
+			return
+		}
+		w.drain()
+	}
+}
+
+// drain writes everything queued, one chunk at a time, without holding mu
+// during I/O.
+func (w *Writer) drain() {
+	for {
+		w.mu.Lock()
+		q := w.queue
+		if len(q) == 0 {
+			w.mu.Unlock()
+			return
+		}
+		w.queue, w.spare = w.spare, nil
+		failed := w.err != nil
+		w.mu.Unlock()
+
+		var st Stats
+		var werr error
+		for i := range q {
+			if failed || werr != nil {
+				countDropped(&st, q[i])
+				continue
+			}
+			n, err := w.writeItem(q[i])
+			switch {
+			case err != nil:
+				werr = err
+				countDropped(&st, q[i])
+			case n == 0: // too long for a recording line
+				countDropped(&st, q[i])
+			default:
+				st.Lines++
+				st.Bytes += uint64(n)
+				if q[i].b != nil {
+					st.Samples += uint64(len(q[i].b.dt))
+				}
+			}
+		}
+
+		w.mu.Lock()
+		if werr != nil && w.err == nil {
+			w.err = werr
+		}
+		for i := range q {
+			if q[i].b != nil {
+				w.free = append(w.free, q[i].b)
+			}
+			q[i] = item{}
+		}
+		w.spare = q[:0]
+		w.written += uint64(len(q))
+		w.stats.Lines += st.Lines
+		w.stats.Bytes += st.Bytes
+		w.stats.Samples += st.Samples
+		w.stats.DroppedSamples += st.DroppedSamples
+		w.stats.DroppedFrames += st.DroppedFrames
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	}
+}
+
+func countDropped(st *Stats, it item) {
+	if it.b != nil {
+		st.DroppedSamples += uint64(len(it.b.dt))
+	} else {
+		st.DroppedFrames++
+	}
+}
+
+// writeItem encodes one line and writes it with a single Write call, so a
+// killed recorder leaves at most one partial line at the end. It returns
+// 0, nil for a frame too long to be loaded again. On a write error the file
+// is cut back to its last complete line.
+func (w *Writer) writeItem(it item) (int, error) {
+	if it.b != nil {
+		w.buf = appendBatch(w.buf[:0], it.b)
+	} else {
+		line, err := json.Marshal(it.f)
+		if err != nil {
+			return 0, nil
+		}
+		w.buf = append(w.buf[:0], line...)
+	}
+	if len(w.buf) > wire.MaxFrameBytes {
+		return 0, nil
+	}
+	w.buf = append(w.buf, '\n')
+	n, err := w.f.Write(w.buf)
+	if err != nil {
+		if n > 0 {
+			_ = w.f.Truncate(w.off) // best effort: keep the file loadable
+		}
+		return 0, fmt.Errorf("recording %s: %w", w.path, err)
+	}
+	w.off += int64(n)
+	return n, nil
+}
+
+// appendBatch encodes a batch as a wire.NVML line (same field order as
+// encoding/json would use) without allocating.
+func appendBatch(buf []byte, b *batch) []byte {
+	buf = append(buf, `{"type":"nvml","dev":`...)
+	buf = strconv.AppendInt(buf, int64(b.dev), 10)
+	buf = append(buf, `,"t0":`...)
+	buf = strconv.AppendInt(buf, b.t0, 10)
+	buf = appendInts(append(buf, `,"dt":`...), b.dt)
+	buf = appendInts(append(buf, `,"used":`...), b.used)
+	buf = appendInts(append(buf, `,"reserved":`...), b.resv)
+	return append(buf, '}')
+}
+
+func appendInts(buf []byte, xs []int64) []byte {
+	buf = append(buf, '[')
+	for i, x := range xs {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = strconv.AppendInt(buf, x, 10)
+	}
+	return append(buf, ']')
+}

@@ -1,0 +1,359 @@
+package recording
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+func TestCreateUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{
+		filepath.Join(dir, "no", "such", "dir", "run.gputop"),
+		filepath.Join(file, "run.gputop"), // parent is a file
+		dir,                               // a directory
+		"/dev/full",                       // the header write fails: no space
+	} {
+		w, err := Create(path, header())
+		if err == nil {
+			w.Close()
+			t.Errorf("%s: Create succeeded", path)
+			continue
+		}
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("error %q does not name %s", err, path)
+		}
+	}
+}
+
+func TestCreateTruncatesAndWritesHeader(t *testing.T) {
+	path := tempPath(t, "r.gputop")
+	if err := os.WriteFile(path, bytes.Repeat([]byte("old data\n"), 1000), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Create(path, wire.Recording{Comment: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// the header is in the file before anything else happens
+	data := readFile(t, path)
+	ls := lines(data)
+	if len(ls) != 1 || !bytes.HasPrefix(data, []byte(`{"type":"recording","v":1,"start":`)) || !bytes.Contains(data, []byte(`"comment":"c"`)) {
+		t.Fatalf("file after Create: %q", data)
+	}
+	if _, err := LoadReader("r", bytes.NewReader(data), store.New(liveOptions())); err != nil {
+		t.Fatalf("header alone does not load: %v", err)
+	}
+}
+
+// Samples reach the file within about flushEvery with no further call: a
+// recorder killed later keeps them.
+func TestBackgroundFlush(t *testing.T) {
+	path := tempPath(t, "bg.gputop")
+	w, err := Create(path, header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := int64(0); i < 50; i++ { // 50 ms of samples: no batch is full
+		w.NVML(0, base+i*ms, 1<<30, 0)
+	}
+	w.Frame(wire.Bye{PID: 3, T: base})
+	deadline := time.Now().Add(5 * time.Second)
+	for !bytes.Contains(readFile(t, path), []byte(`"type":"nvml"`)) {
+		if time.Now().After(deadline) {
+			t.Fatal("pending samples never reached the file without Flush")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// copy the file as it is, as if the recorder had been killed now
+	data := readFile(t, path)
+	st := store.New(replayOptions())
+	info, err := LoadReader("copy", bytes.NewReader(data), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Samples != 50 {
+		t.Fatalf("%d samples in the copy, want 50", info.Samples)
+	}
+	// and with half a line more, as a kill in the middle of a write would leave
+	cut := append(data, `{"type":"nvml","dev":0,"t0":17600`...)
+	info, err = LoadReader("copy", bytes.NewReader(cut), store.New(replayOptions()))
+	if fe := asFormatError(t, err); !fe.Truncated || fe.Offset != int64(len(data)) || info.Samples != 50 {
+		t.Fatalf("got %v, %d samples", err, info.Samples)
+	}
+}
+
+// Many sources at once: every sample is either written or counted as
+// dropped, the file loads, and the loaded counts match.
+func TestConcurrentSources(t *testing.T) {
+	path := tempPath(t, "c.gputop")
+	w, err := Create(path, header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const devs, n = 8, 5000
+	var wg sync.WaitGroup
+	for d := 0; d < devs; d++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int64(0); i < n; i++ {
+				w.NVML(d, base+i*ms, uint64(d)<<30+uint64(i%3), 7)
+				if i%100 == 0 {
+					w.Frame(wire.DevError{T: base + i*ms, Dev: d, Error: "x"})
+				}
+				if i == n/2 {
+					w.Flush()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := w.Stats()
+	if s.Samples+s.DroppedSamples != devs*n || s.DroppedFrames != 0 {
+		t.Fatalf("stats %+v: want %d samples written or dropped", s, devs*n)
+	}
+	st := store.New(replayOptions())
+	info, err := Load(path, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(info.Samples) != s.Samples || info.Frames != int(s.Lines)-1 || int64(s.Bytes) != info.Bytes {
+		t.Fatalf("loaded %+v, writer %+v", info, s)
+	}
+	for d := 0; d < devs; d++ {
+		v, tt, ok := st.Latest(store.Key{Dev: d, Metric: store.NVMLUsed})
+		if s.DroppedSamples == 0 && (!ok || v != uint64(d)<<30+uint64((n-1)%3) || tt != base+(n-1)*ms) {
+			t.Errorf("device %d: latest %d@%d", d, v, tt)
+		}
+	}
+}
+
+// In the steady state NVML does not allocate.
+func TestNVMLDoesNotAllocate(t *testing.T) {
+	w, err := Create(tempPath(t, "a.gputop"), header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var i int64
+	step := func() {
+		w.NVML(int(i%2), base+i*ms/2, 1<<30, 1<<29)
+		i++
+	}
+	for range 20_000 { // grow the batch buffers and the queue first
+		step()
+	}
+	w.Flush()
+	if a := testing.AllocsPerRun(20_000, step); a != 0 {
+		t.Fatalf("NVML allocates %.3f times per sample", a)
+	}
+}
+
+func TestCloseTwiceAndLateCalls(t *testing.T) {
+	path := tempPath(t, "c2.gputop")
+	w, err := Create(path, header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.NVML(0, base, 1, 2)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	size := len(readFile(t, path))
+	w.NVML(0, base+ms, 1, 2)
+	w.Frame(wire.Bye{PID: 1, T: base})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(readFile(t, path)) != size {
+		t.Fatal("the file changed after Close")
+	}
+	if s := w.Stats(); s.Samples != 1 || s.DroppedSamples != 1 || s.DroppedFrames != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// What is not a recording frame is not written; a frame longer than a
+// recording line may be is dropped and counted instead of making the file
+// unloadable.
+func TestFrameFiltering(t *testing.T) {
+	path := tempPath(t, "f.gputop")
+	w, err := Create(path, header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Frame(wire.Mark{Type: wire.TypeMark, T: base, Label: "x"})
+	w.Frame(wire.Reply{OK: true})
+	w.Frame("a string")
+	w.Frame(&wire.Bye{PID: 5, T: base}) // a pointer, Type left empty
+	w.Frame(wire.Holders{PID: 5, T: base, Groups: []wire.HolderGroup{{Name: strings.Repeat("n", wire.MaxFrameBytes)}}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data := readFile(t, path)
+	ls := lines(data)
+	if len(ls) != 2 || string(ls[1]) != `{"type":"bye","pid":5,"t":`+strconv.FormatInt(base, 10)+"}\n" {
+		t.Fatalf("file: %q", data)
+	}
+	if s := w.Stats(); s.DroppedFrames != 1 {
+		t.Fatalf("stats %+v: want the oversized holders counted", s)
+	}
+}
+
+// The recorder runs in a child process (this test binary) so the tests
+// below can kill it or limit its file size without touching this process.
+func TestMain(m *testing.M) {
+	switch os.Getenv("GPUTOP_RECORDING_CHILD") {
+	case "record":
+		childRecord(os.Getenv("GPUTOP_RECORDING_FILE"), 0)
+	case "fsize":
+		childRecord(os.Getenv("GPUTOP_RECORDING_FILE"), 20_000)
+	default:
+		os.Exit(m.Run())
+	}
+}
+
+// childRecord records synthetic samples at about 1 kHz on two devices with
+// agent frames; with limit > 0 it caps its file size first (RLIMIT_FSIZE:
+// writes past it fail with EFBIG, like a full disk) and records until the
+// writer reports the error.
+func childRecord(path string, limit uint64) {
+	if limit > 0 {
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: limit, Max: limit}); err != nil {
+			fmt.Println("setrlimit:", err)
+			os.Exit(3)
+		}
+	}
+	w, err := Create(path, header())
+	if err != nil {
+		fmt.Println("create:", err)
+		os.Exit(3)
+	}
+	st := store.New(liveOptions())
+	st.SetTap(w)
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 37, Source: "nvml"})
+	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 7, T: base, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}})
+	for i := int64(0); ; i++ {
+		t := base + i*ms
+		st.AddNVML(0, t, uint64(1<<30+i%100), 1<<29)
+		st.AddNVML(1, t, uint64(2<<30+i%10), 1<<29)
+		if i%10 == 0 {
+			st.AgentSample(7, wire.Sample{Type: wire.TypeSample, T: t, Allocated: uint64(i), Reserved: uint64(2 * i), Peak: uint64(3 * i)})
+		}
+		if i%200 == 0 {
+			st.TakeSnapshot("snapshot "+strconv.FormatInt(i, 10), 0, 0, t, "key")
+		}
+		if limit > 0 {
+			if err := w.Err(); err != nil {
+				cerr := w.Close()
+				s := w.Stats()
+				fmt.Printf("err=%v\nclose=%v\ndropped=%d\n", err, cerr, s.DroppedSamples+s.DroppedFrames)
+				os.Exit(0)
+			}
+			if i > 200_000 {
+				fmt.Println("no error after 200000 samples")
+				os.Exit(4)
+			}
+			continue // as fast as it goes
+		}
+		if i%5 == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+func child(t *testing.T, mode, path string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GPUTOP_RECORDING_CHILD="+mode, "GPUTOP_RECORDING_FILE="+path)
+	return cmd
+}
+
+// A recorder killed with SIGKILL leaves a file that loads: whole lines
+// only (each is one write), or at worst a cut-off last line.
+func TestKilledRecorder(t *testing.T) {
+	for round := range 3 {
+		path := tempPath(t, "killed.gputop")
+		cmd := child(t, "record", path)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			fi, err := os.Stat(path)
+			if err == nil && fi.Size() > int64(20_000*(round+1)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatal("the recorder wrote nothing")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		st := store.New(replayOptions())
+		info, err := Load(path, st)
+		if err != nil {
+			var fe *FormatError
+			if !errors.As(err, &fe) || !fe.Truncated {
+				t.Fatalf("killed recording: %v", err)
+			}
+		}
+		if info.Samples < 100 || len(st.Snapshots()) == 0 || len(st.Agents()) != 1 {
+			t.Fatalf("killed recording kept %d samples, %d rows, %d agents", info.Samples, len(st.Snapshots()), len(st.Agents()))
+		}
+	}
+}
+
+// A write error (here: the file size limit, as a full disk would do) is
+// kept in Err and returned by Close, the process does not panic, and the
+// file is cut back to its last whole line, so it loads without error.
+func TestWriteErrorKeepsFileLoadable(t *testing.T) {
+	path := tempPath(t, "full.gputop")
+	out, err := child(t, "fsize", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("recorder: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("err=recording "+path+": write")) || !bytes.Contains(out, []byte("file too large")) ||
+		bytes.Contains(out, []byte("close=<nil>")) {
+		t.Fatalf("recorder output:\n%s", out)
+	}
+	data := readFile(t, path)
+	if len(data) > 20_000 || len(data) < 10_000 {
+		t.Fatalf("file has %d bytes", len(data))
+	}
+	info, err := LoadReader("full", bytes.NewReader(data), store.New(replayOptions()))
+	if err != nil {
+		t.Fatalf("the file is not loadable after a write error: %v", err)
+	}
+	if info.Samples == 0 {
+		t.Fatal("no samples kept")
+	}
+}
