@@ -197,14 +197,8 @@ func sameStore(t *testing.T, a, b *store.Store) {
 	if !reflect.DeepEqual(as, bs) {
 		t.Errorf("snapshot rows differ:\n live   %s\n loaded %s", js(as), js(bs))
 	}
-	// A snapshot row does not carry its mark's kind, so phase markers come
-	// back as snapshot markers; the label still says "(start)" / "(end)".
+	// snapshot rows carry their marker kind, so phase markers come back as such
 	am, bm := a.Markers(), b.Markers()
-	for i := range am {
-		if am[i].Kind == wire.MarkPhaseStart || am[i].Kind == wire.MarkPhaseEnd {
-			am[i].Kind = wire.MarkSnapshot
-		}
-	}
 	if !reflect.DeepEqual(am, bm) {
 		t.Errorf("markers:\n live   %+v\n loaded %+v", am, bm)
 	}

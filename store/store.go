@@ -63,10 +63,9 @@ func DefaultOptions() Options {
 	}
 }
 
-// Tap sees everything ingested, e.g. to write a recording. Frame is called
-// with the store locked, in ingest order; NVML is called after the store
-// unlocks (it is the 1 kHz path), so calls for different devices may come
-// concurrently. A Tap must not call back into the store.
+// Tap sees everything ingested, e.g. to write a recording. Frame and NVML
+// are called with the store locked, in ingest order, so they must be cheap
+// and must not call back into the store.
 type Tap interface {
 	NVML(dev int, t int64, used, reserved uint64)
 	Frame(f any) // a wire.* value
@@ -235,11 +234,12 @@ func (s *Store) AddNVML(dev int, t int64, used, reserved uint64) {
 		s.add(Key{dev, 0, NVMLReserved}, t, reserved)
 	}
 	s.touch(t)
-	tap := s.tap
-	s.mu.Unlock()
-	if tap != nil {
-		tap.NVML(dev, t, used, reserved)
+	// under the lock, so a recording holds samples and the rows computed
+	// from them in the same order the store saw them
+	if s.tap != nil {
+		s.tap.NVML(dev, t, used, reserved)
 	}
+	s.mu.Unlock()
 }
 
 func (s *Store) add(k Key, t int64, v uint64) { s.get(k).add(t, v) }
@@ -458,11 +458,18 @@ func (s *Store) Log(line string) {
 func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.addSnapshot(row, wire.MarkSnapshot)
+	kind := row.Kind
+	if kind == "" {
+		kind = wire.MarkSnapshot
+	}
+	return s.addSnapshot(row, kind)
 }
 
 func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	row.Type = wire.TypeSnapshot
+	if kind != wire.MarkSnapshot {
+		row.Kind = kind // phase and oom rows keep their marker kind in recordings
+	}
 	if sr := s.series[Key{row.Dev, 0, NVMLUsed}]; sr != nil {
 		if row.NVMLUsed == nil {
 			if v, _, ok := sr.valueAt(row.T); ok {

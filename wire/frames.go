@@ -242,7 +242,8 @@ type Snapshot struct {
 	Label     string  `json:"label"`
 	Dev       int     `json:"dev"`
 	PID       int     `json:"pid,omitempty"`
-	Source    string  `json:"source"` // key, agent, cli, oom
+	Source    string  `json:"source"`         // key, agent, cli, oom
+	Kind      string  `json:"kind,omitempty"` // marker kind when not a plain snapshot: phase_start, phase_end, oom
 	Allocated *uint64 `json:"allocated,omitempty"`
 	Reserved  *uint64 `json:"reserved,omitempty"`
 	Peak      *uint64 `json:"peak,omitempty"`
