@@ -1,0 +1,273 @@
+// Package e2e drives the real gputop binary: in a real terminal (tmux) for
+// the TUI, and as a plain command for the CLI.
+package e2e
+
+import (
+	"bytes"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gputop-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "gputop")
+	build := exec.Command("go", "build", "-o", binary, "..")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building gputop:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const mib = 1 << 20
+
+// base is a fixed start time for synthetic recordings.
+var base = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano()
+
+// writeRecording writes a real recording with the real writer: one device at
+// a steady 1234 MiB for 20 s at 1 kHz with a 5 ms spike at 10 s, and one
+// snapshot row.
+func writeRecording(t *testing.T, path string) {
+	t.Helper()
+	w, err := recording.Create(path, wire.Recording{Type: wire.TypeRecording, V: wire.Version, Start: base, Tool: "test", RateHz: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(store.DefaultOptions())
+	st.SetTap(w)
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-test", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
+	for i := 0; i < 20_000; i++ {
+		used := uint64(1234 * mib)
+		if i >= 10_000 && i < 10_005 {
+			used = 5234 * mib
+		}
+		st.AddNVML(0, base+int64(i)*int64(time.Millisecond), used, 512*mib)
+	}
+	st.TakeSnapshot("Recorded start", 0, 0, base+int64(time.Second), "key")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type term struct {
+	t    *testing.T
+	name string
+}
+
+func startTerm(t *testing.T, w, h int, args ...string) *term {
+	t.Helper()
+	name := fmt.Sprintf("gputop-e2e-%d", time.Now().UnixNano())
+	cmd := append([]string{"new-session", "-d", "-s", name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "--", binary}, args...)
+	if out, err := exec.Command("tmux", cmd...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux: %v: %s", err, out)
+	}
+	tm := &term{t: t, name: name}
+	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", name).Run() })
+	return tm
+}
+
+func (tm *term) screen() string {
+	out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", tm.name).Output()
+	return string(out)
+}
+
+// waitFor polls the screen until it contains s.
+func (tm *term) waitFor(s string) string {
+	tm.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var scr string
+	for time.Now().Before(deadline) {
+		scr = tm.screen()
+		if strings.Contains(scr, s) {
+			return scr
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tm.t.Fatalf("screen never showed %q; last screen:\n%s", s, scr)
+	return ""
+}
+
+func (tm *term) keys(k ...string) {
+	tm.t.Helper()
+	args := append([]string{"send-keys", "-t", tm.name}, k...)
+	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+		tm.t.Fatalf("send-keys: %v: %s", err, out)
+	}
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s never written", path)
+}
+
+// The flow: start on a recording, press s, type a label, Enter,
+// press e, and find the row in the CSV with the recording's NVML value.
+func TestSnapshotAndExportInTerminal(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.gputop")
+	writeRecording(t, rec)
+	out := filepath.Join(dir, "summary.csv")
+	tm := startTerm(t, 160, 50, "--replay", rec, "--csv", out)
+	tm.waitFor("Test GPU")
+	tm.waitFor("Recorded start  0:00:01.0") // replay reached the recorded row
+	tm.keys("s")
+	tm.waitFor("snapshot 2")
+	tm.keys("C-u")
+	tm.keys("-l", "Epoch 5")
+	tm.keys("Enter")
+	scr := tm.waitFor("Epoch 5")
+	if !strings.Contains(scr, "1234.00") {
+		t.Fatalf("row with NVML used 1234.00 MiB not on screen:\n%s", scr)
+	}
+	tm.keys("e")
+	waitFile(t, out)
+	tm.waitFor("wrote " + out)
+	recs := readCSV(t, out)
+	if got := strings.Join(recs[0][:7], ","); got != "label,time,device,allocated_mb,reserved_mb,peak_mb,nvml_used_mb" {
+		t.Fatalf("header %q", got)
+	}
+	var row []string
+	for _, r := range recs[1:] {
+		if r[0] == "Epoch 5" {
+			row = r
+		}
+	}
+	if row == nil {
+		t.Fatalf("no Epoch 5 row in %v", recs)
+	}
+	if row[2] != "0" || row[6] != "1234.00" {
+		t.Fatalf("row %v: want device 0 and nvml_used_mb 1234.00", row)
+	}
+	if row[3] != "" || row[4] != "" || row[5] != "" {
+		t.Fatalf("allocator columns must be empty without an agent: %v", row)
+	}
+	tm.keys("q")
+}
+
+func TestTinyTerminal(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.gputop")
+	writeRecording(t, rec)
+	tm := startTerm(t, 20, 5, "--replay", rec)
+	tm.waitFor("too small")
+	tm.keys("s") // keys on a tiny screen must not crash it
+	time.Sleep(300 * time.Millisecond)
+	if !strings.Contains(tm.screen(), "too small") {
+		t.Fatalf("tiny screen lost its notice:\n%s", tm.screen())
+	}
+}
+
+func TestCorruptRecordingInTerminal(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.gputop")
+	writeRecording(t, rec)
+	data, _ := os.ReadFile(rec)
+	cut := bytes.LastIndexByte(data[:len(data)-1], '\n') + 1
+	bad := append(append([]byte{}, data[:cut]...), []byte("{not json\n")...)
+	os.WriteFile(rec, bad, 0o644)
+	tm := startTerm(t, 160, 50, "--replay", rec)
+	scr := tm.waitFor(fmt.Sprintf("byte %d", cut))
+	if !strings.Contains(scr, "Test GPU") {
+		t.Fatalf("readable part not shown:\n%s", scr)
+	}
+}
+
+func run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "GPUTOP_SOCKET="+filepath.Join(t.TempDir(), "s.sock"))
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+func TestNoDriver(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
+		t.Skip("this machine has an NVIDIA driver")
+	}
+	out, code := run(t)
+	if code != 1 || !strings.Contains(out, "libnvidia-ml.so") || !strings.Contains(out, "--demo") || strings.Contains(out, "goroutine") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+}
+
+func TestUnknownFlag(t *testing.T) {
+	out, code := run(t, "--no-such-flag")
+	if code != 2 || !strings.Contains(out, "Usage:") {
+		t.Fatalf("exit %d, output:\n%s", code, out)
+	}
+	if _, code := run(t, "record", "--bogus"); code != 2 {
+		t.Fatalf("record --bogus: exit %d", code)
+	}
+}
+
+func TestExportCLI(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.gputop")
+	writeRecording(t, rec)
+	out := filepath.Join(dir, "s.csv")
+	if msg, code := run(t, "export", rec, "--csv", out); code != 0 {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	recs := readCSV(t, out)
+	if len(recs) != 2 || recs[1][0] != "Recorded start" || recs[1][6] != "1234.00" {
+		t.Fatalf("%v", recs)
+	}
+	// a recorder killed mid-line: warning naming the file and offset, still exported
+	data, _ := os.ReadFile(rec)
+	os.WriteFile(rec, data[:len(data)-3], 0o644)
+	msg, code := run(t, "export", rec, "--csv", out)
+	if code != 0 || !strings.Contains(msg, rec) || !strings.Contains(msg, "byte") {
+		t.Fatalf("truncated: exit %d: %s", code, msg)
+	}
+	// unwritable CSV path: clear error naming it
+	bad := filepath.Join(dir, "missing", "x.csv")
+	msg, code = run(t, "export", rec, "--csv", bad)
+	if code != 1 || !strings.Contains(msg, bad) {
+		t.Fatalf("unwritable: exit %d: %s", code, msg)
+	}
+}

@@ -1,0 +1,413 @@
+// Command gputop is a terminal GPU-memory profiler for PyTorch: NVML sampled
+// at 1 kHz from outside, the caching allocator's own counters streamed from
+// inside the training process, labelled snapshots, CSV, record and replay.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gputop/gputop/agentlink"
+	"github.com/gputop/gputop/demo"
+	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/sampler"
+	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/ui"
+	"github.com/gputop/gputop/wire"
+)
+
+const version = "0.1.0"
+
+const usage = `gputop: GPU memory profiler for PyTorch (NVML + in-process allocator agent)
+
+Usage:
+  gputop [flags]                  live TUI over local GPUs (NVML) and attached agents
+  gputop --demo                   TUI over a real H200 recording embedded in the binary
+  gputop --replay FILE            TUI over a recording
+  gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration
+  gputop export FILE --csv OUT    summary CSV of a recording
+  gputop snap LABEL               add a labelled snapshot to the running gputop
+  gputop version
+
+Flags:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "record":
+			return cmdRecord(args[1:], stderr)
+		case "export":
+			return cmdExport(args[1:], stdout, stderr)
+		case "snap":
+			return cmdSnap(args[1:], stdout, stderr)
+		case "version", "--version", "-version":
+			fmt.Fprintln(stdout, "gputop", version)
+			return 0
+		}
+	}
+	return cmdTUI(args, stderr)
+}
+
+// sourceFlags are shared by the TUI and record.
+type sourceFlags struct {
+	rate, procRate float64
+	source, socket string
+}
+
+func (s *sourceFlags) register(fs *flag.FlagSet) {
+	fs.Float64Var(&s.rate, "rate", 1000, "NVML device samples per second per GPU")
+	fs.Float64Var(&s.procRate, "proc-rate", 10, "NVML process-list refreshes per second")
+	fs.StringVar(&s.source, "source", "all", "sources: nvml, agent or all")
+	fs.StringVar(&s.socket, "socket", "", "agent socket path (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
+}
+
+func (s *sourceFlags) validate() error {
+	switch s.source {
+	case "nvml", "agent", "all":
+	default:
+		return fmt.Errorf("--source %q: want nvml, agent or all", s.source)
+	}
+	if s.rate <= 0 || s.rate > 10000 {
+		return fmt.Errorf("--rate %g: want 0 < rate <= 10000", s.rate)
+	}
+	if s.procRate <= 0 || s.procRate > 1000 {
+		return fmt.Errorf("--proc-rate %g: want 0 < rate <= 1000", s.procRate)
+	}
+	return nil
+}
+
+// sources starts what the flags ask for. It returns the agent server (nil
+// without agents) and a stop function that waits for the sources to end.
+func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Server, func(), error) {
+	var stops []func()
+	stop := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	if s.source == "nvml" || s.source == "all" {
+		n := sampler.NewNVML(nvml.New(), st, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate})
+		if err := n.Init(); err != nil {
+			if errors.Is(err, sampler.ErrNoDriver) && s.source == "all" {
+				return nil, stop, fmt.Errorf("%w\n(to watch only PyTorch agents on a machine without a driver: --source agent)", err)
+			}
+			return nil, stop, err
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); n.Run(ctx) }()
+		stops = append(stops, func() { <-done; n.Close() })
+	}
+	var srv *agentlink.Server
+	if s.source == "agent" || s.source == "all" {
+		path := s.socket
+		if path == "" {
+			p, err := agentlink.DefaultSocketPath()
+			if err != nil {
+				stop()
+				return nil, func() {}, err
+			}
+			path = p
+		}
+		var err error
+		srv, err = agentlink.Listen(path, st, agentlink.Options{Log: st.Log})
+		if err != nil {
+			stop()
+			return nil, func() {}, err
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); srv.Serve(ctx) }()
+		stops = append(stops, func() { <-done })
+	}
+	return srv, stop, nil
+}
+
+func newFlagSet(name string, stderr io.Writer, extra string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usage)
+		if extra != "" {
+			fmt.Fprint(stderr, extra)
+		}
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse returns -1 to continue, or an exit code (0 for -h, 2 for bad flags).
+func parse(fs *flag.FlagSet, args []string) int {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	return -1
+}
+
+func cmdTUI(args []string, stderr io.Writer) int {
+	fs := newFlagSet("gputop", stderr, "")
+	var sf sourceFlags
+	sf.register(fs)
+	demoFlag := fs.Bool("demo", false, "play the recording embedded in the binary")
+	replay := fs.String("replay", "", "play a recording file")
+	csvPath := fs.String("csv", "", "where `e` and quitting write the summary CSV (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on `e`, nothing on quit)")
+	fps := fs.Int("fps", 30, "screen redraws per second at most")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gputop: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if err := sf.validate(); err != nil {
+		fmt.Fprintln(stderr, "gputop:", err)
+		return 2
+	}
+	if *fps < 1 || *fps > 120 {
+		fmt.Fprintf(stderr, "gputop: --fps %d: want 1..120\n", *fps)
+		return 2
+	}
+	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now}
+	var st *store.Store
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer cancel()
+	stop := func() {}
+	switch {
+	case *demoFlag || *replay != "":
+		st = store.New(replayOptions())
+		var info recording.Info
+		var err error
+		if *demoFlag {
+			info, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
+			opt.Title = "demo: " + info.Header.Comment
+		} else {
+			info, err = recording.Load(*replay, st)
+			opt.Title = *replay
+		}
+		if err != nil {
+			var fe *recording.FormatError
+			if !errors.As(err, &fe) {
+				fmt.Fprintln(stderr, "gputop:", err)
+				return 1
+			}
+			opt.LoadErr = err.Error()
+		}
+		opt.Replay = true
+	default:
+		st = store.New(store.DefaultOptions())
+		srv, s, err := sf.start(ctx, st)
+		if err != nil {
+			fmt.Fprintln(stderr, "gputop:", err)
+			return 1
+		}
+		stop = s
+		if srv != nil {
+			opt.RequestHolders = srv.RequestHolders
+			st.Log("agents: listening on " + srv.Path())
+		}
+	}
+	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
+	_, err := tea.NewProgram(ui.New(st, opt), tea.WithContext(ctx)).Run()
+	cancel()
+	stop()
+	if err != nil && !errors.Is(err, tea.ErrProgramKilled) && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "gputop:", err)
+		return 1
+	}
+	return 0
+}
+
+// replayOptions keep a whole recording at full resolution up to ~33 min at
+// 1 kHz; older parts of longer recordings come from the min/max tiers.
+func replayOptions() store.Options {
+	o := store.DefaultOptions()
+	o.RawCapacity = 2_000_000
+	return o
+}
+
+func cmdRecord(args []string, stderr io.Writer) int {
+	fs := newFlagSet("gputop record", stderr, "\ngputop record -o FILE [flags]\n")
+	var sf sourceFlags
+	sf.register(fs)
+	out := fs.String("o", "", "recording file to write (required)")
+	duration := fs.Duration("duration", 0, "stop after this long (default: until Ctrl-C)")
+	comment := fs.String("comment", "", "free text stored in the recording's header")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *out == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "gputop record: -o FILE is required and takes no other arguments")
+		fs.Usage()
+		return 2
+	}
+	if err := sf.validate(); err != nil {
+		fmt.Fprintln(stderr, "gputop record:", err)
+		return 2
+	}
+	host, _ := os.Hostname()
+	w, err := recording.Create(*out, wire.Recording{
+		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
+		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "gputop record:", err)
+		return 1
+	}
+	st := store.New(store.DefaultOptions())
+	st.SetTap(w)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if *duration > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeout(ctx, *duration)
+		defer c()
+	}
+	srv, stop, err := sf.start(ctx, st)
+	if err != nil {
+		w.Close()
+		fmt.Fprintln(stderr, "gputop record:", err)
+		return 1
+	}
+	where := ""
+	if srv != nil {
+		where = ", agents on " + srv.Path()
+	}
+	fmt.Fprintf(stderr, "gputop record: writing %s (source %s%s); Ctrl-C ends it\n", *out, sf.source, where)
+	logs := 0
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			// agent events (attached, closed with a reason) go to stderr
+			l := st.Logs()
+			for _, line := range l[min(logs, len(l)):] {
+				fmt.Fprintln(stderr, "gputop record:", line)
+			}
+			logs = len(l)
+			if err := w.Err(); err != nil {
+				fmt.Fprintln(stderr, "gputop record:", err)
+				break loop
+			}
+		}
+	}
+	cancel()
+	stop()
+	err = w.Close()
+	fi, _ := os.Stat(*out)
+	var size int64
+	if fi != nil {
+		size = fi.Size()
+	}
+	fmt.Fprintf(stderr, "gputop record: %s: %d snapshots, %d bytes\n", *out, len(st.Snapshots()), size)
+	if err != nil {
+		fmt.Fprintln(stderr, "gputop record:", err)
+		return 1
+	}
+	return 0
+}
+
+func cmdExport(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("gputop export", stderr, "\ngputop export FILE --csv OUT\n")
+	out := fs.String("csv", "", "summary CSV to write (required)")
+	// accept the file before or after the flags
+	var file string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		file, args = args[0], args[1:]
+	}
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gputop export: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if file == "" || *out == "" {
+		fmt.Fprintln(stderr, "gputop export: want FILE and --csv OUT")
+		fs.Usage()
+		return 2
+	}
+	st := store.New(store.DefaultOptions())
+	_, err := recording.Load(file, st)
+	code := 0
+	if err != nil {
+		var fe *recording.FormatError
+		if !errors.As(err, &fe) {
+			fmt.Fprintln(stderr, "gputop export:", err)
+			return 1
+		}
+		// what was readable is still exported; a cut-off last line (a
+		// recorder that was killed) is only a warning
+		fmt.Fprintln(stderr, "gputop export: warning:", err)
+		if !fe.Truncated {
+			code = 1
+		}
+	}
+	if err := snapshot.WriteCSV(*out, st.Snapshots(), st.Devices()); err != nil {
+		fmt.Fprintln(stderr, "gputop export:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d rows)\n", *out, len(st.Snapshots()))
+	return code
+}
+
+func cmdSnap(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("gputop snap", stderr, "\ngputop snap LABEL [--socket PATH]\n")
+	sock := fs.String("socket", "", "socket of the running gputop")
+	var label string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		label, args = args[0], args[1:]
+	}
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if label == "" && fs.NArg() == 1 {
+		label = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gputop snap: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if label == "" {
+		fmt.Fprintln(stderr, "gputop snap: want a LABEL")
+		return 2
+	}
+	path := *sock
+	if path == "" {
+		p, err := agentlink.DefaultSocketPath()
+		if err != nil {
+			fmt.Fprintln(stderr, "gputop snap:", err)
+			return 1
+		}
+		path = p
+	}
+	if err := agentlink.Snap(path, label, 3*time.Second); err != nil {
+		fmt.Fprintln(stderr, "gputop snap:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "snapshot %q added\n", label)
+	return 0
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs every test: gofmt and go vet, the Go tests (unit, golden views, NVML
+# against go-nvml's mock, the real binary over the real socket and in a real
+# tmux terminal), then the Python agent's tests against the real binary.
+# Python test packages go into .venv (made on first use).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
+
+command -v tmux >/dev/null || { echo "test.sh: tmux is needed for the terminal tests (apt-get install tmux)" >&2; exit 1; }
+
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then echo "test.sh: gofmt needed on: $unformatted" >&2; exit 1; fi
+go vet ./...
+go test -count=1 ./...
+
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -r agent/requirements-test.txt
+.venv/bin/python -m pytest -q agent/tests

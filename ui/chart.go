@@ -1,0 +1,451 @@
+package ui
+
+import (
+	"image/color"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"charm.land/lipgloss/v2"
+	"github.com/NimbleMarkets/ntcharts/v2/canvas"
+	"github.com/NimbleMarkets/ntcharts/v2/canvas/graph"
+	"github.com/NimbleMarkets/ntcharts/v2/canvas/runes"
+	"github.com/NimbleMarkets/ntcharts/v2/linechart"
+
+	"github.com/gputop/gputop/store"
+)
+
+// yLabelW is the fixed width of the Y axis labels, so the plot area keeps
+// its place when the scale changes.
+const yLabelW = 6
+
+// chartSeries is one line of the chart: aggregated columns (min/max/last per
+// braille column) from the store, never raw samples.
+type chartSeries struct {
+	Name  string // legend label with its source, e.g. "allocated (torch)"
+	Style lipgloss.Style
+	Cols  []store.Column
+	Hold  *uint64 // value at the window's left edge (last sample before it)
+	Now   *uint64 // value at the cursor, for the legend
+}
+
+// chartData is everything one frame of the chart shows.
+type chartData struct {
+	From, To int64
+	Window   time.Duration
+	Series   []chartSeries
+	Note     string // e.g. "allocator: no agent attached"
+	Markers  []store.Marker
+}
+
+func (a *chartData) equal(b *chartData) bool {
+	if a.From != b.From || a.To != b.To || a.Window != b.Window || a.Note != b.Note ||
+		len(a.Series) != len(b.Series) || !slices.Equal(a.Markers, b.Markers) {
+		return false
+	}
+	for i := range a.Series {
+		x, y := &a.Series[i], &b.Series[i]
+		if x.Name != y.Name || !slices.Equal(x.Cols, y.Cols) || !eqPtr(x.Hold, y.Hold) || !eqPtr(x.Now, y.Now) {
+			return false
+		}
+	}
+	return true
+}
+
+func eqPtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// span is the range of dot rows (0 = top) one column covers.
+type span struct {
+	Top, Bottom int
+	OK          bool
+}
+
+// dotRow maps a value to a dot row of a plot dots rows high whose top is maxY.
+func dotRow(v uint64, maxY float64, dots int) int {
+	if dots <= 1 || maxY <= 0 {
+		return max(dots-1, 0)
+	}
+	r := dots - 1 - int(math.Round(float64(v)/maxY*float64(dots-1)))
+	return min(max(r, 0), dots-1)
+}
+
+// columnSpans turns aggregated columns into the dot rows to light. Each
+// column covers its Min..Max, so a spike shorter than a column still shows
+// at its full height; it is stretched to the previous column's Last so the
+// line stays connected; a column without samples between two with samples
+// holds the previous value (memory is a step function). hold, when known,
+// is the value at the window's left edge, held until the first sample.
+func columnSpans(cols []store.Column, hold *uint64, maxY float64, dots int) []span {
+	out := make([]span, len(cols))
+	lastOK := -1
+	for i, c := range cols {
+		if c.OK {
+			lastOK = i
+		}
+	}
+	if lastOK < 0 {
+		return out
+	}
+	var prev uint64
+	have := hold != nil
+	if have {
+		prev = *hold
+	}
+	for i, c := range cols[:lastOK+1] {
+		switch {
+		case c.OK:
+			lo, hi := c.Min, c.Max
+			if have {
+				lo, hi = min(lo, prev), max(hi, prev)
+			}
+			out[i] = span{Top: dotRow(hi, maxY, dots), Bottom: dotRow(lo, maxY, dots), OK: true}
+			prev, have = c.Last, true
+		case have:
+			r := dotRow(prev, maxY, dots)
+			out[i] = span{Top: r, Bottom: r, OK: true}
+		}
+	}
+	return out
+}
+
+// seriesMax is the highest value a series shows in the window.
+func seriesMax(s *chartSeries) (uint64, bool) {
+	var m uint64
+	ok := false
+	if s.Hold != nil {
+		m, ok = *s.Hold, true
+	}
+	for _, c := range s.Cols {
+		if c.OK && (!ok || c.Max > m) {
+			m, ok = c.Max, true
+		}
+	}
+	return m, ok
+}
+
+// chartModel draws the selected device over the time window on an ntcharts
+// linechart (its canvas, axes and labels), with braille dots for the series.
+type chartModel struct {
+	styles *Styles
+	w, h   int
+	data   chartData
+	out    string
+	dirty  bool
+	lc     *linechart.Model
+	ansi   map[styleKey][2]string // ANSI before and after text, per style
+}
+
+// styleKey identifies a chart style: the chart only uses foreground colour
+// and bold.
+type styleKey struct {
+	fg   color.Color
+	bold bool
+}
+
+func newChart(st *Styles) chartModel {
+	return chartModel{styles: st, dirty: true, ansi: map[styleKey][2]string{}}
+}
+
+func (c *chartModel) SetSize(w, h int) {
+	if w != c.w || h != c.h {
+		c.w, c.h, c.dirty = w, h, true
+	}
+}
+
+// graphWidth is the plot width in cells.
+func (c *chartModel) graphWidth() int { return max(c.w-yLabelW-1, 1) }
+
+// Columns is how many data columns the chart wants (two per cell: braille).
+func (c *chartModel) Columns() int { return 2 * c.graphWidth() }
+
+// SetData hands the chart a frame's data; it redraws only when the data
+// differs from the last frame's.
+func (c *chartModel) SetData(d chartData) {
+	if !c.dirty && c.data.equal(&d) {
+		return
+	}
+	c.data, c.dirty = d, true
+}
+
+func (c *chartModel) View() string {
+	if c.dirty {
+		c.out = c.render()
+		if strings.Count(c.out, "\n") != c.h-1 {
+			c.out = fit(c.out, c.w, c.h) // the short forms (legend only)
+		}
+		c.dirty = false
+	}
+	return c.out
+}
+
+func (c *chartModel) render() string {
+	st := c.styles
+	d := &c.data
+	legend := c.legend()
+	canvasH := c.h - 2 // marker labels above, legend below
+	if canvasH < 4 || c.w < yLabelW+8 {
+		return legend
+	}
+	gw, gh := c.graphWidth(), canvasH-2
+	var hi uint64
+	have := false
+	for i := range d.Series {
+		if m, ok := seriesMax(&d.Series[i]); ok && (!have || m > hi) {
+			hi, have = m, true
+		}
+	}
+	// n labelled steps of a round size; the axis top (the top row) sits a
+	// little above n steps when gh is not a multiple of n
+	n := min(4, gh)
+	yStep := gh / n
+	want := float64(hi) * 1.05
+	if !have || hi == 0 {
+		want = gib
+	}
+	div, _ := yUnit(want)
+	labelStep := niceCeil(want/float64(n), div)
+	maxY := labelStep * float64(n) * float64(gh) / float64(n*yStep)
+	win := d.Window.Seconds()
+	xStep := max(gw/6, 8)
+	xFmt := func(_ int, v float64) string { return relTime(v, win) }
+	yFmt := func(_ int, v float64) string { return axisBytes(v, maxY, labelStep, yLabelW) }
+	// the linechart (and its canvas of w*h cells of about 650 bytes each) is
+	// kept between frames and cleared, not allocated again
+	if c.lc == nil || c.lc.Width() != c.w || c.lc.Height() != canvasH || c.lc.XStep() != xStep || c.lc.YStep() != yStep {
+		lc := linechart.New(c.w, canvasH, -win, 0, 0, maxY,
+			linechart.WithXYSteps(xStep, yStep),
+			linechart.WithStyles(st.Axis, st.AxisLabel, lipgloss.NewStyle()))
+		c.lc = &lc
+	} else {
+		c.lc.Canvas.Fill(canvas.Cell{})
+	}
+	lc := c.lc
+	lc.XLabelFormatter, lc.YLabelFormatter = xFmt, yFmt
+	lc.SetXYRange(-win, 0, 0, maxY)
+	lc.SetViewXYRange(-win, 0, 0, maxY)
+	lc.DrawXYAxisAndLabel()
+	x0 := lc.Origin().X + 1
+
+	// markers first: data drawn afterwards stays visible where they cross
+	span := d.To - d.From
+	var labels []markLabel
+	for _, mk := range d.Markers {
+		if mk.T < d.From || mk.T >= d.To || span <= 0 {
+			continue
+		}
+		x := int((mk.T - d.From) * int64(gw) / span)
+		ms := st.markStyle(mk.Kind)
+		r := '│'
+		switch mk.Kind {
+		case "oom":
+			r = '┃'
+		case "phase_start", "phase_end":
+			r = '┆'
+		case "ended":
+			r = '╎'
+		}
+		for y := 0; y < gh; y++ {
+			lc.Canvas.SetCell(canvas.Point{X: x0 + x, Y: y}, canvas.NewCellWithStyle(r, ms))
+		}
+		labels = append(labels, markLabel{x0 + x, mk.Label, ms})
+	}
+
+	dots := gh * 4
+	drawn := false
+	for i := range d.Series {
+		if c.drawSeries(&lc.Canvas, x0, gw, gh, columnSpans(d.Series[i].Cols, d.Series[i].Hold, maxY, dots), d.Series[i].Style) {
+			drawn = true
+		}
+	}
+	if !drawn {
+		msg := "no samples in this window"
+		lc.Canvas.SetStringWithStyle(canvas.Point{X: x0 + max((gw-len(msg))/2, 0), Y: gh / 2}, msg, st.Dim)
+	}
+
+	// the canvas lines are exactly w cells wide; only the text lines need
+	// cutting to the width
+	return truncate(markerLine(labels, c.w), c.w) + "\n" + c.canvasString(&lc.Canvas) + "\n" + truncate(legend, c.w)
+}
+
+// drawSeries lights the braille dots of the spans (two columns and four
+// rows of dots per cell) on the canvas, cell by cell, combining with the
+// dots of series already drawn there (ntcharts' DrawBrailleRune).
+func (c *chartModel) drawSeries(cv *canvas.Model, x0, gw, gh int, spans []span, style lipgloss.Style) bool {
+	drawn := false
+	for cx := 0; cx < gw && 2*cx+1 < len(spans); cx++ {
+		a, b := spans[2*cx], spans[2*cx+1]
+		if !a.OK && !b.OK {
+			continue
+		}
+		drawn = true
+		top, bot := dotsRange(a, b)
+		for cy := top / 4; cy <= bot/4 && cy < gh; cy++ {
+			var dots runes.PatternDots
+			// braille dot numbers: left column 0,1,2,6, right column 3,4,5,7
+			for r, idx := range [4][2]int{{0, 3}, {1, 4}, {2, 5}, {6, 7}} {
+				y := cy*4 + r
+				dots[idx[0]] = a.OK && a.Top <= y && y <= a.Bottom
+				dots[idx[1]] = b.OK && b.Top <= y && y <= b.Bottom
+			}
+			if r := runes.BraillePatternFromPatternDots(dots); r != runes.BrailleBlockOffset {
+				graph.DrawBrailleRune(cv, canvas.Point{X: x0 + cx, Y: cy}, r, style)
+			}
+		}
+	}
+	return drawn
+}
+
+// dotsRange is the union of the dot rows of two spans.
+func dotsRange(a, b span) (top, bot int) {
+	switch {
+	case a.OK && b.OK:
+		return min(a.Top, b.Top), max(a.Bottom, b.Bottom)
+	case a.OK:
+		return a.Top, a.Bottom
+	}
+	return b.Top, b.Bottom
+}
+
+// canvasString is canvas.Model.View, but it styles each run of cells that
+// share a style once, with the style's escape codes computed once per style,
+// instead of a lipgloss Render per cell, which cost about 10 ms a frame at
+// 160x50.
+func (c *chartModel) canvasString(cv *canvas.Model) string {
+	var sb strings.Builder
+	w, h := cv.Width(), cv.Height()
+	sb.Grow(w * h * 4)
+	run := make([]rune, 0, w)
+	for y := 0; y < h; y++ {
+		if y > 0 {
+			sb.WriteByte('\n')
+		}
+		var cur styleKey
+		var curStyle lipgloss.Style
+		run = run[:0]
+		flush := func() {
+			if len(run) == 0 {
+				return
+			}
+			if cur.fg == nil && !cur.bold {
+				sb.WriteString(string(run))
+			} else {
+				codes, ok := c.ansi[cur]
+				if !ok {
+					before, after, _ := strings.Cut(curStyle.Render("\x00"), "\x00")
+					codes = [2]string{before, after}
+					c.ansi[cur] = codes
+				}
+				sb.WriteString(codes[0])
+				sb.WriteString(string(run))
+				sb.WriteString(codes[1])
+			}
+			run = run[:0]
+		}
+		for x := 0; x < w; x++ {
+			cell := cv.Cell(canvas.Point{X: x, Y: y})
+			r := cell.Rune
+			k := cur
+			if r == runes.Null || r == ' ' {
+				// a blank joins the run it is in
+				r = ' '
+			} else {
+				k = styleKey{fg: cell.Style.GetForeground(), bold: cell.Style.GetBold()}
+				if _, none := k.fg.(lipgloss.NoColor); none {
+					k.fg = nil
+				}
+			}
+			if k != cur {
+				flush()
+				cur, curStyle = k, cell.Style
+			}
+			run = append(run, r)
+		}
+		flush()
+	}
+	return sb.String()
+}
+
+// markLabel is a marker's label at a screen column.
+type markLabel struct {
+	x    int
+	text string
+	st   lipgloss.Style
+}
+
+// markerLine places each marker's label above its line, shortening a label
+// that would run into the next one and dropping one with no room at all.
+func markerLine(labels []markLabel, w int) string {
+	var sb strings.Builder
+	col, pos := 0, 0 // first column free for a label (one space after the last); width written
+	for i, l := range labels {
+		start := max(l.x, col)
+		end := w
+		if i+1 < len(labels) && labels[i+1].x > start {
+			end = min(end, labels[i+1].x-1)
+		}
+		tw := lipgloss.Width(l.text)
+		if end-start < min(tw, 8) {
+			// no room on the right (e.g. a snapshot just taken, at the
+			// right edge): end the label at its marker instead
+			if s2 := max(col, l.x+1-tw); l.x+1-s2 > end-start {
+				start, end = s2, l.x+1
+			}
+		}
+		if end-start < 3 {
+			continue
+		}
+		t := truncate(l.text, end-start)
+		sb.WriteString(strings.Repeat(" ", start-pos))
+		sb.WriteString(l.st.Render(t))
+		pos = start + lipgloss.Width(t)
+		col = pos + 1
+	}
+	return sb.String()
+}
+
+// legend names each series with its source and, when there is room, its
+// value at the cursor; narrower, it groups the torch series under one label.
+func (c *chartModel) legend() string {
+	st := c.styles
+	note := ""
+	if c.data.Note != "" {
+		note = st.Dim.Render(c.data.Note)
+	}
+	join := func(parts []string, sep string) string {
+		if note != "" {
+			parts = append(parts, note)
+		}
+		return strings.Join(parts, sep)
+	}
+	var full []string
+	for _, s := range c.data.Series {
+		p := s.Style.Render("━━") + " " + s.Name
+		if s.Now != nil {
+			p += " " + st.Bold.Render(humanBytes(*s.Now))
+		}
+		full = append(full, p)
+	}
+	if l := join(full, "   "); lipgloss.Width(l) <= c.w {
+		return l
+	}
+	// compact: "━ NVML used (driver)  torch: ━ reserved ━ peak ━ allocated"
+	var compact, torch []string
+	for _, s := range c.data.Series {
+		name, src, ok := strings.Cut(s.Name, " (")
+		if ok && src == "torch)" {
+			torch = append(torch, s.Style.Render("━")+" "+name)
+			continue
+		}
+		compact = append(compact, s.Style.Render("━")+" "+s.Name)
+	}
+	if len(torch) > 0 {
+		compact = append(compact, "torch: "+strings.Join(torch, " "))
+	}
+	return join(compact, "  ")
+}

@@ -1,0 +1,111 @@
+package ui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gputop/gputop/store"
+)
+
+// devLine is one device as the header shows it.
+type devLine struct {
+	Dev  store.Device
+	Used *uint64 // NVML used at the cursor; nil when NVML has nothing
+}
+
+// headerModel shows one line per device: name, NVML used / total, achieved
+// sample rate, and the device's NVML error in red.
+type headerModel struct {
+	styles *Styles
+	w, h   int
+	devs   []devLine
+	sel    int
+}
+
+func newHeader(st *Styles) headerModel { return headerModel{styles: st} }
+
+func (m *headerModel) SetSize(w, h int) { m.w, m.h = w, h }
+
+func (m *headerModel) SetData(devs []devLine, sel int) { m.devs, m.sel = devs, sel }
+
+// Lines is how many lines the header wants.
+func (m *headerModel) Lines() int { return max(len(m.devs), 1) }
+
+func (m *headerModel) View() string {
+	st := m.styles
+	if len(m.devs) == 0 {
+		return fit(st.Dim.Render("no GPU known yet (waiting for NVML or an agent)"), m.w, m.h)
+	}
+	// when the header is shorter than the device list, keep the selected
+	// device in view
+	first := 0
+	if m.h > 0 && len(m.devs) > m.h {
+		first = min(max(m.sel-m.h/2, 0), len(m.devs)-m.h)
+	}
+	var lines []string
+	for i := first; i < len(m.devs) && len(lines) < max(m.h, 1); i++ {
+		lines = append(lines, m.line(m.devs[i], i == m.sel))
+	}
+	return fit(strings.Join(lines, "\n"), m.w, m.h)
+}
+
+func (m *headerModel) line(dl devLine, sel bool) string {
+	st := m.styles
+	d := dl.Dev
+	mark := "  "
+	if sel {
+		mark = "▸ "
+	}
+	name := d.Name
+	if name == "" {
+		name = "unknown device"
+	}
+	id := fmt.Sprintf("%sGPU %d", mark, d.Index)
+	if sel {
+		id = st.DevSelected.Render(id)
+	}
+	nameW := 24
+	if m.w < 100 {
+		nameW = 14
+	}
+	parts := []string{id, st.DevName.Render(padRight(truncate(name, nameW), nameW))}
+	if d.Err != "" {
+		// the error first: the figures after it are the last ones before it
+		parts = append(parts, st.Error.Render("✗ NVML: "+d.Err))
+		if dl.Used != nil {
+			parts = append(parts, st.Dim.Render("last "+humanBytes(*dl.Used)))
+		}
+		if d.Source == "agent" {
+			parts = append(parts, st.Warn.Render("agent-only"))
+		}
+		return strings.Join(parts, "  ")
+	}
+	switch {
+	case dl.Used != nil && d.Total > 0:
+		parts = append(parts, fmt.Sprintf("%10s / %-10s %6s", humanBytes(*dl.Used), humanBytes(d.Total), percent(*dl.Used, d.Total)))
+		if m.w >= 120 {
+			parts = append(parts, m.bar(*dl.Used, d.Total, 20))
+		}
+	case dl.Used != nil:
+		parts = append(parts, fmt.Sprintf("%10s used", humanBytes(*dl.Used)))
+	case d.Total > 0:
+		parts = append(parts, fmt.Sprintf("%10s / %-10s", dash, humanBytes(d.Total)))
+	}
+	if r := rateString(d.Rate); r != "" {
+		parts = append(parts, st.Dim.Render(fmt.Sprintf("%7s", r)))
+	}
+	if d.Source == "agent" {
+		parts = append(parts, st.Warn.Render("agent-only (no NVML for this GPU)"))
+	}
+	return strings.Join(parts, "  ")
+}
+
+// bar is a usage gauge of w cells.
+func (m *headerModel) bar(used, total uint64, w int) string {
+	n := int(float64(used) / float64(total) * float64(w))
+	n = min(max(n, 0), w)
+	if used > 0 && n == 0 {
+		n = 1
+	}
+	return m.styles.BarFull.Render(strings.Repeat("█", n)) + m.styles.BarEmpty.Render(strings.Repeat("░", w-n))
+}

@@ -1,0 +1,298 @@
+package ui
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+// procRow is one process on the selected device: NVML's view joined with
+// its agent's (when it has one).
+type procRow struct {
+	PID       int
+	Name      string
+	Used      *uint64 // NVML per-process used
+	Allocated *uint64 // torch, from the agent
+	Reserved  *uint64
+	NonTorch  *int64 // Used - Reserved: CUDA context, cuBLAS workspace, other libraries
+	Agent     bool
+	Status    string // attached, ended (killed), exited
+	Ended     bool
+	OOMs      int
+	Holders   *wire.Holders
+}
+
+// agentOn reports whether an agent process uses store device dev.
+func agentOn(a *store.Agent, dev int) bool {
+	for _, d := range a.DevMap {
+		if d == dev {
+			return true
+		}
+	}
+	return false
+}
+
+// procsSpan is how far back a replay looks for a process's NVML samples
+// before it counts the process as gone (procs are sampled at about 10/s).
+const procsSpan = 3 * time.Second
+
+// collectProcs joins the NVML process list of dev with the agents on dev.
+// Live, it uses the latest lists and each agent's last sample; in replay it
+// reads every value at the cursor t, so the pane shows that moment.
+func collectProcs(st *store.Store, dev int, t int64, replay bool) []procRow {
+	byPID := map[int]*procRow{}
+	get := func(pid int) *procRow {
+		r := byPID[pid]
+		if r == nil {
+			r = &procRow{PID: pid}
+			byPID[pid] = r
+		}
+		return r
+	}
+	if replay {
+		// names come from the last process list; values from the cursor
+		procs, _ := st.Procs(dev)
+		names := map[int]string{}
+		for _, p := range procs {
+			names[p.PID] = p.Name
+		}
+		for _, k := range st.Keys() {
+			if k.Dev != dev || k.Metric != store.ProcUsed {
+				continue
+			}
+			if _, ok := st.Max(k, t-int64(procsSpan), t+1); !ok {
+				continue
+			}
+			if v, ok := st.ValueAt(k, t); ok {
+				r := get(k.PID)
+				r.Used, r.Name = &v, names[k.PID]
+			}
+		}
+	} else {
+		procs, _ := st.Procs(dev)
+		for _, p := range procs {
+			r := get(p.PID)
+			u := p.Used
+			r.Used, r.Name = &u, p.Name
+		}
+	}
+	agents := st.Agents()
+	for i := range agents {
+		a := &agents[i]
+		if !agentOn(a, dev) || (replay && a.Hello.T > t) {
+			continue
+		}
+		pid := a.Hello.PID
+		r := get(pid)
+		r.Agent, r.OOMs, r.Holders = true, a.OOMs, a.Holders
+		if n := procName(a.Hello.Argv); n != "" {
+			r.Name = n
+		}
+		gone := !a.Connected
+		if replay {
+			gone = a.EndedAt != 0 && a.EndedAt <= t
+			if r.Holders != nil && r.Holders.T > t {
+				r.Holders = nil
+			}
+		}
+		switch {
+		case !gone:
+			r.Status = "attached"
+		case a.Ended:
+			r.Status, r.Ended = "ended (killed)", true
+		default:
+			r.Status, r.Ended = "exited", true
+		}
+		if replay {
+			if v, ok := st.ValueAt(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}, t); ok {
+				r.Allocated = &v
+			}
+			if v, ok := st.ValueAt(store.Key{Dev: dev, PID: pid, Metric: store.Reserved}, t); ok {
+				r.Reserved = &v
+			}
+		} else if smp, ok := a.Last[dev]; ok {
+			al, re := smp.Allocated, smp.Reserved
+			r.Allocated, r.Reserved = &al, &re
+		}
+	}
+	rows := make([]procRow, 0, len(byPID))
+	for _, r := range byPID {
+		if r.Used != nil && r.Reserved != nil {
+			d := int64(*r.Used) - int64(*r.Reserved)
+			r.NonTorch = &d
+		}
+		rows = append(rows, *r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].PID < rows[j].PID })
+	return rows
+}
+
+// procsModel is the process pane; up/down select a process, and the chart's
+// allocator series and the holders pane follow the selection.
+type procsModel struct {
+	styles *Styles
+	keys   *KeyMap
+	w, h   int
+	rows   []procRow
+	sel    int  // selected pid
+	chosen bool // the user picked sel; else it follows the default
+	tc     *tableCache
+}
+
+func newProcs(st *Styles, k *KeyMap) procsModel {
+	return procsModel{styles: st, keys: k, tc: &tableCache{}}
+}
+
+func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
+
+// SetRows replaces the rows and keeps the pid the user selected; until the
+// user picks one (or after it is gone) the selection is the first attached
+// agent process, whose allocator series are the interesting ones.
+func (m *procsModel) SetRows(rows []procRow) {
+	m.rows = rows
+	if m.chosen && m.index() >= 0 {
+		return
+	}
+	m.chosen = false
+	m.sel = 0
+	for _, r := range rows {
+		if r.Agent && !r.Ended {
+			m.sel = r.PID
+			return
+		}
+	}
+	for _, r := range rows {
+		if r.Agent {
+			m.sel = r.PID
+			return
+		}
+	}
+	if len(rows) > 0 {
+		m.sel = rows[0].PID
+	}
+}
+
+// Lines is how many lines the pane wants (header + rows).
+func (m *procsModel) Lines() int { return 1 + max(len(m.rows), 1) }
+
+func (m *procsModel) index() int {
+	for i, r := range m.rows {
+		if r.PID == m.sel {
+			return i
+		}
+	}
+	return -1
+}
+
+// Selected returns the selected row, if any.
+func (m *procsModel) Selected() (procRow, bool) {
+	if i := m.index(); i >= 0 {
+		return m.rows[i], true
+	}
+	return procRow{}, false
+}
+
+func (m procsModel) Update(msg tea.Msg) (procsModel, tea.Cmd) {
+	if k, ok := msg.(tea.KeyPressMsg); ok && len(m.rows) > 0 {
+		i := max(m.index(), 0)
+		switch {
+		case key.Matches(k, m.keys.Up):
+			i = max(i-1, 0)
+		case key.Matches(k, m.keys.Down):
+			i = min(i+1, len(m.rows)-1)
+		}
+		m.sel, m.chosen = m.rows[i].PID, true
+	}
+	return m, nil
+}
+
+func optSigned(d *int64) string {
+	if d == nil {
+		return dash
+	}
+	if *d < 0 {
+		return "-" + humanBytes(uint64(-*d))
+	}
+	return humanBytes(uint64(*d))
+}
+
+func (m *procsModel) View() string {
+	st := m.styles
+	if m.h <= 0 {
+		return ""
+	}
+	if len(m.rows) == 0 {
+		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render("no process on this GPU"), m.w, m.h)
+	}
+	cols := []column{
+		{Title: "PID", Right: true, Priority: 9},
+		{Title: "PROCESS", Priority: 8, Flex: true},
+		{Title: "NVML USED", Right: true, Priority: 7},
+		{Title: "ALLOCATED", Right: true, Priority: 6},
+		{Title: "RESERVED", Right: true, Priority: 5},
+		{Title: "NON-PYTORCH", Right: true, Priority: 3},
+		{Title: "AGENT", Priority: 4},
+		{Title: "OOM", Right: true, Priority: 2},
+	}
+	// keep the selected row in view; when rows are hidden the last line
+	// says how many
+	first, n := 0, m.h-1
+	more := len(m.rows) > n && n >= 2
+	if more {
+		n--
+	}
+	sel := m.index()
+	if len(m.rows) > n && n > 0 {
+		first = min(max(sel-n+1, 0), len(m.rows)-n)
+	}
+	var data [][]string
+	for _, r := range m.rows[first:min(first+max(n, 0), len(m.rows))] {
+		name := r.Name
+		if name == "" {
+			name = "?"
+		}
+		agent := dash
+		if r.Agent {
+			agent = r.Status
+		}
+		ooms := ""
+		if r.OOMs > 0 {
+			ooms = strconv.Itoa(r.OOMs)
+		}
+		data = append(data, []string{
+			strconv.Itoa(r.PID), name, optHuman(r.Used), optHuman(r.Allocated), optHuman(r.Reserved),
+			optSigned(r.NonTorch), agent, ooms,
+		})
+	}
+	selected := -1
+	if sel >= first {
+		selected = sel - first
+	}
+	out := m.tc.render(st, tableSpec{Cols: cols, Rows: data, Width: m.w, Selected: selected,
+		CellStyle: func(row, col int, cell string) (lipgloss.Style, bool) {
+			switch {
+			case cell == dash:
+				return st.Missing, true
+			case col == 7 && cell != "":
+				return st.Error, true
+			case col == 6 && strings.HasPrefix(cell, "ended"):
+				return st.Error, true
+			case col == 6 && cell == "exited":
+				return st.Dim, true
+			}
+			return lipgloss.Style{}, false
+		}})
+	if more {
+		out += "\n" + st.Dim.Render(fmt.Sprintf("  %d-%d of %d processes (↑/↓)", first+1, first+n, len(m.rows)))
+	}
+	return fit(out, m.w, m.h)
+}
