@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -45,6 +46,17 @@ Flags:
 `
 
 func main() {
+	// GPUTOP_CPUPROFILE=FILE writes a CPU profile of the whole run (for bench/).
+	if path := os.Getenv("GPUTOP_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				code := run(os.Args[1:], os.Stdout, os.Stderr)
+				pprof.StopCPUProfile()
+				f.Close()
+				os.Exit(code)
+			}
+		}
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -194,13 +206,12 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	switch {
 	case *demoFlag || *replay != "":
 		st = store.New(replayOptions())
-		var info recording.Info
 		var err error
 		if *demoFlag {
-			info, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
-			opt.Title = "demo: " + info.Header.Comment
+			_, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
+			opt.Title = "demo: " + demo.Title
 		} else {
-			info, err = recording.Load(*replay, st)
+			_, err = recording.Load(*replay, st)
 			opt.Title = *replay
 		}
 		if err != nil {
@@ -226,7 +237,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		}
 	}
 	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
-	_, err := tea.NewProgram(ui.New(st, opt), tea.WithContext(ctx)).Run()
+	_, err := tea.NewProgram(ui.New(st, opt), tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
 	cancel()
 	stop()
 	if err != nil && !errors.Is(err, tea.ErrProgramKilled) && !errors.Is(err, context.Canceled) {

@@ -274,9 +274,9 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 			m.dev = (m.dev - 1 + n) % n
 		}
 	case key.Matches(k, m.keys.ZoomIn):
-		m.tl.zoomIn()
+		m.tl.zoomIn(time.Duration(m.tl.cursor(now) - start))
 	case key.Matches(k, m.keys.ZoomOut):
-		m.tl.zoomOut()
+		m.tl.zoomOut(time.Duration(m.tl.cursor(now) - start))
 	case key.Matches(k, m.keys.Pause):
 		m.tl.togglePause(now, start, last)
 	case key.Matches(k, m.keys.Back):

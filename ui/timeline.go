@@ -128,8 +128,27 @@ func (t *timeline) toEnd(now, last int64) {
 	t.paused = false
 }
 
-func (t *timeline) zoomIn()  { t.zoom = max(t.zoom-1, 0) }
-func (t *timeline) zoomOut() { t.zoom = min(t.zoom+1, len(zooms)-1) }
+// zoomIn narrows the window. From the whole run it goes to the longest
+// window shorter than the run, so the first step always changes the picture.
+func (t *timeline) zoomIn(run time.Duration) {
+	if zooms[t.zoom] != 0 {
+		t.zoom = max(t.zoom-1, 0)
+		return
+	}
+	t.zoom = 0
+	for t.zoom+1 < len(zooms)-1 && zooms[t.zoom+1] < run {
+		t.zoom++
+	}
+}
+
+// zoomOut widens the window; a window far longer than the run so far would
+// be mostly empty space, so it goes to the whole run instead.
+func (t *timeline) zoomOut(run time.Duration) {
+	t.zoom = min(t.zoom+1, len(zooms)-1)
+	if z := zooms[t.zoom]; z != 0 && run > 0 && z > run+run/2 {
+		t.zoom = len(zooms) - 1
+	}
+}
 func (t *timeline) slower()  { t.speed = max(t.speed-1, 0) }
 func (t *timeline) faster()  { t.speed = min(t.speed+1, len(speeds)-1) }
 

@@ -51,7 +51,7 @@ func TestReplayCursorPlaysAtSpeedAndStopsAtEnd(t *testing.T) {
 	}
 	for i := 0; i < 20; i++ {
 		tl.slower()
-		tl.zoomOut()
+		tl.zoomOut(time.Hour * 48)
 	}
 	if speeds[tl.speed] != 0.25 || zooms[tl.zoom] != 0 {
 		t.Errorf("speed %v zoom %v: bounds not kept", speeds[tl.speed], zooms[tl.zoom])
@@ -75,5 +75,27 @@ func TestLiveSeekPausesAndEndResumes(t *testing.T) {
 	tl.toEnd(now, now)
 	if tl.paused {
 		t.Errorf("end should go back to live")
+	}
+}
+
+func TestZoomSkipsWindowsLongerThanTheRun(t *testing.T) {
+	tl := newTimeline(true, at(0), at(47*time.Second))
+	run := 47 * time.Second
+	tl.zoomOut(run) // from 1m: longer than the run, so the whole run
+	if zooms[tl.zoom] != 0 {
+		t.Fatalf("zoom %v, want the whole run", zooms[tl.zoom])
+	}
+	tl.zoomIn(run) // back to the longest window shorter than the run
+	if zooms[tl.zoom] != 30*time.Second {
+		t.Fatalf("zoom in from the whole run gave %v, want 30s", zooms[tl.zoom])
+	}
+	tl.zoomIn(run)
+	if zooms[tl.zoom] != 10*time.Second {
+		t.Fatalf("zoom in gave %v, want 10s", zooms[tl.zoom])
+	}
+	long := newTimeline(true, at(0), at(3*time.Hour))
+	long.zoomOut(3 * time.Hour)
+	if zooms[long.zoom] != 5*time.Minute {
+		t.Fatalf("a long run steps through every window: got %v", zooms[long.zoom])
 	}
 }

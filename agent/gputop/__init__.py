@@ -1,0 +1,130 @@
+"""gputop's in-process agent: torch's caching-allocator counters, labelled
+snapshots and out-of-memory events, streamed to a running gputop.
+
+    import gputop
+    gputop.attach()                      # 100 Hz, to $GPUTOP_SOCKET or the default socket
+    tracker = gputop.Tracker()           # drop-in for the article's GPUMemoryTracker
+    tracker.snapshot("Training start")
+    with gputop.phase("eval"):
+        ...
+    gputop.cleanup()                     # gc + empty_cache, snapshots around it
+
+Standard library only, plus torch when it is there. Without torch (or
+without CUDA) everything still imports and runs: snapshot() returns {},
+Tracker says that CUDA is not available. ``GPUTOP=0`` in the environment
+turns the agent off: nothing is started or sent, but snapshot(), Tracker
+and cleanup() still return (and print) the local values.
+
+Protocol: newline-delimited JSON over a Unix stream socket, version 1; the
+frames are defined in the repository's wire/frames.go and described in
+agent/README.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._agent import Agent, Disabled
+from ._agent import attach as _attach
+from ._agent import current as _current
+from ._env import enabled, socket_path
+from ._stats import source as _source
+from ._tracker import Tracker, cleanup, phase, snapshot
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tracker",
+    "attach",
+    "cleanup",
+    "cuda_available",
+    "detach",
+    "enabled",
+    "holders",
+    "load_ipython_extension",
+    "phase",
+    "snapshot",
+    "socket_path",
+    "status",
+    "unload_ipython_extension",
+]
+
+
+def attach(rate_hz: float = 100, socket: str | None = None) -> Agent | Disabled:
+    """Start streaming this process's allocator counters to gputop.
+
+    A daemon thread reads every CUDA device this process has initialised,
+    rate_hz times a second (at most 1000), with one
+    ``torch._C._cuda_memoryStats(i)`` call per device, and sends allocated,
+    reserved, peak, reserved peak, inactive split bytes, alloc retries and
+    OOM count to the gputop listening on ``socket`` (default: see
+    :func:`socket_path`). It also registers torch's out-of-memory observer,
+    so an OOM reaches gputop with the allocator state at that moment, and
+    answers gputop's requests for a holders report.
+
+    It never raises into, blocks or slows the calling code: when gputop is
+    not running it retries quietly (50 ms doubling to 1 s) and samples
+    nothing; when gputop is slow, the oldest samples are dropped and
+    counted. A bye is sent at interpreter exit (at most 1 s).
+
+    Idempotent: a second call returns the same handle (applying a new
+    rate_hz or socket). Returns the handle (``.detach()``, ``.status()``),
+    or a do-nothing handle when GPUTOP=0.
+    """
+    return _attach(rate_hz, socket)
+
+
+def detach() -> None:
+    """Stop the agent (flush, bye, at most 1 s). snapshot() and friends do
+    not restart it; attach() does."""
+    ag = _current(auto=False)
+    if ag is not None:
+        ag.detach()
+
+
+def status() -> dict[str, Any]:
+    """The agent's state: attached, connected, socket, counters, last_error."""
+    ag = _current(auto=False)
+    if ag is None:
+        d = Disabled("GPUTOP=0" if not enabled() else "not attached").status()
+        return d
+    return ag.status()
+
+
+def cuda_available() -> bool:
+    """True when torch is importable and sees a CUDA device."""
+    try:
+        return _source().available()
+    except Exception:
+        return False
+
+
+def holders(*args: Any, **kwargs: Any) -> Any:
+    """Which Python objects keep CUDA memory alive (model parameters,
+    optimizer state, lists of tensors, IPython's history...), grouped and
+    sized; also sent to gputop. See gputop._holders.holders for arguments."""
+    try:
+        from . import _holders
+    except ImportError as e:
+        raise ImportError("gputop.holders is not available in this installation") from e
+    return _holders.holders(*args, **kwargs)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext gputop``: registers gputop's notebook magics."""
+    try:
+        from . import _magics
+    except ImportError as e:
+        raise ImportError("gputop's notebook magics are not available in this installation") from e
+    _magics.load_ipython_extension(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext gputop``."""
+    try:
+        from . import _magics
+    except ImportError:
+        return
+    fn = getattr(_magics, "unload_ipython_extension", None)
+    if fn is not None:
+        fn(ipython)

@@ -1,0 +1,631 @@
+"""The agent: a daemon thread that samples the caching allocator and streams
+frames to gputop over its Unix socket.
+
+Rules it keeps, because it lives inside someone's training job:
+
+* The user's threads only ever append to a deque and write one byte to a
+  wake-up pipe (snapshot, phase, OOM). Everything else, encoding included,
+  happens on the agent thread, inside try/except.
+* Nothing blocks: the socket is non-blocking, at most OUT_LIMIT encoded
+  bytes wait for it; beyond that, samples wait in a bounded deque that drops
+  the oldest and counts the drops (sent as sample.dropped). Marks, OOMs and
+  holders reports have their own deque and always go out before samples.
+* No gputop listening is normal: the thread tries to connect with a backoff
+  (50 ms doubling to 1 s), samples nothing meanwhile, and says hello again
+  after every reconnect.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import math
+import os
+import select
+import socket as _socket
+import sys
+import threading
+import time
+import warnings
+from typing import Any
+
+from . import _env, _stats, _wire
+
+SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
+MARK_QUEUE = 4096  # marks / ooms / holders waiting for the socket
+OUT_LIMIT = 256 * 1024  # encoded bytes waiting for the socket
+DEVICE_RECHECK_S = 1.0  # how often the set of initialised devices is re-read
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.05, 1.0
+STOP_TIMEOUT_S = 1.0  # the most detach()/exit waits to flush and say bye
+DEFAULT_RATE_HZ = 100.0
+MAX_RATE_HZ = 1000.0
+# Samples go out in batches this far apart: one socket write per batch
+# instead of one per sample keeps the agent's share of the GIL small.
+SEND_INTERVAL_S = 0.05
+# Marks wait for the next tick when ticks are this close; waking the thread
+# at once would hand it the GIL in the middle of the caller's snapshot().
+MARK_WAKE_AFTER_S = 0.02
+
+_NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0)
+
+
+class Agent:
+    """Handle of the running agent, as returned by :func:`gputop.attach`."""
+
+    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> None:
+        self.rate_hz = _rate(rate_hz)
+        self.socket = socket  # None: resolved from the environment at each connect
+        self.pid = os.getpid()
+        self.connected = False
+        self.connects = 0
+        self.samples_sent = 0
+        self.marks_sent = 0
+        self.dropped = 0  # samples dropped because the queue was full
+        self.marks_dropped = 0
+        self.last_error = ""
+        self._src = _stats.source()
+        self._samples: collections.deque = collections.deque()
+        self._marks: collections.deque = collections.deque()
+        self._out = bytearray()
+        self._in = bytearray()
+        self._sock: _socket.socket | None = None
+        self._devs: list[int] = []
+        self._hello_devs: frozenset[int] | None = None
+        self._stopping = False
+        self._stopped = threading.Event()
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        self._wake_r, self._wake_w = r, w
+        self._thread = threading.Thread(target=self._run, name="gputop-agent", daemon=True)
+
+    # ---- user-thread side: cheap, never raises ----
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        """The agent thread runs (it may or may not be connected)."""
+        return self._thread.is_alive() and not self._stopping
+
+    def post(self, frame: dict[str, Any], urgent: bool = False) -> None:
+        """Queue a mark / oom / holders frame and wake the agent thread."""
+        try:
+            if len(self._marks) >= MARK_QUEUE:
+                self._marks.popleft()
+                self.marks_dropped += 1
+            if urgent:
+                self._marks.appendleft(frame)
+            else:
+                self._marks.append(frame)
+            if urgent or 1.0 / self.rate_hz > MARK_WAKE_AFTER_S:
+                self._wake()
+        except Exception:
+            pass
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"\0")
+        except OSError:
+            pass  # pipe full: the thread is already due to wake
+
+    def configure(self, rate_hz: float | None = None, socket: str | None = None) -> None:
+        """Change the rate or the socket of a running agent."""
+        if rate_hz is not None:
+            self.rate_hz = _rate(rate_hz)
+        if socket is not None and socket != self.socket:
+            self.socket = socket
+            self._reconnect = True
+        self._wake()
+
+    def detach(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """Flush what is queued, say bye to gputop and stop the thread.
+
+        Waits at most timeout seconds. gputop.snapshot() and friends do not
+        start the agent again after this; gputop.attach() does.
+        """
+        global _current, _detached
+        with _lock:
+            if _current is self:
+                _current = None
+                _detached = True
+        self._stop(timeout)
+
+    def _stop(self, timeout: float) -> None:
+        self._stopping = True
+        self._wake()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._stopped.wait(timeout)
+
+    def status(self) -> dict[str, Any]:
+        """Counters and state, for humans and tests."""
+        return {
+            "enabled": True,
+            "attached": self.alive,
+            "connected": self.connected,
+            "socket": self.socket or _env.socket_path(),
+            "rate_hz": self.rate_hz,
+            "pid": self.pid,
+            "devices": list(self._devs),
+            "connects": self.connects,
+            "samples_sent": self.samples_sent,
+            "marks_sent": self.marks_sent,
+            "dropped": self.dropped,
+            "marks_dropped": self.marks_dropped,
+            "queued_samples": len(self._samples),
+            "queued_marks": len(self._marks),
+            "last_error": self.last_error,
+        }
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else ("attached" if self.alive else "detached")
+        return f"<gputop agent {state} {self.socket or _env.socket_path()} {self.rate_hz:g} Hz>"
+
+    # ---- agent thread ----
+
+    _reconnect = False
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # the thread must end quietly, whatever happened
+            self.last_error = f"agent stopped: {e!r}"
+        finally:
+            try:
+                self._finish()
+            except BaseException:
+                pass
+            self._close()
+            for fd in (self._wake_r, self._wake_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._stopped.set()
+
+    def _loop(self) -> None:
+        poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
+        registered: int | None = None
+        now = time.monotonic()
+        next_tick = next_connect = next_devcheck = next_send = now
+        backoff = BACKOFF_MIN_S
+        while not self._stopping:
+            try:
+                now = time.monotonic()
+                if self._reconnect:
+                    self._reconnect = False
+                    self._bye_now()  # the old gputop must not think we died
+                    self._disconnect(None)
+                    next_connect = now
+                if self._sock is None and now >= next_connect:
+                    if self._connect():
+                        backoff = BACKOFF_MIN_S
+                        next_tick = next_devcheck = now
+                    else:
+                        next_connect = now + backoff
+                        backoff = min(backoff * 2, BACKOFF_MAX_S)
+                        if not self._devs:
+                            # registers the OOM observer once CUDA is up,
+                            # so an OOM before gputop starts is still queued
+                            self._check_devices()
+                if self._sock is not None:
+                    if now >= next_tick:
+                        if now >= next_devcheck or not self._devs:
+                            self._check_devices()
+                            next_devcheck = now + DEVICE_RECHECK_S
+                        self._sample()
+                        next_tick += 1.0 / self.rate_hz
+                        if next_tick <= now:  # fell behind: skip, never burst
+                            next_tick = now + 1.0 / self.rate_hz
+                    if self._marks or now >= next_send or self._stopping:
+                        self._pump()
+                        next_send = now + SEND_INTERVAL_S
+                # wait for the next tick, a wake-up, or the socket
+                fd = self._sock.fileno() if self._sock is not None else None
+                if fd != registered:
+                    if registered is not None:
+                        poller.unregister(registered)
+                    registered = fd
+                    if fd is not None:
+                        poller.register(fd, select.POLLIN)
+                if fd is not None:
+                    poller.modify(fd, select.POLLIN | (select.POLLOUT if self._out else 0))
+                    wait = next_tick - time.monotonic()
+                else:
+                    wait = next_connect - time.monotonic()
+                for efd, ev in poller.poll(max(0, math.ceil(wait * 1000))):
+                    if efd == self._wake_r:
+                        self._drain_wake()
+                    elif self._sock is not None and efd == self._sock.fileno():
+                        if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                            self._read()
+                        if self._sock is not None and ev & select.POLLOUT:
+                            self._flush()
+            except Exception as e:  # one bad iteration must not end the agent
+                self.last_error = f"{type(e).__name__}: {e}"
+                self._disconnect(None)
+                next_connect = time.monotonic() + backoff
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+        if registered is not None:
+            try:
+                poller.unregister(registered)
+            except Exception:
+                pass
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except OSError:
+            pass
+
+    def _connect(self) -> bool:
+        path = self.socket or _env.socket_path()
+        why = _env.untrusted_dir(path)
+        if why:
+            self.last_error = f"not connecting to {path}: {why}"
+            return False
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            s.settimeout(0.5)
+            s.connect(path)
+            s.setblocking(False)
+        except OSError as e:
+            s.close()
+            if not isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
+                self.last_error = f"connect {path}: {e}"
+            return False
+        self._sock = s
+        self._out.clear()
+        self._in.clear()
+        self._hello_devs = None
+        self.connects += 1
+        self._check_devices()  # says hello: nothing was said on this connection yet
+        if self._hello_devs is None:
+            self._hello()  # the device list could not be read: hello with the last one
+        self.connected = True
+        return True
+
+    def _disconnect(self, why: str | None) -> None:
+        if why:
+            self.last_error = why
+        self._close()
+
+    def _close(self) -> None:
+        s, self._sock = self._sock, None
+        self.connected = False
+        self._hello_devs = None
+        # A partly written frame cannot be finished on a new connection.
+        self._out.clear()
+        self._in.clear()
+        if s is not None:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _check_devices(self) -> None:
+        try:
+            devs = sorted(set(self._src.devices()))
+        except Exception:
+            return  # keep what we had rather than announce a flapping device list
+        if devs and not self._devs:
+            _register_oom_observer(self._src)
+        self._devs = devs
+        if self._sock is not None and frozenset(devs) != self._hello_devs:
+            self._hello()
+
+    def _hello(self) -> None:
+        # Sent on connect and again, on the same connection, whenever the set
+        # of initialised devices changes; gputop takes the newest one.
+        devices = []
+        for i in self._devs:
+            try:
+                devices.append(self._src.info(i))
+            except Exception:
+                pass
+        frame = {
+            "type": "hello", "v": _wire.VERSION, "pid": self.pid,
+            "host": _socket.gethostname(), "argv": [str(a) for a in getattr(sys, "argv", [])],
+            "torch": self._src.torch_version(), "python": _python_version(),
+            "rate_hz": self.rate_hz, "devices": devices, "t": time.time_ns(),
+        }
+        self._out += _wire.encode(frame)
+        # what was meant, not what could be described: a device whose
+        # properties cannot be read must not trigger a hello every second
+        self._hello_devs = frozenset(self._devs)
+
+    def _sample(self) -> None:
+        for d in self._devs:
+            try:
+                c = self._src.read(d)
+            except Exception:
+                continue
+            if len(self._samples) >= SAMPLE_QUEUE:
+                self._samples.popleft()
+                self.dropped += 1
+            self._samples.append((time.time_ns(), d, c))
+
+    def _encode_mark(self, f: dict[str, Any]) -> bytes:
+        if f.get("type") == "mark" and self._hello_devs is not None:
+            if any(ds["dev"] not in self._hello_devs for ds in f.get("devs", ())):
+                self._check_devices()  # a device initialised since the last hello
+        return _wire.encode(f, strict=False)
+
+    def _pump(self) -> None:
+        out = self._out
+        while len(out) < OUT_LIMIT:
+            if self._marks:
+                f = self._marks.popleft()
+                try:
+                    out += self._encode_mark(f)
+                    self.marks_sent += 1
+                except Exception as e:
+                    self.last_error = f"bad {f.get('type')} frame: {e}"
+            elif self._samples:
+                t, d, c = self._samples.popleft()
+                out += _wire.sample_line(t, d, c, self.dropped)
+                self.samples_sent += 1
+            else:
+                break
+        self._flush()
+
+    def _flush(self) -> None:
+        s = self._sock
+        while s is not None and self._out:
+            try:
+                n = s.send(self._out, _NOSIGNAL)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self._disconnect(f"gputop went away: {e.strerror or e}")
+                return
+            del self._out[:n]
+
+    def _read(self) -> None:
+        s = self._sock
+        if s is None:
+            return
+        try:
+            data = s.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._disconnect(f"gputop went away: {e.strerror or e}")
+            return
+        if not data:
+            self._disconnect(self.last_error or "gputop closed the connection")
+            return
+        self._in += data
+        while True:
+            i = self._in.find(b"\n")
+            if i < 0:
+                break
+            line = bytes(self._in[:i])
+            del self._in[: i + 1]
+            self._handle(line)
+        if len(self._in) > _wire.MAX_FRAME_BYTES:
+            self._disconnect("line from gputop exceeds 1 MiB")
+
+    def _handle(self, line: bytes) -> None:
+        try:
+            f = _wire.decode(line)
+        except Exception:
+            return  # gputop is the one that validates; ignore what we do not know
+        if f["type"] == "request" and f.get("what") == "holders":
+            rid = f.get("id") if isinstance(f.get("id"), int) else 0
+            self.post(_holders_frame(rid), urgent=True)
+        elif f["type"] == "reply" and not f.get("ok", True):
+            self.last_error = f"gputop: {f.get('error', '')}"
+
+    def _bye_now(self) -> None:
+        """Say bye without waiting: whatever the socket takes at once."""
+        if self._sock is not None:
+            try:
+                self._out += _wire.encode({"type": "bye", "t": time.time_ns()})
+                self._flush()
+            except Exception:
+                pass
+
+    def _finish(self) -> None:
+        """Flush what is queued and say bye, within STOP_TIMEOUT_S."""
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        if self._sock is None and self._marks:
+            self._connect()  # one try: marks taken before exit should land
+        if self._sock is None:
+            return
+        while (self._marks or self._samples) and time.monotonic() < deadline:
+            self._pump()
+            if self._sock is None:
+                return
+            if self._out and not _wait_writable(self._sock, deadline):
+                return
+        self._out += _wire.encode({"type": "bye", "t": time.time_ns()})
+        while self._sock is not None and self._out and time.monotonic() < deadline:
+            self._flush()
+            if self._out and (self._sock is None or not _wait_writable(self._sock, deadline)):
+                return
+
+
+class Disabled:
+    """What attach() returns when GPUTOP=0 (or when the agent cannot start)."""
+
+    alive = False
+    connected = False
+
+    def __init__(self, reason: str) -> None:
+        self.last_error = reason
+
+    def detach(self, timeout: float = 0) -> None:
+        """Nothing to stop."""
+
+    def configure(self, rate_hz: float | None = None, socket: str | None = None) -> None:
+        """Nothing to configure."""
+
+    def post(self, frame: dict[str, Any], urgent: bool = False) -> None:
+        """Drop the frame."""
+
+    def status(self) -> dict[str, Any]:
+        return {"enabled": _env.enabled(), "attached": False, "connected": False,
+                "socket": _env.socket_path(), "last_error": self.last_error}
+
+    def __repr__(self) -> str:
+        return f"<gputop agent off: {self.last_error}>"
+
+
+def _wait_writable(s: _socket.socket, deadline: float) -> bool:
+    p = select.poll()
+    p.register(s.fileno(), select.POLLOUT)
+    left = deadline - time.monotonic()
+    return left > 0 and bool(p.poll(max(1, int(left * 1000))))
+
+
+def _rate(rate_hz: Any) -> float:
+    try:
+        r = float(rate_hz)
+    except (TypeError, ValueError):
+        r = math.nan
+    if not (0 < r <= MAX_RATE_HZ):
+        warnings.warn(f"gputop: rate_hz={rate_hz!r} is not in (0, {MAX_RATE_HZ:g}]; "
+                      f"using {DEFAULT_RATE_HZ:g}", RuntimeWarning, stacklevel=3)
+        r = DEFAULT_RATE_HZ
+    return r
+
+
+def _python_version() -> str:
+    v = sys.version_info
+    return f"{v.major}.{v.minor}.{v.micro}"
+
+
+def _holders_frame(rid: int) -> dict[str, Any]:
+    """Answer a holders request; runs on the agent thread, never the user's."""
+    report: Any = None
+    try:
+        from . import _holders  # written alongside; absent in minimal installs
+
+        fn = getattr(_holders, "holders_report", None)
+        if fn is not None:
+            report = fn()
+    except Exception:
+        report = None
+    f: dict[str, Any] = {"dev": 0, "total": 0, "skipped": 0, "groups": []}
+    if isinstance(report, dict):
+        f.update({k: v for k, v in report.items() if k not in ("type", "t", "id", "pid")})
+    f.update({"type": "holders", "t": time.time_ns(), "id": rid})
+    return f
+
+
+# ---- the process-wide agent ----
+
+_lock = threading.Lock()
+_current: Agent | None = None
+_detached = False  # detach() was called: snapshot() must not restart the agent
+_torch_oom = False  # torch's OOM observer is registered
+
+
+def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> Agent | Disabled:
+    global _current, _detached
+    if not _env.enabled():
+        return Disabled("GPUTOP=0")
+    try:
+        with _lock:
+            _detached = False
+            ag = _current
+            if ag is not None and ag.alive and ag.pid == os.getpid():
+                ag.configure(rate_hz, socket)
+                return ag
+            ag = Agent(rate_hz, socket)
+            ag.start()
+            _current = ag
+            return ag
+    except Exception as e:
+        return Disabled(f"agent could not start: {e}")
+
+
+def current(auto: bool = True) -> Agent | None:
+    """The running agent; with auto, start one (unless GPUTOP=0 or after
+    an explicit detach) so that snapshot() alone reaches gputop."""
+    ag = _current
+    if ag is not None and ag.alive:
+        return ag
+    if not auto or _detached or not _env.enabled():
+        return None
+    a = attach()
+    return a if isinstance(a, Agent) else None
+
+
+def _register_oom_observer(src: _stats.Source) -> None:
+    # torch has no way to remove an observer: register once per process for
+    # torch (once per injected source in tests) and let the callback find
+    # whichever agent is current.
+    global _torch_oom
+    torch_wide = isinstance(src, _stats.TorchSource)
+    if _torch_oom if torch_wide else getattr(src, "_gputop_oom", False):
+        return
+    try:
+        if src.oom_observer(_on_oom):
+            if torch_wide:
+                _torch_oom = True
+            else:
+                src._gputop_oom = True  # type: ignore[attr-defined]
+    except Exception:
+        pass
+
+
+def _on_oom(device: int, alloc: int, device_allocated: int, device_free: int) -> None:
+    """torch's out-of-memory observer; runs in the thread whose allocation
+    failed, so it reads one device and queues: nothing that can raise or wait."""
+    try:
+        ag = _current
+        if ag is None or not ag.alive:
+            return
+        try:
+            c = _stats.source().read(int(device))
+        except Exception:
+            c = _stats.ZERO
+        ag.post({
+            "type": "oom", "t": time.time_ns(), "dev": int(device),
+            "requested": int(alloc), "free": int(device_free),
+            "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
+        }, urgent=True)
+    except BaseException:
+        pass
+
+
+def _at_exit() -> None:
+    ag = _current
+    if ag is not None and ag.pid == os.getpid():
+        try:
+            ag._stop(STOP_TIMEOUT_S)
+        except BaseException:
+            pass
+
+
+def _after_fork_in_child() -> None:
+    # The child has no agent thread, only copies of the parent's socket and
+    # pipe. Close them: a DataLoader worker holding the parent's socket open
+    # would hide the parent's death from gputop.
+    global _current, _lock, _detached
+    _lock = threading.Lock()
+    ag, _current = _current, None
+    _detached = False
+    if ag is not None:
+        ag._stopping = True
+        s, ag._sock = ag._sock, None
+        if s is not None:
+            try:
+                s.close()
+            except OSError:
+                pass
+        for fd in (ag._wake_r, ag._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

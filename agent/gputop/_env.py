@@ -1,0 +1,52 @@
+"""Environment: the GPUTOP on/off switch and the socket path."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+_OFF = frozenset({"0", "false", "no", "off"})
+
+
+def enabled() -> bool:
+    """False when GPUTOP is set to 0 / false / no / off (read at every call)."""
+    return os.environ.get("GPUTOP", "").strip().lower() not in _OFF
+
+
+def socket_path() -> str:
+    """Where gputop listens, by the same rule as the gputop binary.
+
+    GPUTOP_SOCKET if set, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else
+    /tmp/gputop-$UID/gputop.sock.
+    """
+    p = os.environ.get("GPUTOP_SOCKET", "")
+    if p:
+        return p
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if xdg:
+        return os.path.join(xdg, "gputop", "gputop.sock")
+    return os.path.join("/tmp", f"gputop-{os.getuid()}", "gputop.sock")
+
+
+def untrusted_dir(path: str) -> str | None:
+    """Why the socket's directory must not be used, or None when it may.
+
+    Only the shared-/tmp fallback (/tmp/gputop-$UID) is checked: another user
+    could have created it first and would then read what this process sends
+    (argv, memory use). A path the user chose (GPUTOP_SOCKET, socket=) or
+    one under $XDG_RUNTIME_DIR is theirs to judge.
+    """
+    d = os.path.dirname(path)
+    if d != os.path.join("/tmp", f"gputop-{os.getuid()}"):
+        return None
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return None  # nothing there: connect fails quietly anyway
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{d} is not a directory"
+    if st.st_uid != os.getuid():
+        return f"{d} is owned by uid {st.st_uid}, not {os.getuid()}"
+    if st.st_mode & 0o022:
+        return f"{d} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None

@@ -1,0 +1,339 @@
+"""Where the allocator numbers come from.
+
+By default torch's caching allocator: one ``torch._C._cuda_memoryStats(i)``
+call per device per reading. That call returns every counter at once (~22 µs
+on an H200), whereas ``torch.cuda.memory_allocated()`` and its siblings each
+rebuild and flatten the same dict (~118 µs apiece).
+
+Tests, which run without a GPU and maybe without torch, inject a source with
+:func:`set_source`; everything above this module then runs for real.
+
+Nothing here imports torch on its own: the agent thread only looks at
+``sys.modules``, so a process that never imported torch pays nothing and a
+half-finished import in another thread is never touched.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+
+class Counters(NamedTuple):
+    """One reading of a device's caching allocator, in bytes / counts."""
+
+    allocated: int  # allocated_bytes.all.current
+    reserved: int  # reserved_bytes.all.current
+    peak: int  # allocated_bytes.all.peak
+    reserved_peak: int  # reserved_bytes.all.peak
+    inactive: int  # inactive_split_bytes.all.current
+    alloc_retries: int  # num_alloc_retries
+    ooms: int  # num_ooms
+
+
+ZERO = Counters(0, 0, 0, 0, 0, 0, 0)
+
+
+def _stat(stats: Mapping[str, Any], name: str, field: str) -> int:
+    # Nested as _cuda_memoryStats returns it, or flat as memory_stats() does.
+    v = stats.get(name)
+    if isinstance(v, Mapping):
+        v = v.get("all")
+        if isinstance(v, Mapping):
+            return int(v.get(field, 0))
+        return 0
+    return int(stats.get(f"{name}.all.{field}", 0))
+
+
+def counters(stats: Mapping[str, Any]) -> Counters:
+    """Pick the counters gputop streams out of a torch memory-stats dict."""
+    return Counters(
+        _stat(stats, "allocated_bytes", "current"),
+        _stat(stats, "reserved_bytes", "current"),
+        _stat(stats, "allocated_bytes", "peak"),
+        _stat(stats, "reserved_bytes", "peak"),
+        _stat(stats, "inactive_split_bytes", "current"),
+        int(stats.get("num_alloc_retries", 0)),
+        int(stats.get("num_ooms", 0)),
+    )
+
+
+def normalize_uuid(u: Any) -> str:
+    """A device UUID as NVML prints it: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+
+    torch gives a bare UUID (str or object) in some versions, 16 raw bytes
+    in others, and already "GPU-..." / "MIG-..." in others.
+    """
+    if u is None:
+        return ""
+    if isinstance(u, (bytes, bytearray)):
+        h = bytes(u).hex()
+    else:
+        s = str(u).strip()
+        low = s.lower()
+        if low.startswith(("gpu-", "mig-")):
+            return s[:3].upper() + s[3:].lower()
+        h = low.replace("-", "")
+        if h.startswith("{") and h.endswith("}"):
+            h = h[1:-1]
+    if len(h) != 32 or any(c not in "0123456789abcdef" for c in h):
+        return str(u)
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+class Source:
+    """What the rest of the package needs from torch. Every method may raise;
+    callers in the agent thread catch."""
+
+    def available(self, import_torch: bool = True) -> bool:
+        """CUDA can be used by this process."""
+        raise NotImplementedError
+
+    def devices(self) -> list[int]:
+        """Indices of the devices this process has initialised (cheap)."""
+        raise NotImplementedError
+
+    def info(self, index: int) -> dict[str, Any]:
+        """{index, uuid, name, total} of one device, for hello."""
+        raise NotImplementedError
+
+    def read(self, index: int) -> Counters:
+        """One reading of one device's allocator."""
+        raise NotImplementedError
+
+    def current(self) -> int | None:
+        """The current device index, or None before CUDA is initialised."""
+        raise NotImplementedError
+
+    def torch_version(self) -> str:
+        return ""
+
+    def synchronize(self, index: int) -> None:
+        pass
+
+    def empty_cache(self) -> None:
+        pass
+
+    def reset_peak(self, index: int) -> None:
+        pass
+
+    def ipc_collect(self) -> None:
+        pass
+
+    def oom_observer(self, cb: Callable[[int, int, int, int], None]) -> bool:
+        """Register cb(device, alloc, device_allocated, device_free) for
+        CUDA out-of-memory errors; True when registered."""
+        return False
+
+
+def _torch(import_torch: bool) -> Any:
+    m = sys.modules.get("torch")
+    if m is None and import_torch:
+        try:
+            import torch as m  # noqa: PLC0415 - optional dependency
+        except Exception:
+            return None
+    return m
+
+
+class TorchSource(Source):
+    """torch's CUDA caching allocator."""
+
+    def __init__(self) -> None:
+        self._info: dict[int, dict[str, Any]] = {}
+
+    def available(self, import_torch: bool = True) -> bool:
+        t = _torch(import_torch)
+        try:
+            return bool(t is not None and t.cuda.is_available())
+        except Exception:
+            return False
+
+    def _initialized(self) -> Any:
+        t = _torch(False)
+        if t is None:
+            return None
+        cuda = getattr(t, "cuda", None)
+        # Never trigger CUDA's lazy init ourselves: a process that forks
+        # later (DataLoader workers) must not find CUDA initialised by us.
+        if cuda is None or not cuda.is_initialized():
+            return None
+        return t
+
+    def devices(self) -> list[int]:
+        t = self._initialized()
+        if t is None:
+            return []
+        n = t.cuda.device_count()
+        has = getattr(t._C, "_cuda_hasPrimaryContext", None)
+        if has is None:
+            return [t.cuda.current_device()]
+        return [i for i in range(n) if has(i)]
+
+    def info(self, index: int) -> dict[str, Any]:
+        d = self._info.get(index)
+        if d is None:
+            t = self._initialized()
+            if t is None:
+                raise RuntimeError("CUDA is not initialised")
+            p = t.cuda.get_device_properties(index)
+            # gputop refuses a hello device without a uuid; an old torch
+            # without one still gets its own (agent-only) device row.
+            uuid = normalize_uuid(getattr(p, "uuid", None)) or f"unknown-cuda:{index}"
+            d = {
+                "index": index,
+                "uuid": uuid,
+                "name": str(p.name),
+                "total": int(p.total_memory),
+            }
+            self._info[index] = d
+        return d
+
+    def read(self, index: int) -> Counters:
+        t = self._initialized()
+        if t is None:
+            return ZERO
+        return counters(t._C._cuda_memoryStats(index))
+
+    def current(self) -> int | None:
+        t = self._initialized()
+        return None if t is None else int(t.cuda.current_device())
+
+    def torch_version(self) -> str:
+        t = _torch(False)
+        return str(getattr(t, "__version__", "")) if t is not None else ""
+
+    def synchronize(self, index: int) -> None:
+        t = self._initialized()
+        if t is not None:
+            t.cuda.synchronize(index)
+
+    def empty_cache(self) -> None:
+        t = self._initialized()
+        if t is not None:
+            t.cuda.empty_cache()
+
+    def reset_peak(self, index: int) -> None:
+        t = self._initialized()
+        if t is not None:
+            t.cuda.reset_peak_memory_stats(index)
+
+    def ipc_collect(self) -> None:
+        t = self._initialized()
+        if t is not None and hasattr(t.cuda, "ipc_collect"):
+            t.cuda.ipc_collect()
+
+    def oom_observer(self, cb: Callable[[int, int, int, int], None]) -> bool:
+        # The allocator keeps observers per device and only has devices after
+        # CUDA's lazy init, so this must wait until CUDA is initialised.
+        t = self._initialized()
+        attach = getattr(t._C, "_cuda_attach_out_of_memory_observer", None) if t else None
+        if attach is None:
+            return False
+        attach(cb)
+        return True
+
+
+class InjectedSource(Source):
+    """A source driven by tests: stats(i) returns a torch-shaped stats dict."""
+
+    def __init__(
+        self,
+        stats: Callable[[int], Mapping[str, Any]],
+        devices: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]],
+        *,
+        synchronize: Callable[[int], None] | None = None,
+        empty_cache: Callable[[], None] | None = None,
+        reset_peak: Callable[[int], None] | None = None,
+        ipc_collect: Callable[[], None] | None = None,
+        torch_version: str = "",
+    ) -> None:
+        self._stats = stats
+        self._devices = devices
+        self._hooks = {
+            "synchronize": synchronize, "empty_cache": empty_cache,
+            "reset_peak": reset_peak, "ipc_collect": ipc_collect,
+        }
+        self._torch_version = torch_version
+        self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
+
+    def _list(self) -> list[dict[str, Any]]:
+        d = self._devices() if callable(self._devices) else self._devices
+        return [dict(x) for x in d]
+
+    def available(self, import_torch: bool = True) -> bool:
+        return True
+
+    def devices(self) -> list[int]:
+        return [int(d["index"]) for d in self._list()]
+
+    def info(self, index: int) -> dict[str, Any]:
+        for d in self._list():
+            if int(d["index"]) == index:
+                return {"index": index, "uuid": normalize_uuid(d.get("uuid")),
+                        "name": str(d.get("name", "")), "total": int(d.get("total", 0))}
+        raise KeyError(f"no device {index}")
+
+    def read(self, index: int) -> Counters:
+        return counters(self._stats(index))
+
+    def current(self) -> int | None:
+        devs = self.devices()
+        return devs[0] if devs else None
+
+    def torch_version(self) -> str:
+        return self._torch_version
+
+    def _call(self, name: str, *args: Any) -> None:
+        h = self._hooks[name]
+        if h is not None:
+            h(*args)
+
+    def synchronize(self, index: int) -> None:
+        self._call("synchronize", index)
+
+    def empty_cache(self) -> None:
+        self._call("empty_cache")
+
+    def reset_peak(self, index: int) -> None:
+        self._call("reset_peak", index)
+
+    def ipc_collect(self) -> None:
+        self._call("ipc_collect")
+
+    def oom_observer(self, cb: Callable[[int, int, int, int], None]) -> bool:
+        self.oom_callbacks.append(cb)
+        return True
+
+    def oom(self, device: int, alloc: int, device_allocated: int, device_free: int) -> None:
+        """Call the registered observers as torch's allocator would on OOM."""
+        for cb in list(self.oom_callbacks):
+            cb(device, alloc, device_allocated, device_free)
+
+
+_lock = threading.Lock()
+_source: Source = TorchSource()
+
+
+def source() -> Source:
+    """The source in use."""
+    return _source
+
+
+def set_source(
+    stats: Callable[[int], Mapping[str, Any]] | None,
+    devices: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]] = (),
+    **hooks: Any,
+) -> Source:
+    """Replace torch with stats(i) -> torch-shaped stats dict, for tests.
+
+    devices lists {index, uuid, name, total} (or is a callable returning such
+    a list, to simulate devices being initialised later). Keyword hooks:
+    synchronize(i), empty_cache(), reset_peak(i), ipc_collect(),
+    torch_version. stats=None restores torch. Returns the new source.
+    """
+    global _source
+    with _lock:
+        _source = TorchSource() if stats is None else InjectedSource(stats, devices, **hooks)
+        return _source

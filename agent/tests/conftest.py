@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+AGENT = Path(__file__).resolve().parents[1]
+REPO = AGENT.parent
+TESTS = AGENT / "tests"
+if str(AGENT) not in sys.path:
+    sys.path.insert(0, str(AGENT))
+
+import gputop  # noqa: E402
+from gputop import _agent, _stats  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test starts with no agent, torch as the source, and a socket
+    path that leads nowhere unless the test sets one."""
+    monkeypatch.delenv("GPUTOP", raising=False)
+    monkeypatch.setenv("GPUTOP_SOCKET", "/nonexistent/gputop-test.sock")
+    yield
+    ag = _agent._current
+    if ag is not None:
+        ag.detach(timeout=2)
+    _agent._current = None
+    _agent._detached = False
+    _stats.set_source(None)
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(AGENT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("GPUTOP", None)
+    env.update(extra)
+    return env
+
+
+class LineServer:
+    """A listening Unix socket that records every line each connection sends
+    and can send lines back: a stand-in gputop for the agent's own tests."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.conns: list[list[bytes]] = []
+        self.socks: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(8)
+        self.closed = False
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            lines: list[bytes] = []
+            with self.lock:
+                self.conns.append(lines)
+                self.socks.append(c)
+            threading.Thread(target=self._read, args=(c, lines), daemon=True).start()
+
+    def _read(self, c: socket.socket, lines: list[bytes]) -> None:
+        buf = b""
+        while True:
+            try:
+                d = c.recv(65536)
+            except OSError:
+                return
+            if not d:
+                return
+            buf += d
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                with self.lock:
+                    lines.append(line + b"\n")
+
+    def send(self, conn: int, line: bytes) -> None:
+        self.socks[conn].sendall(line)
+
+    def lines(self, conn: int | None = None) -> list[bytes]:
+        with self.lock:
+            if conn is None:
+                return [x for c in self.conns for x in c]
+            return list(self.conns[conn]) if conn < len(self.conns) else []
+
+    def wait(self, cond, secs: float = 5.0) -> bool:
+        deadline = time.monotonic() + secs
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            time.sleep(0.005)
+        return bool(cond())
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self.srv.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.srv.close()
+        with self.lock:
+            for s in self.socks:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+@pytest.fixture
+def sock_path(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
+    # Unix socket paths are limited to 107 bytes: keep them short.
+    d = tmp_path_factory.mktemp("s", numbered=True)
+    p = str(d / "g.sock")
+    if len(p) > 100:
+        import tempfile
+
+        p = os.path.join(tempfile.mkdtemp(prefix="gt"), "g.sock")
+    monkeypatch.setenv("GPUTOP_SOCKET", p)
+    return p
+
+
+@pytest.fixture
+def server(sock_path: str) -> Iterator[LineServer]:
+    s = LineServer(sock_path)
+    yield s
+    s.close()
+
+
+def find_go() -> str:
+    go = shutil.which("go") or ("/usr/local/go/bin/go" if os.path.exists("/usr/local/go/bin/go") else None)
+    if go is None:
+        pytest.fail("the Go toolchain (go) is needed to build gputop for these tests; it is not on PATH")
+    return go
+
+
+@pytest.fixture(scope="session")
+def gputop_bin(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The real gputop binary, built from this checkout (or GPUTOP_BIN, a
+    binary already built from it, e.g. by CI)."""
+    pre = os.environ.get("GPUTOP_BIN")
+    if pre:
+        if not os.access(pre, os.X_OK):
+            pytest.fail(f"GPUTOP_BIN={pre} is not an executable")
+        return pre
+    out = tmp_path_factory.mktemp("bin") / "gputop"
+    env = dict(os.environ, CGO_ENABLED="1", CGO_CFLAGS="-Wno-deprecated-declarations")
+    r = subprocess.run([find_go(), "build", "-o", str(out), "."], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.fail(f"go build of gputop failed:\n{r.stderr}")
+    return str(out)
+
+
+__all__ = ["AGENT", "REPO", "TESTS", "LineServer", "child_env", "gputop"]
