@@ -149,8 +149,8 @@ func (t *timeline) zoomOut(run time.Duration) {
 		t.zoom = len(zooms) - 1
 	}
 }
-func (t *timeline) slower()  { t.speed = max(t.speed-1, 0) }
-func (t *timeline) faster()  { t.speed = min(t.speed+1, len(speeds)-1) }
+func (t *timeline) slower() { t.speed = max(t.speed-1, 0) }
+func (t *timeline) faster() { t.speed = min(t.speed+1, len(speeds)-1) }
 
 // window returns the chart span [from, to) for cols columns. The right edge
 // is the end of the column holding the cursor, so the cursor's instant is
