@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,8 +48,10 @@ Flags:
 `
 
 func main() {
-	// GPUTOP_CPUPROFILE=FILE writes a CPU profile of the whole run (for bench/).
+	// GPUTOP_CPUPROFILE=FILE writes a CPU profile of the whole run (for
+	// bench/); %p in FILE becomes the process id.
 	if path := os.Getenv("GPUTOP_CPUPROFILE"); path != "" {
+		path = strings.ReplaceAll(path, "%p", strconv.Itoa(os.Getpid()))
 		if f, err := os.Create(path); err == nil {
 			if pprof.StartCPUProfile(f) == nil {
 				code := run(os.Args[1:], os.Stdout, os.Stderr)
@@ -200,7 +204,9 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	}
 	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now}
 	var st *store.Store
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	// a closed terminal (SIGHUP) or kill (SIGTERM) ends the TUI like q does,
+	// so --csv is still written
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
 	stop := func() {}
 	switch {
@@ -238,8 +244,16 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	}
 	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
 	_, err := tea.NewProgram(ui.New(st, opt), tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
+	signalled := ctx.Err() != nil
 	cancel()
 	stop()
+	if signalled && *csvPath != "" {
+		if werr := opt.WriteCSV(*csvPath); werr != nil {
+			fmt.Fprintln(stderr, "gputop:", werr)
+			return 1
+		}
+		return 0
+	}
 	if err != nil && !errors.Is(err, tea.ErrProgramKilled) && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "gputop:", err)
 		return 1

@@ -271,3 +271,21 @@ func TestExportCLI(t *testing.T) {
 		t.Fatalf("unwritable: exit %d: %s", code, msg)
 	}
 }
+
+// Closing the terminal (SIGHUP) ends gputop like q: --csv is still written.
+func TestClosedTerminalWritesCSV(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.gputop")
+	writeRecording(t, rec)
+	out := filepath.Join(dir, "summary.csv")
+	tm := startTerm(t, 160, 50, "--replay", rec, "--csv", out)
+	tm.waitFor("Recorded start  0:00:01.0")
+	if err := exec.Command("tmux", "kill-session", "-t", tm.name).Run(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, out)
+	recs := readCSV(t, out)
+	if len(recs) != 2 || recs[1][0] != "Recorded start" {
+		t.Fatalf("%v", recs)
+	}
+}

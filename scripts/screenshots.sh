@@ -24,7 +24,7 @@ shot() { # name
 tmux new-session -d -s gputop-shot -x 160 -y 50 -- bin/gputop --demo
 sleep 1
 tmux send-keys -t gputop-shot End   # the whole run, from its end
-tmux send-keys -t gputop-shot =     # zoom to the whole run
+tmux send-keys -t gputop-shot -l --  "--"   # zoom out to the whole run
 sleep 1
 shot demo
 tmux send-keys -t gputop-shot h

@@ -4,7 +4,8 @@ model training without restarting kernel".
 
 All of them read the allocator in the caller's thread (one stats call per
 device, the values must be those of this instant) and hand a mark to the
-agent thread, which sends it at once.
+agent thread, which sends it at its next tick (not at once: waking it
+would hand it the GIL in the middle of the caller's call).
 """
 
 from __future__ import annotations
