@@ -111,6 +111,12 @@ STEPS=()
 step() { # NAME ESTIMATED_SECONDS RESULT...: run step_NAME unless the budget is spent
 	local name=$1 est=$2 started rc e
 	shift 2
+	# GPU_CHECK_STEPS="train holders" runs only those (preflight always runs)
+	if [ -n "${GPU_CHECK_STEPS:-}" ] && [ "$name" != preflight ] && [[ " $GPU_CHECK_STEPS " != *" $name "* ]]; then
+		for e in "$@"; do result "$e" SKIP "not selected (GPU_CHECK_STEPS=$GPU_CHECK_STEPS)"; done
+		STEPS+=("$name:not-selected")
+		return
+	fi
 	if [ $(($(elapsed) + est)) -gt "$BUDGET" ]; then
 		echo "== $name: skipped, $(elapsed) s used of $BUDGET"
 		for e in "$@"; do result "$e" SKIP "not run: $(elapsed) s of the $BUDGET s budget used"; done
@@ -292,7 +298,8 @@ step_resource() {
 
 step_holders() {
 	local left rc f name
-	for f in holders_scenarios holders_bench; do
+	# holders_scenarios runs holders_bench itself for the cost figure
+	for f in holders_scenarios; do
 		name=60-$f
 		if [ ! -f "bench/$f.py" ]; then
 			result "$name" SKIP "bench/$f.py not present"
@@ -325,7 +332,7 @@ step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
 step overhead 130 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call
 step resource 90 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
-step holders 25 60-holders_scenarios 60-holders_bench
+step holders 25 60-holders_scenarios
 
 # ---------------------------------------------------------------- report
 

@@ -126,7 +126,7 @@ type OOM struct {
 
 // HolderGroup is one kind of reference keeping CUDA memory alive.
 type HolderGroup struct {
-	Kind     string   `json:"kind"`  // parameters, optimizer_state, gradients, container, autograd_graph, ipython_history, traceback, other
+	Kind     string   `json:"kind"`  // parameters, optimizer_state, gradients, variable, container, autograd_graph, ipython_history, traceback, other
 	Name     string   `json:"name"`  // e.g. "model1", "optimizer (Adam)", "losses"
 	Bytes    uint64   `json:"bytes"` // each storage counted once
 	Tensors  int      `json:"tensors"`
