@@ -70,6 +70,7 @@ func writeRecording(t *testing.T, path string) {
 type term struct {
 	t    *testing.T
 	name string
+	pid  int
 }
 
 func startTerm(t *testing.T, w, h int, args ...string) *term {
@@ -80,8 +81,27 @@ func startTerm(t *testing.T, w, h int, args ...string) *term {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
 	tm := &term{t: t, name: name}
-	t.Cleanup(func() { exec.Command("tmux", "kill-session", "-t", name).Run() })
+	out, _ := exec.Command("tmux", "display-message", "-p", "-t", name, "#{pane_pid}").Output()
+	fmt.Sscan(string(out), &tm.pid)
+	// the session runs gputop itself, so its pane pid is gputop's; closing
+	// the session makes gputop write --csv and exit: wait for that before
+	// the test's temporary directory is removed
+	t.Cleanup(func() {
+		exec.Command("tmux", "kill-session", "-t", name).Run()
+		tm.waitExit()
+	})
 	return tm
+}
+
+// waitExit waits until gputop has exited.
+func (tm *term) waitExit() {
+	deadline := time.Now().Add(10 * time.Second)
+	for tm.pid > 0 && time.Now().Before(deadline) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", tm.pid)); err != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (tm *term) screen() string {
@@ -181,6 +201,7 @@ func TestSnapshotAndExportInTerminal(t *testing.T) {
 		t.Fatalf("allocator columns must be empty without an agent: %v", row)
 	}
 	tm.keys("q")
+	tm.waitExit()
 }
 
 func TestTinyTerminal(t *testing.T) {
