@@ -30,13 +30,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import stop_proc, write_result  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -334,22 +336,8 @@ def start_gputop(binary: str, rec: str, sock: str, source: str, log) -> subproce
     return p
 
 
-def stop(p: subprocess.Popen | None) -> None:
-    if p is None or p.poll() is not None:
-        return
-    p.send_signal(signal.SIGINT)
-    try:
-        p.wait(5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
 
 
-def result_file(d: str | None, name: str, status: str, summary: str, **kw) -> None:
-    print(f"{name}: {status}: {summary}")
-    if d:
-        with open(os.path.join(d, name + ".json"), "w") as fh:
-            json.dump({"status": status, "summary": summary, **kw}, fh, indent=1)
 
 
 def parent(a) -> int:
@@ -389,7 +377,7 @@ def parent(a) -> int:
                                          "--visible", str(a.visible), "--rec",
                                          rec if gp else ""], env, a.worker_timeout, log)
     finally:
-        stop(gp)
+        stop_proc(gp)
     res["seconds"] = round(time.time() - t_begin, 1)
 
     # agent activity as gputop saw it: proves the agent was sending while timed
@@ -421,7 +409,7 @@ def analyse(a, res: dict) -> None:
             continue
         w = res.get(kind)
         if not w:
-            result_file(d, f"{p}overhead-{kind}", "FAIL", "the worker failed (see overhead.log)")
+            write_result(d, f"{p}overhead-{kind}", "FAIL", "the worker failed (see overhead.log)")
             continue
         segs = w["segments"]
         agent = slowdowns(segs, "agent")
@@ -464,33 +452,33 @@ def analyse(a, res: dict) -> None:
             txt += (f"; naive thread 100 Hz {s['naive100_slowdown_pct'] or 0:+.1f}%, "
                     f"1 kHz {s['naive1000_slowdown_pct'] or 0:+.1f}% "
                     f"(ran at {s['naive1000_thread_hz'] or 0:.0f}/s)")
-        result_file(d, f"{p}overhead-{kind}", "FAIL" if problems else "PASS", txt,
+        write_result(d, f"{p}overhead-{kind}", "FAIL" if problems else "PASS", txt,
                     problems=problems, **s)
 
     lat = res.get("latency")
     if "snap" in a.skip:
         pass
     elif not lat:
-        result_file(d, f"{p}snapshot-latency", "FAIL", "latency worker failed (see overhead.log)")
+        write_result(d, f"{p}snapshot-latency", "FAIL", "latency worker failed (see overhead.log)")
     else:
         sc = lat["snapshot_call"]
         ok = sc.get("median_us", 1e9) <= 100
-        result_file(d, f"{p}snapshot-latency", "PASS" if ok else "FAIL",
+        write_result(d, f"{p}snapshot-latency", "PASS" if ok else "FAIL",
                     f"gputop.snapshot() returns in median {sc.get('median_us')} us, p99 "
                     f"{sc.get('p99_us')} us, max {sc.get('max_us')} us over {sc.get('n')} calls "
                     f"(limit 100 us)", **sc)
         v = lat.get("visible")
         if v is None:
-            result_file(d, f"{p}snapshot-visible", "SKIP", "no gputop record to watch")
+            write_result(d, f"{p}snapshot-visible", "SKIP", "no gputop record to watch")
         else:
             ok = v["seen"] == v["sent"] and v.get("max_us", 1e12) <= 50_000
-            result_file(d, f"{p}snapshot-visible", "PASS" if ok else "FAIL",
+            write_result(d, f"{p}snapshot-visible", "PASS" if ok else "FAIL",
                         f"{v['seen']}/{v['sent']} snapshots in gputop record's file after median "
                         f"{v.get('median_us', 0) / 1e3:.1f} ms, max {v.get('max_us', 0) / 1e3:.1f} ms "
                         f"(limit 50 ms; includes the recorder's write)", **v)
         st = lat["stats_calls"]
         one = st.get("_cuda_memoryStats", {}).get("median_us")
-        result_file(d, f"{p}stats-call", "INFO",
+        write_result(d, f"{p}stats-call", "INFO",
                     f"torch._C._cuda_memoryStats(i) {one} us, torch.cuda.memory_allocated() "
                     f"{st['memory_allocated'].get('median_us')} us, the naive three calls "
                     f"{st['three_naive_calls'].get('median_us')} us (medians)", **st)

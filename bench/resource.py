@@ -27,6 +27,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import stop_proc, write_result  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
@@ -141,22 +144,8 @@ class Probe:
         }
 
 
-def stop_proc(p: subprocess.Popen | None, sig=signal.SIGINT) -> None:
-    if p is None or p.poll() is not None:
-        return
-    p.send_signal(sig)
-    try:
-        p.wait(5)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
 
 
-def write_result(d: str | None, name: str, status: str, summary: str, **kw) -> None:
-    print(f"{name}: {status}: {summary}")
-    if d:
-        with open(os.path.join(d, name + ".json"), "w") as fh:
-            json.dump({"status": status, "summary": summary, **kw}, fh, indent=1)
 
 
 def main(argv: list[str] | None = None) -> int:
