@@ -1,0 +1,119 @@
+"""The whole loop a user sees, in a real terminal: the real gputop binary in
+tmux, a real training-process stand-in with the agent attached over the real
+socket (its allocator is the pretend one of fakegpu.py; its tensors are real
+torch tensors on the CPU, which holders() walks with GPUTOP_HOLDERS_DEVICE=cpu).
+Pressing h in gputop asks the process who holds its memory; the answer comes
+back over the socket into the holders pane, and the leak verdict names it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import TESTS, child_env
+
+# CI installs requirements-test.txt and tmux: there a missing one fails, never skips
+_need = importlib.import_module if os.environ.get("CI") else pytest.importorskip
+_need("torch")
+if not shutil.which("tmux"):
+    if os.environ.get("CI"):
+        raise RuntimeError("tmux is needed for the terminal tests")
+    pytest.skip("tmux not installed", allow_module_level=True)
+
+MiB = 1 << 20
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    import torch
+    import gputop
+    from fakegpu import FakeGPU
+
+    gpu = FakeGPU(1)
+    gpu.install()
+    gputop.attach(rate_hz=50)
+    gpu.alloc(0, 100 * {mib})
+    gputop.snapshot("Training start")
+    model1 = torch.nn.Linear(1024, 1024)              # 4 MiB of parameters
+    losses = [model1(torch.randn(64, 1024)).sum() for _ in range(5)]  # graphs kept alive
+    gpu.alloc(0, 300 * {mib})
+    gputop.snapshot("After cleanup")                  # but nothing was released
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.05)
+    """
+)
+
+
+class Term:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],
+                              capture_output=True, text=True).stdout
+
+    def wait_for(self, text: str, secs: float = 20) -> str:
+        deadline = time.monotonic() + secs
+        scr = ""
+        while time.monotonic() < deadline:
+            scr = self.screen()
+            if text in scr:
+                return scr
+            time.sleep(0.05)
+        raise AssertionError(f"screen never showed {text!r}; last screen:\n{scr}")
+
+    def keys(self, *k: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *k], check=True)
+
+
+def test_holders_and_leak_verdict_in_the_terminal(gputop_bin: str, tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir(mode=0o700)
+    sock = str(tmp_path / "s" / "gputop.sock")
+    name = f"gputop-tui-{os.getpid()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--",
+                    gputop_bin, "--source", "agent", "--socket", sock], check=True)
+    term = Term(name)
+    child = None
+    try:
+        term.wait_for("agents: listening on")
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD.format(tests=str(TESTS), mib=MiB)],
+            env=child_env(GPUTOP_SOCKET=sock, GPUTOP_HOLDERS_DEVICE="cpu"),
+            stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+
+        # the rows arrive with torch's (here: the pretend allocator's) exact values
+        scr = term.wait_for("After cleanup")
+        assert "Training start" in scr
+        assert "100.00" in scr and "400.00" in scr, scr
+        # the end row is judged against the first one: 300 MiB still allocated
+        assert "300.00 MiB allocated (torch) still above" in scr, scr
+
+        # h asks the process who holds its memory; the answer fills the pane
+        term.keys("h")
+        scr = term.wait_for("model1")
+        assert "losses" in scr, scr
+        assert "grad_fn" in scr or "loss.item()" in scr, scr
+
+        # killed mid-run: the history stays, the process is marked as ended
+        child.send_signal(signal.SIGKILL)
+        child.wait(5)
+        term.keys("h")  # close the holders pane
+        scr = term.wait_for("killed")
+        assert "After cleanup" in scr, scr
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
