@@ -15,6 +15,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -109,49 +110,58 @@ func (s *sourceFlags) validate() error {
 	return nil
 }
 
-// sources starts what the flags ask for. It returns the agent server (nil
-// without agents) and a stop function that waits for the sources to end.
+// start starts what the flags ask for. It returns the agent server (nil
+// without agents) and a stop function that, once ctx is done, waits for the
+// sources to end. Nothing runs unless every source could be set up.
 func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Server, func(), error) {
-	var stops []func()
-	stop := func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
+	var n *sampler.NVML
 	if s.source == "nvml" || s.source == "all" {
-		n := sampler.NewNVML(nvml.New(), st, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate})
+		n = sampler.NewNVML(nvml.New(), st, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate})
 		if err := n.Init(); err != nil {
 			if errors.Is(err, sampler.ErrNoDriver) && s.source == "all" {
-				return nil, stop, fmt.Errorf("%w\n(to watch only PyTorch agents on a machine without a driver: --source agent)", err)
+				return nil, nil, fmt.Errorf("%w\n(to watch only PyTorch agents on a machine without a driver: --source agent)", err)
 			}
-			return nil, stop, err
+			return nil, nil, err
 		}
-		done := make(chan struct{})
-		go func() { defer close(done); n.Run(ctx) }()
-		stops = append(stops, func() { <-done; n.Close() })
 	}
 	var srv *agentlink.Server
 	if s.source == "agent" || s.source == "all" {
 		path := s.socket
-		if path == "" {
-			p, err := agentlink.DefaultSocketPath()
-			if err != nil {
-				stop()
-				return nil, func() {}, err
-			}
-			path = p
-		}
 		var err error
-		srv, err = agentlink.Listen(path, st, agentlink.Options{Log: st.Log})
-		if err != nil {
-			stop()
-			return nil, func() {}, err
+		if path == "" {
+			path, err = agentlink.DefaultSocketPath()
 		}
-		done := make(chan struct{})
-		go func() { defer close(done); srv.Serve(ctx) }()
-		stops = append(stops, func() { <-done })
+		if err == nil {
+			srv, err = agentlink.Listen(path, st, agentlink.Options{Log: st.Log})
+		}
+		if err != nil {
+			if n != nil {
+				n.Close()
+			}
+			return nil, nil, err
+		}
 	}
-	return srv, stop, nil
+	var wg sync.WaitGroup
+	if n != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.Run(ctx); err != nil {
+				st.Log("NVML sampling stopped: " + err.Error())
+			}
+			n.Close()
+		}()
+	}
+	if srv != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(ctx); err != nil {
+				st.Log("agent socket: " + err.Error())
+			}
+		}()
+	}
+	return srv, wg.Wait, nil
 }
 
 func newFlagSet(name string, stderr io.Writer, extra string) *flag.FlagSet {

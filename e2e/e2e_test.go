@@ -310,3 +310,29 @@ func TestClosedTerminalWritesCSV(t *testing.T) {
 		t.Fatalf("%v", recs)
 	}
 }
+
+// A second gputop on the socket of a running one says so and exits; the
+// first keeps recording and ends cleanly on SIGINT.
+func TestSecondRecorderOnTheSameSocket(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "gputop.sock")
+	first := exec.Command(binary, "record", "--source", "agent", "--socket", sock, "-o", filepath.Join(dir, "a.gputop"))
+	var firstErr bytes.Buffer
+	first.Stderr = &firstErr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Process.Kill()
+	waitFile(t, sock)
+	out, code := run(t, "record", "--source", "agent", "--socket", sock, "-o", filepath.Join(dir, "b.gputop"))
+	if code != 1 || !strings.Contains(out, "another gputop is listening on "+sock) {
+		t.Fatalf("second recorder: exit %d: %s", code, out)
+	}
+	first.Process.Signal(os.Interrupt)
+	if err := first.Wait(); err != nil {
+		t.Fatalf("first recorder: %v: %s", err, firstErr.String())
+	}
+	if !strings.Contains(firstErr.String(), "0 snapshots") {
+		t.Fatalf("first recorder's summary: %s", firstErr.String())
+	}
+}
