@@ -336,3 +336,68 @@ func TestSecondRecorderOnTheSameSocket(t *testing.T) {
 		t.Fatalf("first recorder's summary: %s", firstErr.String())
 	}
 }
+
+// spikeColumns counts the separate runs of chart columns whose highest
+// braille dot is in the upper half of the plot: one run per spike.
+func spikeColumns(screen string) int {
+	lines := strings.Split(screen, "\n")
+	var plot [][]rune
+	for _, l := range lines {
+		r := []rune(l)
+		for x, c := range r {
+			if c == '│' && x < 12 { // the y axis
+				plot = append(plot, r[x+1:])
+				break
+			}
+		}
+	}
+	if len(plot) == 0 {
+		return 0
+	}
+	half := len(plot) / 2
+	runs, in := 0, false
+	for x := 0; ; x++ {
+		any, high := false, false
+		for y, r := range plot {
+			if x < len(r) {
+				any = true
+				if r[x] > 0x2800 && r[x] <= 0x28FF && y < half {
+					high = true
+				}
+			}
+		}
+		if !any {
+			return runs
+		}
+		if high && !in {
+			runs++
+		}
+		in = high
+	}
+}
+
+// The H200 recording of 20 allocations of 4 GiB held 5 ms each (made by
+// bench/workloads/spikes.py beside gputop record): every spike is on the
+// chart, seen from the whole run and from a 10 s window.
+func TestRealSpikesVisibleOnTheChart(t *testing.T) {
+	tm := startTerm(t, 160, 50, "--replay", "../testdata/recordings/h200-spikes.gputop")
+	tm.waitFor("NVIDIA H200")
+	tm.keys("End")
+	tm.keys("-l", "--", "--") // two "-": zoom out to the whole run
+	tm.waitFor("window whole run")
+	time.Sleep(300 * time.Millisecond)
+	scr := tm.screen()
+	if n := spikeColumns(scr); n != 20 {
+		t.Fatalf("whole run: %d spikes on the chart, want 20:\n%s", n, scr)
+	}
+	// the job has exited by the end of the recording; its name stays
+	if !strings.Contains(scr, "1290  python3") {
+		t.Fatalf("process 1290 not named python3 at the end:\n%s", scr)
+	}
+	tm.keys("+", "+") // whole run -> 10 s
+	tm.waitFor("window 10s")
+	time.Sleep(300 * time.Millisecond)
+	if n := spikeColumns(tm.screen()); n != 20 {
+		t.Fatalf("10 s window: %d spikes on the chart, want 20:\n%s", n, tm.screen())
+	}
+}

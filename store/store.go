@@ -117,6 +117,7 @@ type Store struct {
 	nvml      []*[2]*series // NVMLUsed and NVMLReserved by device: no map lookup at 1 kHz
 	procs     map[int][]wire.Proc
 	procsAt   map[int]int64
+	procNames map[int]string // pid -> last known name
 	agents    map[int]*Agent
 	snapshots []wire.Snapshot
 	markers   []Marker
@@ -140,11 +141,12 @@ func New(opt Options) *Store {
 	sort.SliceStable(tiers, func(i, j int) bool { return tiers[i].Width < tiers[j].Width })
 	opt.Tiers = tiers
 	return &Store{
-		opt:     opt,
-		series:  map[Key]*series{},
-		procs:   map[int][]wire.Proc{},
-		procsAt: map[int]int64{},
-		agents:  map[int]*Agent{},
+		opt:       opt,
+		series:    map[Key]*series{},
+		procs:     map[int][]wire.Proc{},
+		procsAt:   map[int]int64{},
+		procNames: map[int]string{},
+		agents:    map[int]*Agent{},
 	}
 }
 
@@ -261,6 +263,9 @@ func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 	s.procs[dev] = append([]wire.Proc(nil), procs...)
 	s.procsAt[dev] = t
 	for _, p := range procs {
+		if p.Name != "" && p.Name != "?" {
+			s.procNames[p.PID] = p.Name
+		}
 		if p.UsedUnknown {
 			continue
 		}
@@ -268,6 +273,14 @@ func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 	}
 	s.touch(t)
 	s.frame(wire.Procs{Type: wire.TypeProcs, T: t, Dev: dev, Procs: procs})
+}
+
+// ProcName is the last name NVML's process lists gave pid ("" if none): a
+// process that has exited, or whose /proc entry went away first, keeps it.
+func (s *Store) ProcName(pid int) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.procNames[pid]
 }
 
 // DeviceByUUID returns the index of the device with this UUID, or -1.

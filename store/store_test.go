@@ -609,3 +609,17 @@ func TestConcurrentSourcesAndReaders(t *testing.T) {
 		t.Fatalf("readers never ran")
 	}
 }
+
+func TestProcNameOutlivesTheProcessList(t *testing.T) {
+	s := New(DefaultOptions())
+	s.SetDevice(Device{Index: 0, UUID: "GPU-a", Name: "A"})
+	s.SetProcs(0, 1, []wire.Proc{{PID: 7, Name: "python3", Used: 1}})
+	s.SetProcs(0, 2, []wire.Proc{{PID: 7, Name: "?", Used: 1}}) // /proc entry already gone
+	s.SetProcs(0, 3, nil)                                       // exited
+	if got := s.ProcName(7); got != "python3" {
+		t.Fatalf("ProcName(7) = %q, want python3", got)
+	}
+	if got := s.ProcName(8); got != "" {
+		t.Fatalf("unknown pid named %q", got)
+	}
+}

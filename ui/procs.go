@@ -59,12 +59,8 @@ func collectProcs(st *store.Store, dev int, t int64, replay bool) []procRow {
 		return r
 	}
 	if replay {
-		// names come from the last process list; values from the cursor
-		procs, _ := st.Procs(dev)
-		names := map[int]string{}
-		for _, p := range procs {
-			names[p.PID] = p.Name
-		}
+		// values from the cursor; names as last known (the recording's
+		// final process list is empty once the job has exited)
 		for _, k := range st.Keys() {
 			if k.Dev != dev || k.Metric != store.ProcUsed {
 				continue
@@ -74,7 +70,7 @@ func collectProcs(st *store.Store, dev int, t int64, replay bool) []procRow {
 			}
 			if v, ok := st.ValueAt(k, t); ok {
 				r := get(k.PID)
-				r.Used, r.Name = &v, names[k.PID]
+				r.Used, r.Name = &v, st.ProcName(k.PID)
 			}
 		}
 	} else {
@@ -83,6 +79,9 @@ func collectProcs(st *store.Store, dev int, t int64, replay bool) []procRow {
 			r := get(p.PID)
 			u := p.Used
 			r.Used, r.Name = &u, p.Name
+			if p.Name == "?" || p.Name == "" {
+				r.Name = st.ProcName(p.PID)
+			}
 		}
 	}
 	agents := st.Agents()
