@@ -6,8 +6,10 @@ package store
 
 import (
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/gputop/gputop/wire"
 )
@@ -260,7 +262,11 @@ func (s *Store) get(k Key) *series {
 func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.procs[dev] = append([]wire.Proc(nil), procs...)
+	procs = append([]wire.Proc(nil), procs...)
+	for i := range procs {
+		procs[i].Name = CleanText(procs[i].Name)
+	}
+	s.procs[dev] = procs
 	s.procsAt[dev] = t
 	for _, p := range procs {
 		if p.Name != "" && p.Name != "?" {
@@ -273,6 +279,32 @@ func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 	}
 	s.touch(t)
 	s.frame(wire.Procs{Type: wire.TypeProcs, T: t, Dev: dev, Procs: procs})
+}
+
+// CleanText replaces control characters (escape sequences, newlines, tabs)
+// in text that comes from other processes (labels, argv, process names,
+// holders reports) with U+FFFD or a space, so that nothing a peer sends can
+// drive the terminal or break a table row.
+func CleanText(s string) string {
+	clean := true
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return ' '
+		case unicode.IsControl(r):
+			return '\uFFFD'
+		}
+		return r
+	}, s)
 }
 
 // ProcName is the last name NVML's process lists gave pid ("" if none): a
@@ -305,6 +337,11 @@ func (s *Store) deviceByUUID(uuid string) int {
 func (s *Store) AgentHello(h wire.Hello) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	h.Host = CleanText(h.Host)
+	h.Argv = append([]string(nil), h.Argv...)
+	for i := range h.Argv {
+		h.Argv[i] = CleanText(h.Argv[i])
+	}
 	a := &Agent{Hello: h, DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
 	old := s.agents[h.PID]
 	if old != nil {
@@ -414,6 +451,15 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) {
 		return
 	}
 	h.PID = pid
+	h.Groups = append([]wire.HolderGroup(nil), h.Groups...)
+	for i := range h.Groups {
+		g := &h.Groups[i]
+		g.Kind, g.Name, g.Hint = CleanText(g.Kind), CleanText(g.Name), CleanText(g.Hint)
+		g.Examples = append([]string(nil), g.Examples...)
+		for j := range g.Examples {
+			g.Examples[j] = CleanText(g.Examples[j])
+		}
+	}
 	a.Holders = &h
 	s.touch(h.T)
 	s.frame(h)
@@ -480,6 +526,7 @@ func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
 
 func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	row.Type = wire.TypeSnapshot
+	row.Label = CleanText(row.Label)
 	if kind != wire.MarkSnapshot {
 		row.Kind = kind // phase and oom rows keep their marker kind in recordings
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/gputop/gputop/wire"
 )
@@ -621,5 +622,33 @@ func TestProcNameOutlivesTheProcessList(t *testing.T) {
 	}
 	if got := s.ProcName(8); got != "" {
 		t.Fatalf("unknown pid named %q", got)
+	}
+}
+
+func TestTextFromPeersCannotDriveTheTerminal(t *testing.T) {
+	s := New(DefaultOptions())
+	s.SetDevice(Device{Index: 0, UUID: "GPU-a", Name: "A"})
+	s.AgentHello(wire.Hello{Type: "hello", V: 1, PID: 9, Argv: []string{"python\x1b[2J", "train.py"}, Host: "h\x07",
+		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}, T: 1})
+	row := s.AddSnapshot(wire.Snapshot{T: 2, Label: "Epoch\x1b]0;pwned\x07 5\n", Dev: 0, Source: "cli"})
+	s.SetProcs(0, 3, []wire.Proc{{PID: 9, Name: "py\x1bthon", Used: 1}})
+	s.AgentHolders(9, wire.Holders{T: 4, Groups: []wire.HolderGroup{{Kind: "container", Name: "losses\x1b[31m", Hint: "a\tb", Examples: []string{"f\x00"}}}})
+	texts := []string{row.Label, s.Snapshots()[0].Label, s.Markers()[0].Label, s.Agents()[0].Hello.Argv[0], s.Agents()[0].Hello.Host}
+	procs, _ := s.Procs(0)
+	texts = append(texts, procs[0].Name, s.ProcName(9))
+	g := s.Agents()[0].Holders.Groups[0]
+	texts = append(texts, g.Name, g.Hint, g.Examples[0])
+	for _, x := range texts {
+		for _, r := range x {
+			if unicode.IsControl(r) {
+				t.Fatalf("control character %U left in %q", r, x)
+			}
+		}
+	}
+	if row.Label != "Epoch\uFFFD]0;pwned\uFFFD 5 " || g.Hint != "a b" {
+		t.Fatalf("%q %q", row.Label, g.Hint)
+	}
+	if CleanText("Epoch 5 — ✓") != "Epoch 5 — ✓" {
+		t.Fatal("printable text must pass unchanged")
 	}
 }
