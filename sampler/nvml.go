@@ -11,6 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gputop/gputop/sampler/native"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -39,6 +40,9 @@ const (
 	rateWindow = time.Second
 	// maxRate keeps a bad --rate from turning the pacer into a busy loop.
 	maxRate = 1e6
+	// drainEvery is how often readings are moved from the native thread's
+	// rings into the store: about a frame, and the rings hold seconds.
+	drainEvery = 40 * time.Millisecond
 )
 
 // notAvailable is NVML_VALUE_NOT_AVAILABLE ((unsigned long long)-1), what
@@ -49,6 +53,13 @@ const notAvailable = math.MaxUint64
 type NVMLOptions struct {
 	Rate     float64 // device samples per second per GPU (default 1000)
 	ProcRate float64 // process-list refreshes per second (default 10; negative turns them off)
+	// Thread samples device memory from a native thread (package native)
+	// that calls the loaded libnvidia-ml.so.1 directly, instead of from a
+	// goroutine through the Interface. It needs the real library; where the
+	// thread cannot be had, a goroutine samples and the log says why.
+	Thread bool
+
+	funcs *native.Funcs // tests: C stand-ins instead of the library's functions
 }
 
 func (o NVMLOptions) withDefaults() NVMLOptions {
@@ -371,7 +382,15 @@ func (n *NVML) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	err := guard("device sampling", func() { n.sampleLoop(ctx) })
+	err := guard("device sampling", func() {
+		if n.opt.Thread {
+			if loop := n.startThread(); loop != nil {
+				n.drainLoop(ctx, loop)
+				return
+			}
+		}
+		n.sampleLoop(ctx)
+	})
 	cancel()
 	wg.Wait()
 	return errors.Join(err, procErr)
@@ -423,6 +442,99 @@ func (n *NVML) sampleLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// startThread starts the native sampling thread, or logs why it cannot and
+// returns nil.
+func (n *NVML) startThread() *native.Loop {
+	var f native.Funcs
+	if n.opt.funcs != nil {
+		f = *n.opt.funcs
+	} else {
+		var err error
+		if f, err = native.Lookup(); err != nil {
+			n.st.Log("sampling from Go instead of a native thread: " + err.Error())
+			return nil
+		}
+	}
+	cfg := native.Config{
+		Funcs:   f,
+		Handles: make([]uintptr, len(n.devs)),
+		V1:      make([]bool, len(n.devs)),
+		Period:  n.opt.period(),
+		Retry:   retryEvery,
+	}
+	for i, d := range n.devs {
+		if d.h == nil {
+			continue
+		}
+		h, r := f.Handle(d.index)
+		if r != 0 || h == 0 {
+			n.st.Log(fmt.Sprintf("sampling from Go instead of a native thread: GPU %d: %s", d.index, describe(nvml.Return(r))))
+			return nil
+		}
+		cfg.Handles[i], cfg.V1[i] = h, d.v1
+	}
+	loop, err := native.Start(cfg)
+	if err != nil {
+		n.st.Log("sampling from Go instead of a native thread: " + err.Error())
+		return nil
+	}
+	return loop
+}
+
+// drainLoop moves the native thread's readings into the store until ctx is
+// done, then stops the thread.
+func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop) {
+	defer loop.Stop()
+	tk := time.NewTicker(drainEvery)
+	defer tk.Stop()
+	lastReport := time.Now()
+	for _, d := range n.devs {
+		d.reported = d.count
+	}
+	var dropped uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		now := time.Now()
+		for _, d := range n.devs {
+			if d.h != nil {
+				loop.Drain(d.index, func(s native.Sample) { n.take(d, s, now) })
+			}
+		}
+		if el := now.Sub(lastReport); el >= rateWindow {
+			n.reportRates(el)
+			lastReport = now
+		}
+		if k := loop.Dropped(); k != dropped {
+			n.st.Log(fmt.Sprintf("NVML sampling: %d readings dropped (the store fell behind)", k-dropped))
+			dropped = k
+		}
+	}
+}
+
+// take stores one reading of the native thread, as tick does for its own.
+func (n *NVML) take(d *nvmlDev, s native.Sample, now time.Time) {
+	if s.V1 {
+		d.v1 = true
+	}
+	if s.Ret != 0 {
+		op := "GetMemoryInfo_v2"
+		if s.V1 {
+			op = "GetMemoryInfo"
+		}
+		d.fail(n.st, s.T, &Error{Op: op, Ret: nvml.Return(s.Ret)}, now)
+		return
+	}
+	if d.errRet != nvml.SUCCESS {
+		d.recovered(n.st, s.T)
+	}
+	n.st.AddNVML(d.index, s.T, s.Used, s.Reserved)
+	d.count++
 }
 
 func (n *NVML) procLoop(ctx context.Context) {

@@ -628,10 +628,11 @@ func TestOtherInitErrors(t *testing.T) {
 }
 
 // The real library: without a driver (CI) Init must say so through
-// ErrNoDriver; with one, it must enumerate and close cleanly.
+// ErrNoDriver; with one, it must enumerate, sample from the native thread
+// and close cleanly.
 func TestRealLibrary(t *testing.T) {
 	st := newStore()
-	n := NewNVML(nvml.New(), st, NVMLOptions{})
+	n := NewNVML(nvml.New(), st, NVMLOptions{Thread: true})
 	err := n.Init()
 	if err != nil {
 		var e *Error
@@ -658,6 +659,11 @@ func TestRealLibrary(t *testing.T) {
 	})
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	for _, l := range st.Logs() {
+		if strings.Contains(l, "instead of a native thread") {
+			t.Errorf("the native thread was not used: %s", l)
+		}
 	}
 	for _, d := range st.Devices() {
 		used, _, ok := st.Latest(store.Key{Dev: d.Index, Metric: store.NVMLUsed})

@@ -1,0 +1,98 @@
+package sampler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gputop/gputop/sampler/native/nativetest"
+	"github.com/gputop/gputop/store"
+)
+
+// The native thread with C stand-ins for NVML's memory queries (go-nvml's
+// mock cannot be called from C); names, UUIDs and processes still come
+// from the go-nvml mock.
+func threadNVML(t *testing.T, st *store.Store, gpus ...*fakeGPU) *NVML {
+	t.Helper()
+	f := nativetest.Funcs()
+	n := NewNVML(newLib(gpus...), st, NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true})
+	n.opt.funcs = &f
+	mustInit(t, n)
+	return n
+}
+
+func TestThreadSamplesIntoStore(t *testing.T) {
+	nativetest.Set(0, 5*gib, 512<<20, 0, 0)
+	nativetest.Set(1, 7*gib, 0, 0, 0)
+	st := newStore()
+	n := threadNVML(t, st, newFakeGPU(0, 141*gib), newFakeGPU(1, 141*gib))
+	stop := startRun(t, n)
+	count := func(dev int) uint64 { return st.Count(store.Key{Dev: dev, Metric: store.NVMLUsed}) }
+	waitFor(t, "samples from both devices", func() bool { return count(0) > 50 && count(1) > 50 })
+	if v, _, _ := st.Latest(store.Key{Dev: 0, Metric: store.NVMLUsed}); v != 5*gib {
+		t.Errorf("device 0 used %d, want %d", v, 5*gib)
+	}
+	if v, _, _ := st.Latest(store.Key{Dev: 0, Metric: store.NVMLReserved}); v != 512<<20 {
+		t.Errorf("device 0 reserved %d, want %d", v, 512<<20)
+	}
+	waitFor(t, "a rate report", func() bool { return st.Devices()[0].Rate > 0 })
+	for _, l := range st.Logs() {
+		if strings.Contains(l, "instead of a native thread") {
+			t.Fatalf("fell back to Go: %s", l)
+		}
+	}
+
+	// a lost GPU shows its error while the other keeps sampling, and
+	// recovers by itself
+	nativetest.Set(1, 7*gib, 0, int(nvml.ERROR_GPU_IS_LOST), int(nvml.ERROR_GPU_IS_LOST))
+	waitFor(t, "device 1 error", func() bool { return strings.Contains(st.Devices()[1].Err, "GPU is lost") })
+	if st.Devices()[0].Err != "" {
+		t.Errorf("device 0 shows an error: %q", st.Devices()[0].Err)
+	}
+	c0 := count(0)
+	waitFor(t, "device 0 to keep sampling", func() bool { return count(0) > c0+100 })
+	nativetest.Set(1, 8*gib, 0, 0, 0)
+	waitFor(t, "device 1 recovery", func() bool {
+		v, _, _ := st.Latest(store.Key{Dev: 1, Metric: store.NVMLUsed})
+		return st.Devices()[1].Err == "" && v == 8*gib
+	})
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+
+	// the thread has stopped: nothing more arrives
+	c0 = count(0)
+	time.Sleep(50 * time.Millisecond)
+	if c := count(0); c != c0 {
+		t.Errorf("%d samples after Run returned", c-c0)
+	}
+}
+
+// Where the thread cannot have a GPU's handle, a goroutine samples and the
+// log says why.
+func TestThreadFallsBackToGo(t *testing.T) {
+	g := newFakeGPU(0, 141*gib)
+	g.used.Store(3 * gib)
+	st := newStore()
+	f := nativetest.FailingHandles()
+	n := NewNVML(newLib(g), st, NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true})
+	n.opt.funcs = &f
+	mustInit(t, n)
+	stop := startRun(t, n)
+	waitFor(t, "samples", func() bool { return st.Count(store.Key{Metric: store.NVMLUsed}) > 20 })
+	if v, _, _ := st.Latest(store.Key{Metric: store.NVMLUsed}); v != 3*gib {
+		t.Errorf("used %d, want %d (from the go-nvml mock)", v, 3*gib)
+	}
+	found := false
+	for _, l := range st.Logs() {
+		found = found || strings.Contains(l, "sampling from Go instead of a native thread: GPU 0: unknown NVML error")
+	}
+	if !found {
+		t.Errorf("no log line saying why; logs: %q", st.Logs())
+	}
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
