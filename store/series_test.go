@@ -537,7 +537,7 @@ func TestSpikeVisibleAtEveryZoom(t *testing.T) {
 		}
 	}
 	for i, sp := range spikes {
-		if v, ok := st.ValueAt(k, sp+2*ms); end-sp < int64(50*time.Second) && (!ok || v != spike+uint64(i)<<20) {
+		if v, ok := st.ValueAt(k, sp+2*ms); end-sp < int64(25*time.Second) && (!ok || v != spike+uint64(i)<<20) {
 			t.Fatalf("spike %d not in the raw window", i)
 		}
 	}

@@ -51,11 +51,12 @@ type Options struct {
 	Tiers       []TierSpec
 }
 
-// DefaultOptions keep 60 s of raw samples at 1 kHz, then 100 ms buckets for
+// DefaultOptions keep 30 s of raw samples at 1 kHz (the chart's 10 s and
+// 30 s windows at full resolution), then 100 ms buckets for
 // 10 min, 1 s for 2 h, 10 s for 24 h and 1 min for a week.
 func DefaultOptions() Options {
 	return Options{
-		RawCapacity: 60_000,
+		RawCapacity: 30_000,
 		Tiers: []TierSpec{
 			{100 * time.Millisecond, 6_000},
 			{time.Second, 7_200},
@@ -121,6 +122,7 @@ type Store struct {
 	procsAt   map[int]int64
 	procNames map[int]string // pid -> last known name
 	agents    map[int]*Agent
+	agentsVer uint64 // moves on every change of an agent's state (Shape)
 	snapshots []wire.Snapshot
 	markers   []Marker
 	logs      []string
@@ -157,6 +159,26 @@ func (s *Store) SetTap(t Tap) { s.mu.Lock(); s.tap = t; s.mu.Unlock() }
 
 // Gen changes whenever the store changes; the UI skips redraws when it has not.
 func (s *Store) Gen() uint64 { s.mu.RLock(); defer s.mu.RUnlock(); return s.gen }
+
+// Shape counts what changes a screen's layout rather than its values: a UI
+// compares it at every frame, so it copies nothing.
+type Shape struct {
+	Snapshots, Markers, Logs, Devices int
+	LastLog                           string
+	Agents                            uint64 // moves on every hello, end, OOM and holders report
+}
+
+// Shape returns the store's current Shape.
+func (s *Store) Shape() Shape {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sh := Shape{Snapshots: len(s.snapshots), Markers: len(s.markers), Logs: len(s.logs),
+		Devices: len(s.devices), Agents: s.agentsVer}
+	if len(s.logs) > 0 {
+		sh.LastLog = s.logs[len(s.logs)-1]
+	}
+	return sh
+}
 
 func (s *Store) touch(t int64) {
 	s.gen++
@@ -364,6 +386,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 		a.DevMap[ad.Index] = idx
 	}
 	s.agents[h.PID] = a
+	s.agentsVer++
 	s.touch(h.T)
 	s.frame(h)
 }
@@ -435,6 +458,7 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) {
 		return
 	}
 	a.OOMs++
+	s.agentsVer++
 	o.PID = pid
 	s.frame(o)
 	al, re, pk := o.Allocated, o.Reserved, o.Peak
@@ -461,6 +485,7 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) {
 		}
 	}
 	a.Holders = &h
+	s.agentsVer++
 	s.touch(h.T)
 	s.frame(h)
 }
@@ -475,6 +500,7 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 		return
 	}
 	a.Connected, a.EndedAt, a.EndReason = false, t, reason
+	s.agentsVer++
 	if clean {
 		s.frame(wire.Bye{Type: wire.TypeBye, PID: pid, T: t})
 	} else {

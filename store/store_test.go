@@ -652,3 +652,33 @@ func TestTextFromPeersCannotDriveTheTerminal(t *testing.T) {
 		t.Fatal("printable text must pass unchanged")
 	}
 }
+
+// Shape moves with everything that changes a screen's layout, and not with
+// samples.
+func TestShape(t *testing.T) {
+	st := New(DefaultOptions())
+	st.SetDevice(Device{Index: 0, UUID: "GPU-a", Name: "H200"})
+	prev := st.Shape()
+	step := func(what string, f func(), want bool) {
+		t.Helper()
+		f()
+		sh := st.Shape()
+		if moved := sh != prev; moved != want {
+			t.Errorf("%s: shape moved %v, want %v (%+v -> %+v)", what, moved, want, prev, sh)
+		}
+		prev = sh
+	}
+	step("a sample", func() { st.AddNVML(0, 10, 1, 0) }, false)
+	step("a hello", func() {
+		st.AgentHello(wire.Hello{PID: 7, T: 11, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}})
+	}, true)
+	step("an agent sample", func() {
+		st.AgentSample(7, wire.Sample{T: 12, Dev: 0, Allocated: 5, Reserved: 6, Peak: 7})
+	}, false)
+	step("a snapshot", func() { st.TakeSnapshot("x", 0, 0, 13, "key") }, true)
+	step("a log line", func() { st.Log("hello") }, true)
+	step("an OOM", func() { st.AgentOOM(7, wire.OOM{T: 14, Dev: 0}) }, true)
+	step("a holders report", func() { st.AgentHolders(7, wire.Holders{T: 15}) }, true)
+	step("the end of an agent", func() { st.AgentEnded(7, 16, false, "connection lost") }, true)
+	step("a device", func() { st.SetDevice(Device{Index: 1, UUID: "GPU-b"}) }, true)
+}

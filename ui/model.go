@@ -103,7 +103,7 @@ type Model struct {
 	// what the last refresh was computed from, to skip identical frames
 	lastGen          uint64
 	lastFrom, lastTo int64
-	lastShape        shape
+	lastShape        store.Shape
 	valuesAt         int64 // when values were last redrawn
 	nvmlPeak         peakCache
 	torchPeaks       map[int]*peakCache
@@ -411,61 +411,44 @@ func (m *Model) holdersNote(r procRow, ok bool) string {
 }
 
 // valueInterval is the shortest time between two redraws caused only by new
-// values (samples at up to 1 kHz, a moving window). Numbers that change 30
-// times a second cannot be read anyway, and each distinct frame costs the
-// terminal renderer a full-screen pass; what changes the screen's shape (a
-// snapshot row, a marker, a log line, an agent coming or going, a holders
-// report) and every key are drawn at the next tick or at once. Live, the
-// values are also redrawn with each new second of the clock, so the screen
-// changes twice a second. On the H200 each value redraw per second cost
-// about 0.4% of a core (builds differing only in this interval, beside a
-// training job); spikes are not lost at any rate, since each column keeps
-// the max of its samples.
-const valueInterval = 500 * time.Millisecond
-
-// shape summarizes what, when it changes, is redrawn without waiting for
-// valueInterval.
-type shape struct {
-	snaps, markers, logs, devs int
-	lastLog                    string
-	agents                     int64
+// values (samples at up to 1 kHz, a moving window): a sixtieth of the
+// window, between minValueInterval and maxValueInterval, so the chart moves
+// about as far at each redraw at every zoom (a second at the default one
+// minute). Numbers that change 30 times a second cannot be read anyway, and
+// each distinct frame costs the terminal renderer a full-screen pass; what
+// changes the screen's shape (a snapshot row, a marker, a log line, an
+// agent coming or going, a holders report) and every key are drawn at the
+// next tick or at once. Live, the values are also redrawn with each new
+// second of the clock. On the H200 each value redraw per second cost about
+// 0.4% of a core (builds differing only in this interval, beside a training
+// job); spikes are not lost at any rate, since each column keeps the max of
+// its samples.
+func (m *Model) valueInterval(now, start int64) time.Duration {
+	return min(max(m.tl.windowLen(now, start)/60, minValueInterval), maxValueInterval)
 }
 
-func (m *Model) shape() shape {
-	st := m.st
-	logs := st.Logs()
-	sh := shape{snaps: len(st.Snapshots()), markers: len(st.Markers()), logs: len(logs), devs: len(st.Devices())}
+const (
+	minValueInterval = 250 * time.Millisecond
+	maxValueInterval = time.Second
+)
+
+// shape is the store's Shape; in replay, snapshots and markers count only
+// up to the cursor, as rows and markers appear when the cursor passes them.
+func (m *Model) shape() store.Shape {
+	sh := m.st.Shape()
 	if m.opt.Replay {
-		// rows and markers appear as the cursor passes them: that is a
-		// change of shape, drawn at once, not a value to throttle
 		cursor := m.tl.cursor(m.now())
-		sh.snaps, sh.markers = 0, 0
-		for _, s := range st.Snapshots() {
+		sh.Snapshots, sh.Markers = 0, 0
+		for _, s := range m.st.Snapshots() {
 			if s.T <= cursor {
-				sh.snaps++
+				sh.Snapshots++
 			}
 		}
-		for _, mk := range st.Markers() {
+		for _, mk := range m.st.Markers() {
 			if mk.T <= cursor {
-				sh.markers++
+				sh.Markers++
 			}
 		}
-	}
-	if len(logs) > 0 {
-		sh.lastLog = logs[len(logs)-1]
-	}
-	for _, a := range st.Agents() {
-		h := int64(a.Hello.PID)*4 + int64(a.OOMs)*131
-		if a.Connected {
-			h++
-		}
-		if a.Ended {
-			h += 2
-		}
-		if a.Holders != nil {
-			h += a.Holders.T ^ int64(a.Holders.ID)
-		}
-		sh.agents = sh.agents*1_000_003 + h
 	}
 	return sh
 }
@@ -492,7 +475,7 @@ func (m *Model) refresh(force bool) bool {
 		return late != m.holders.late()
 	}
 	sh := m.shape()
-	if !force && sh == m.lastShape && time.Duration(now-m.valuesAt) < valueInterval {
+	if !force && sh == m.lastShape && time.Duration(now-m.valuesAt) < m.valueInterval(now, start) {
 		return false // only values moved, and they were drawn moments ago
 	}
 	m.lastGen, m.lastFrom, m.lastTo, m.lastShape, m.valuesAt = gen, from, to, sh, now

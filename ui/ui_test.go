@@ -544,7 +544,7 @@ func TestIdleFramesCostNothing(t *testing.T) {
 	if m.version != v {
 		t.Errorf("a new value redrew at once; values should wait for valueInterval")
 	}
-	later := fixtureNow.Add(valueInterval)
+	later := fixtureNow.Add(maxValueInterval)
 	m.opt.Now = func() time.Time { return later }
 	m = send(t, m, tickMsg(later))
 	if m.version == v || !strings.Contains(ansi.Strip(m.header.View()), "3.00 GiB") {
@@ -626,5 +626,27 @@ func TestOOMAndKilledProcess(t *testing.T) {
 	// its history stays: the chart still has its torch series
 	if !strings.Contains(chart, "allocated (torch)") {
 		t.Errorf("an ended process keeps its series:\n%s", chart)
+	}
+}
+
+// Value-only redraws are spaced by the window: the chart moves about as far
+// at each redraw at every zoom.
+func TestValueIntervalFollowsZoom(t *testing.T) {
+	st := newFixture()
+	m := newModel(t, st, Options{}, 160, 50)
+	now, start := fixtureNow.UnixNano(), st.Start()
+	for _, c := range []struct {
+		zoom time.Duration
+		want time.Duration
+	}{{10 * time.Second, 250 * time.Millisecond}, {30 * time.Second, 500 * time.Millisecond},
+		{time.Minute, time.Second}, {time.Hour, time.Second}} {
+		for i, z := range zooms {
+			if z == c.zoom {
+				m.tl.zoom = i
+			}
+		}
+		if got := m.valueInterval(now, start); got != c.want {
+			t.Errorf("window %v: value redraws every %v, want %v", c.zoom, got, c.want)
+		}
 	}
 }
