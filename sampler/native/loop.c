@@ -98,6 +98,7 @@ static void *run(void *arg) {
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	pthread_setname_np(pthread_self(), "gputop-nvml"); // as top -H and ps -L show it
 	int64_t next = now_ns(CLOCK_MONOTONIC);
 	pthread_mutex_lock(&l->mu);
 	while (!l->stop) {
