@@ -15,6 +15,7 @@ half-finished import in another thread is never touched.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -48,6 +49,15 @@ def _stat(stats: Mapping[str, Any], name: str, field: str) -> int:
 
 def counters(stats: Mapping[str, Any]) -> Counters:
     """Pick the counters gputop streams out of a torch memory-stats dict."""
+    try:
+        # the agent thread's hot path: the nested dict _cuda_memoryStats returns
+        a = stats["allocated_bytes"]["all"]
+        r = stats["reserved_bytes"]["all"]
+        return Counters(int(a["current"]), int(r["current"]), int(a["peak"]), int(r["peak"]),
+                        int(stats["inactive_split_bytes"]["all"]["current"]),
+                        int(stats.get("num_alloc_retries", 0)), int(stats.get("num_ooms", 0)))
+    except (KeyError, TypeError, ValueError):
+        pass
     return Counters(
         _stat(stats, "allocated_bytes", "current"),
         _stat(stats, "reserved_bytes", "current"),
@@ -142,6 +152,15 @@ class TorchSource(Source):
 
     def __init__(self) -> None:
         self._info: dict[int, dict[str, Any]] = {}
+        # torch._C._cuda_memoryStats once CUDA is initialised: the agent
+        # thread reads 100 times a second and every microsecond it holds
+        # the GIL is taken from the training thread. Forgotten in a forked
+        # child, where CUDA cannot be used (_after_fork).
+        self._memstats: Callable[[int], Mapping[str, Any]] | None = None
+
+    def forget(self) -> None:
+        self._memstats = None
+        self._info = {}
 
     def available(self, import_torch: bool = True) -> bool:
         t = _torch(import_torch)
@@ -191,10 +210,13 @@ class TorchSource(Source):
         return d
 
     def read(self, index: int) -> Counters:
-        t = self._initialized()
-        if t is None:
-            return ZERO
-        return counters(t._C._cuda_memoryStats(index))
+        f = self._memstats
+        if f is None:
+            t = self._initialized()
+            if t is None:
+                return ZERO
+            f = self._memstats = t._C._cuda_memoryStats
+        return counters(f(index))
 
     def current(self) -> int | None:
         t = self._initialized()
@@ -337,3 +359,13 @@ def set_source(
     with _lock:
         _source = TorchSource() if stats is None else InjectedSource(stats, devices, **hooks)
         return _source
+
+
+def _after_fork() -> None:
+    s = _source
+    if isinstance(s, TorchSource):
+        s.forget()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

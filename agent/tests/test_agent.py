@@ -592,6 +592,57 @@ def test_counters_from_nested_and_flat_stats():
             "inactive_split_bytes.all.current": 5, "num_alloc_retries": 2, "num_ooms": 1}
     assert _stats.counters(flat) == c
     assert _stats.counters({}) == _stats.ZERO
+    # nested but partial (an older torch without inactive_split_bytes)
+    partial = nested.stats(0)
+    del partial["inactive_split_bytes"]
+    assert _stats.counters(partial) == _stats.Counters(5, 10, 9, 11, 0, 2, 1)
+
+
+class _FakeTorch(types.ModuleType):
+    """Just enough of torch for TorchSource: CUDA initialised or not, and
+    _cuda_memoryStats counting its calls."""
+
+    def __init__(self, gpu: FakeGPU) -> None:
+        super().__init__("torch")
+        self.initialised = True
+        self.calls = 0
+        self.__version__ = "2.11.0+fake"
+        torch = self
+
+        class _C:
+            @staticmethod
+            def _cuda_memoryStats(i):
+                torch.calls += 1
+                return gpu.stats(i)
+
+        class cuda:
+            @staticmethod
+            def is_initialized():
+                return torch.initialised
+
+        self._C, self.cuda = _C, cuda
+
+
+def test_torch_source_reads_the_allocator_and_forgets_it_after_fork(monkeypatch):
+    gpu = FakeGPU(1)
+    gpu.set(0, allocated=7, reserved=8, peak=9)
+    fake = _FakeTorch(gpu)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    src = _stats.TorchSource()
+    monkeypatch.setattr(_stats, "_source", src)
+    fake.initialised = False
+    assert src.read(0) == _stats.ZERO  # never before CUDA is initialised
+    assert fake.calls == 0
+    fake.initialised = True
+    assert src.read(0)[:3] == (7, 8, 9)
+    gpu.set(0, allocated=1)
+    assert src.read(0).allocated == 1  # read afresh each time
+    assert fake.calls == 2
+    # a forked child cannot use its parent's CUDA: the source checks again
+    _stats._after_fork()
+    fake.initialised = False
+    assert src.read(0) == _stats.ZERO
+    assert fake.calls == 2
 
 
 def test_wire_module_is_what_the_agent_sends(server: LineServer):
