@@ -7,7 +7,9 @@ Measures, on a CUDA device:
   cpu    a small MLP training loop (the reference trainer's step on the
          reference model, batch 64: Python- and launch-bound, the worst case
          for a sampling thread), without and with gputop.attach() at its
-         default rate, and with a naive thread calling memory_allocated +
+         default rate, in many short rounds: the effect sought (1%) is
+         smaller than the spread of a single round;
+  naive  the same loop with a naive thread calling memory_allocated +
          memory_reserved + max_memory_allocated at 100 Hz and 1 kHz;
   gpu    a GPU-bound bf16 MLP (8 layers of 8192 x 8192, batch 8192), without
          and with the agent;
@@ -17,10 +19,11 @@ Measures, on a CUDA device:
 
 Each workload runs in its own worker process as one long sequence of timed
 segments, alternating "none" (nothing attached) with a condition: agent
-(gputop.attach(), and gputop.detach() after the segment), naive100,
-naive1000. A condition's slowdown in one round is its step time over the
-mean of the "none" segments just before and after it, which cancels slow
-drift (clocks, caches); the reported figure is the median over rounds. Step
+(gputop.attach() 0.5 s before the segment, gputop.detach() after it),
+naive100, naive1000. A condition's slowdown in one round is its step time
+over the mean of the "none" segments just before and after it, which
+cancels slow drift (clocks, caches); the reported figure is the median over
+rounds, with the mean and its standard error beside it. Step
 time is the mean over a segment (wall time / steps): a thread that stalls
 one step in thirty barely moves a median, but it costs throughput all the
 same. gputop's recording shows what the agent sent meanwhile.
@@ -44,7 +47,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-ROUND = {"cpu": ["agent", "none", "naive100", "none", "naive1000", "none"],
+ROUND = {"cpu": ["agent", "none"],
+         "naive": ["naive100", "none", "naive1000", "none"],
          "gpu": ["agent", "none"]}
 
 
@@ -139,7 +143,7 @@ def run_segment(torch, step, seconds: float) -> dict:
 
 
 def worker_train(a, torch, nn) -> dict:
-    step = setup_cpu(torch, nn) if a.kind == "cpu" else setup_gpu(torch, nn)
+    step = setup_gpu(torch, nn) if a.kind == "gpu" else setup_cpu(torch, nn)
     for _ in range(5):
         step()
     run_segment(torch, step, a.warm)
@@ -362,8 +366,10 @@ def parent(a) -> int:
     res: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "argv": sys.argv}
     t_begin = time.time()
     try:
-        for kind, rounds, seg in (("cpu", a.rounds_cpu, a.seg_cpu), ("gpu", a.rounds_gpu, a.seg_gpu)):
-            if kind in a.skip:
+        for kind, rounds, seg in (("cpu", a.rounds_cpu, a.seg_cpu),
+                                  ("naive", a.rounds_naive, a.seg_naive),
+                                  ("gpu", a.rounds_gpu, a.seg_gpu)):
+            if kind in a.skip or (kind == "naive" and "cpu" in a.skip):
                 continue
             conds = ["none"] + ROUND[kind] * rounds
             w = run_worker(["--kind", kind, "--conds", ",".join(conds), "--seg", str(seg),
@@ -404,6 +410,7 @@ def analyse(a, res: dict) -> None:
     d = a.results_dir
     p = a.prefix
     summary = {}
+    naive = (res.get("naive") or {}).get("segments", [])
     for kind in ("cpu", "gpu"):
         if kind in a.skip:
             continue
@@ -415,6 +422,9 @@ def analyse(a, res: dict) -> None:
         agent = slowdowns(segs, "agent")
         limit = 1.0 if kind == "cpu" else 0.5
         s = {"agent_slowdown_pct": median_or_none(agent),
+             "agent_slowdown_pct_mean": round(statistics.fmean(agent), 3) if agent else None,
+             "agent_slowdown_pct_sem": (round(statistics.stdev(agent) / len(agent) ** 0.5, 3)
+                                        if len(agent) > 1 else None),
              "agent_slowdown_pct_rounds": [round(v, 3) for v in agent],
              "agent_slowdown_pct_by_median_step": median_or_none(slowdowns(segs, "agent",
                                                                            "median_us")),
@@ -422,12 +432,12 @@ def analyse(a, res: dict) -> None:
              "limit_pct": limit}
         if kind == "cpu":
             s.update({
-                "naive100_slowdown_pct": median_or_none(slowdowns(segs, "naive100")),
-                "naive1000_slowdown_pct": median_or_none(slowdowns(segs, "naive1000")),
+                "naive100_slowdown_pct": median_or_none(slowdowns(naive, "naive100")),
+                "naive1000_slowdown_pct": median_or_none(slowdowns(naive, "naive1000")),
                 "naive100_thread_hz": median_or_none(
-                    [x["thread_hz"] for x in segs if x["cond"] == "naive100"]),
+                    [x["thread_hz"] for x in naive if x["cond"] == "naive100"]),
                 "naive1000_thread_hz": median_or_none(
-                    [x["thread_hz"] for x in segs if x["cond"] == "naive1000"])})
+                    [x["thread_hz"] for x in naive if x["cond"] == "naive1000"])})
         summary[kind] = s
         problems = []
         if s["agent_slowdown_pct"] is None:
@@ -444,10 +454,12 @@ def analyse(a, res: dict) -> None:
         # samples sent per attach: over the timed segment and the 0.5 s before it
         seg = a.seg_cpu if kind == "cpu" else a.seg_gpu
         rate = statistics.median(sent) / (seg + 0.5) if sent else 0
+        spread = (f"mean {s['agent_slowdown_pct_mean']:+.2f}% ± {s['agent_slowdown_pct_sem']:.2f} "
+                  f"over {len(agent)} rounds" if s["agent_slowdown_pct_sem"] is not None
+                  else f"rounds {', '.join(f'{v:+.2f}' for v in agent)}")
         txt = (f"{'small MLP (CPU-bound)' if kind == 'cpu' else 'bf16 8x8192 MLP (GPU-bound)'}: "
-               f"step {s['step_us']:.0f} us; agent {s['agent_slowdown_pct'] or 0:+.2f}% "
-               f"(rounds {', '.join(f'{v:+.2f}' for v in agent)}; limit {limit}%), "
-               f"agent sent ~{rate:.0f} samples/s")
+               f"step {s['step_us']:.0f} us; agent median {s['agent_slowdown_pct'] or 0:+.2f}% "
+               f"({spread}; limit {limit}%), agent sent ~{rate:.0f} samples/s")
         if kind == "cpu":
             txt += (f"; naive thread 100 Hz {s['naive100_slowdown_pct'] or 0:+.1f}%, "
                     f"1 kHz {s['naive1000_slowdown_pct'] or 0:+.1f}% "
@@ -517,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_worker"]:
         w = argparse.ArgumentParser(prog="overhead.py _worker")
-        w.add_argument("--kind", choices=["cpu", "gpu", "latency"], required=True)
+        w.add_argument("--kind", choices=["cpu", "naive", "gpu", "latency"], required=True)
         w.add_argument("--conds", default="none")
         w.add_argument("--seg", type=float, default=1.5)
         w.add_argument("--warm", type=float, default=1.0)
@@ -536,9 +548,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", help="for the recording, socket and log (default: a temp dir)")
     ap.add_argument("--results-dir", help="write one pass/fail result JSON per check here")
     ap.add_argument("--prefix", default="", help="file name prefix of those results")
-    ap.add_argument("--rounds-cpu", type=int, default=5)
+    ap.add_argument("--rounds-cpu", type=int, default=24)
+    ap.add_argument("--rounds-naive", type=int, default=2)
     ap.add_argument("--rounds-gpu", type=int, default=5)
-    ap.add_argument("--seg-cpu", type=float, default=1.5, help="seconds per timed segment")
+    ap.add_argument("--seg-cpu", type=float, default=1.0, help="seconds per timed segment")
+    ap.add_argument("--seg-naive", type=float, default=1.5)
     ap.add_argument("--seg-gpu", type=float, default=2.0)
     ap.add_argument("--warm", type=float, default=1.0, help="untimed seconds before the first segment")
     ap.add_argument("--snapshots", type=int, default=300, help="snapshot() calls timed")

@@ -3,17 +3,20 @@
 
     python3 bench/resource.py --gputop bin/gputop --out resource.json
 
-Starts, all at once and for the same --seconds (60):
-  - gputop's TUI at its defaults (1 kHz sampling, 30 fps) in a real terminal:
-    a tmux session of 160x50 on a private tmux server;
-  - `gputop record` headless (default rate);
-  - nvtop (-d 1: 10 Hz) and nvitop (--interval 0.25: 4 Hz), each in its own
-    160x50 tmux session, where they are installed; otherwise skipped and said so;
-  - a training job (bench/workloads/train_mlp.py) attached to the TUI, so the
-    TUI draws allocator series and markers as it would for a user.
-After --warmup seconds (the job's start), it reads each monitor's
-/proc/PID/stat (utime + stime) and /proc/PID/status (VmRSS, VmHWM) once a
-second for --seconds. CPU% is of one core. The TUI's last screen is saved.
+Beside a training job (bench/workloads/train_mlp.py, attached to the TUI so
+that it draws allocator series and markers as it would for a user), one
+after the other, each for --seconds (60):
+  1. gputop's TUI at its defaults (1 kHz sampling, 30 fps) in a real
+     terminal: a tmux session of 160x50 on a private tmux server, alone, as
+     a user runs it;
+  2. then, together: `gputop record` headless (default rate), and nvtop
+     (-d 1: 10 Hz) and nvitop (--interval 0.25: 4 Hz), each in its own 160x50
+     tmux session, where they are installed (otherwise skipped and said so).
+With --together everything runs at once instead; two programs reading NVML
+1000 times a second then slow each other's reads down.
+After --warmup seconds it reads each monitor's /proc/PID/stat (utime +
+stime) and /proc/PID/status (VmRSS, VmHWM) once a second for --seconds.
+CPU% is of one core. The TUI's last screen is saved.
 """
 from __future__ import annotations
 
@@ -158,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=8, help="seconds before measuring (job start)")
     ap.add_argument("--size", default="160x50", help="terminal size WxH")
     ap.add_argument("--no-job", action="store_true", help="no training job beside the monitors")
+    ap.add_argument("--together", action="store_true",
+                    help="measure every monitor at once instead of the TUI alone first")
     ap.add_argument("--workdir")
     ap.add_argument("--out")
     ap.add_argument("--results-dir")
@@ -186,55 +191,67 @@ def main(argv: list[str] | None = None) -> int:
     probes: list[Probe] = []
     job = rec = None
     tmux_used = False
+    def measure(group: list[Probe], warmup: float) -> None:
+        time.sleep(warmup)
+        for p in group:
+            p.begin()
+        t_end = time.monotonic() + a.seconds
+        while time.monotonic() < t_end:
+            for p in group:
+                p.sample()
+            time.sleep(1.0)
+        for p in group:
+            p.end()
+
+    def save_tui_screen() -> None:
+        for flag, ext in (("-e", "ansi"), ("", "txt")):
+            scr = tmux("capture-pane", *([flag] if flag else []), "-p", "-t", "gputop")
+            with open(os.path.join(work, f"tui-screen.{ext}"), "w") as fh:
+                fh.write(scr.stdout)
+
     try:
+        if not a.no_job:
+            env = dict(os.environ, GPUTOP_SOCKET=sock_tui, PYTHONUNBUFFERED="1")
+            env["PYTHONPATH"] = os.path.join(REPO, "agent") + (
+                os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            phases = 1 if a.together else 2
+            job = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "workloads", "train_mlp.py"),
+                 "--seconds", str(phases * (a.seconds + a.warmup) + 15), "--idle", "0",
+                 "--out", os.path.join(work, "resource-train.json")],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
         if tools["tmux"]:
             tmux_used = True
             pid = start_in_tmux("gputop", f"{a.gputop} --socket {sock_tui} --source {a.source} "
                                           f"2>{work}/tui.stderr",
                                 "gputop", width, height)
-            probes.append(Probe("gputop TUI (1 kHz, 30 fps)", pid,
-                                f"tmux {width}x{height}" if pid else "did not start"))
+            tui = Probe("gputop TUI (1 kHz, 30 fps)", pid,
+                        f"tmux {width}x{height}" + ("" if a.together else ", alone") if pid else "did not start")
         else:
-            probes.append(Probe("gputop TUI (1 kHz, 30 fps)", None, "tmux not installed"))
+            tui = Probe("gputop TUI (1 kHz, 30 fps)", None, "tmux not installed")
+        probes.append(tui)
+        if not a.together:
+            measure([tui], a.warmup)
+            if tmux_used:
+                save_tui_screen()
+                tmux("kill-session", "-t", "gputop")
         rec = subprocess.Popen([a.gputop, "record", "-o", rec_path, "--socket", sock_rec,
                                 "--source", a.source],
                                stdout=log, stderr=subprocess.STDOUT)
-        probes.append(Probe("gputop record (headless)", rec.pid))
+        others = [Probe("gputop record (headless)", rec.pid)]
         for tool, cmd, label in (("nvtop", "nvtop -d 1", "nvtop (10 Hz)"),
                                  ("nvitop", "nvitop --interval 0.25", "nvitop (4 Hz)")):
             if not tools[tool]:
-                probes.append(Probe(label, None, f"{tool} not installed: skipped"))
+                others.append(Probe(label, None, f"{tool} not installed: skipped"))
             elif not tools["tmux"]:
-                probes.append(Probe(label, None, "tmux not installed: skipped"))
+                others.append(Probe(label, None, "tmux not installed: skipped"))
             else:
                 pid = start_in_tmux(tool, cmd, tool, width, height)
-                probes.append(Probe(label, pid, f"tmux {width}x{height}"))
-        if not a.no_job:
-            env = dict(os.environ, GPUTOP_SOCKET=sock_tui, PYTHONUNBUFFERED="1")
-            env["PYTHONPATH"] = os.path.join(REPO, "agent") + (
-                os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-            job = subprocess.Popen(
-                [sys.executable, os.path.join(HERE, "workloads", "train_mlp.py"),
-                 "--seconds", str(a.seconds + a.warmup + 15), "--idle", "0",
-                 "--out", os.path.join(work, "resource-train.json")],
-                env=env, stdout=log, stderr=subprocess.STDOUT)
-        time.sleep(a.warmup)
-        for p in probes:
-            p.begin()
-        t_end = time.monotonic() + a.seconds
-        while time.monotonic() < t_end:
-            for p in probes:
-                p.sample()
-            time.sleep(1.0)
-        for p in probes:
-            p.end()
-        if tmux_used:
-            scr = tmux("capture-pane", "-e", "-p", "-t", "gputop")
-            with open(os.path.join(work, "tui-screen.ansi"), "w") as fh:
-                fh.write(scr.stdout)
-            scr = tmux("capture-pane", "-p", "-t", "gputop")
-            with open(os.path.join(work, "tui-screen.txt"), "w") as fh:
-                fh.write(scr.stdout)
+                others.append(Probe(label, pid, f"tmux {width}x{height}"))
+        probes.extend(others)
+        measure(probes if a.together else others, a.warmup if a.together else 3)
+        if tmux_used and a.together:
+            save_tui_screen()
     finally:
         if tmux_used:
             tmux("kill-server")
@@ -242,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         stop_proc(job, signal.SIGTERM)
 
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": a.seconds,
-           "size": a.size, "job": not a.no_job,
+           "size": a.size, "job": not a.no_job, "together": a.together,
            "monitors": {p.name: p.result for p in probes}}
     import rec as recording
     if os.path.exists(rec_path):

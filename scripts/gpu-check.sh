@@ -292,7 +292,7 @@ step_overhead() {
 
 step_resource() {
 	have_gputop || return 1
-	timeout 130 "$PY" bench/resource.py --gputop "$GPUTOP" --workdir "$W/resource" \
+	timeout 200 "$PY" bench/resource.py --gputop "$GPUTOP" --workdir "$W/resource" \
 		--out "$W/resource.json" --results-dir "$R" --prefix 50-
 }
 
@@ -330,8 +330,8 @@ step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
-step overhead 130 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call
-step resource 90 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
+step overhead 170 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call
+step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
 
 # ---------------------------------------------------------------- report
