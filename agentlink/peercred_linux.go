@@ -1,7 +1,11 @@
 package agentlink
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -23,4 +27,31 @@ func peerCred(c *net.UnixConn) (uid, pid int, err error) {
 		return 0, 0, serr
 	}
 	return int(cred.Uid), int(cred.Pid), nil
+}
+
+// nsPID reads the NSpid line of /proc/PID/status: the process's pid in each
+// pid namespace from the one /proc belongs to down to its own. A process in
+// a container started from here has two or more; the last is the pid it
+// knows itself by (os.getpid() inside the container).
+func nsPID(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		rest, ok := strings.CutPrefix(line, "NSpid:")
+		if !ok {
+			continue
+		}
+		var out []int
+		for _, f := range strings.Fields(rest) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return nil
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	return nil
 }

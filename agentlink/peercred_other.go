@@ -12,3 +12,6 @@ import (
 func peerCred(c *net.UnixConn) (uid, pid int, err error) {
 	return 0, 0, errors.New("peer credentials are only checked on Linux")
 }
+
+// nsPID is only implemented on Linux.
+func nsPID(pid int) []int { return nil }

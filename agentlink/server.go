@@ -53,7 +53,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	conns   map[*client]struct{}
-	agents  map[int]*client // by hello pid
+	agents  map[int]*client // by pid as NVML counts it (hostPID)
 	closing bool
 	nextID  int
 	wg      sync.WaitGroup
@@ -63,7 +63,7 @@ type Server struct {
 type client struct {
 	conn    *net.UnixConn
 	peerPID int          // from SO_PEERCRED, for logs before a hello
-	pid     int          // from the hello; 0 before it
+	pid     int          // from the hello, as NVML counts it (hostPID); 0 before it
 	name    string       // argv[0]'s base name, for logs
 	devs    map[int]bool // torch indices listed in the hello
 	warned  map[int]bool // unknown torch indices already logged
@@ -362,6 +362,8 @@ func (c *client) known(s *Server, dev int, what string) bool {
 // pid that already has a connection replaces that connection.
 func (s *Server) hello(c *client, h wire.Hello) bool {
 	first := c.pid == 0
+	inner := h.PID
+	h.PID = hostPID(c.peerPID, h.PID)
 	c.devs = map[int]bool{}
 	for _, d := range h.Devices {
 		c.devs[d.Index] = true
@@ -408,8 +410,28 @@ func (s *Server) hello(c *client, h wire.Hello) bool {
 	if !first {
 		verb = "updated its devices"
 	}
+	if inner != h.PID {
+		verb += fmt.Sprintf(" from another pid namespace (pid %d inside it; NVML counts it as %d)", inner, h.PID)
+	}
 	s.log(fmt.Sprintf("%s: %s (torch %s; %s)", c.who(), verb, torch, where))
 	return true
+}
+
+// hostPID is the pid gputop and NVML know a process by. An agent in a
+// container says hello with its pid inside the container; the kernel gives
+// gputop the peer's pid in gputop's own namespace, and NVML's process list
+// uses that one, so the two can only be joined on it. The hello's pid is
+// kept unless the peer is in a nested pid namespace in which it is that
+// pid: several agents simulated from one process (tests) stay apart.
+func hostPID(peer, hello int) int {
+	if peer <= 0 || peer == hello {
+		return hello
+	}
+	ns := nsPID(peer)
+	if len(ns) >= 2 && ns[0] == peer && ns[len(ns)-1] == hello {
+		return peer
+	}
+	return hello
 }
 
 // writer sends queued requests to an agent. A write that misses its deadline
