@@ -312,6 +312,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 func replayOptions() store.Options {
 	o := store.DefaultOptions()
 	o.RawCapacity = 2_000_000
+	o.KeepGone = 0 // a recording is shown whole
 	return o
 }
 

@@ -5,6 +5,7 @@
 package store
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,12 @@ type TierSpec struct {
 type Options struct {
 	RawCapacity int // raw samples kept per series
 	Tiers       []TierSpec
+	// KeepGone bounds the processes whose series outlive them: once more
+	// than this many processes have gone (their agent ended and NVML lists
+	// them no more), the series of the longest gone are dropped. Their
+	// snapshot rows, markers and names stay. 0 keeps every series (replay:
+	// a recording is shown whole).
+	KeepGone int
 }
 
 // DefaultOptions keep 30 s of raw samples at 1 kHz (the chart's 10 s and
@@ -63,6 +70,7 @@ func DefaultOptions() Options {
 			{10 * time.Second, 8_640},
 			{time.Minute, 10_080},
 		},
+		KeepGone: 32,
 	}
 }
 
@@ -123,6 +131,7 @@ type Store struct {
 	procNames map[int]string // pid -> last known name
 	agents    map[int]*Agent
 	agentsVer uint64 // moves on every change of an agent's state (Shape)
+	gone      []int  // processes whose series may be dropped, longest gone first (KeepGone)
 	snapshots []wire.Snapshot
 	markers   []Marker
 	logs      []string
@@ -280,6 +289,49 @@ func (s *Store) get(k Key) *series {
 	return sr
 }
 
+// alive reports whether a process has a connected agent or is in an NVML
+// process list.
+func (s *Store) alive(pid int) bool {
+	if a := s.agents[pid]; a != nil && a.Connected {
+		return true
+	}
+	for _, procs := range s.procs {
+		for _, p := range procs {
+			if p.PID == pid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// markGone notes that a process may have gone; past KeepGone gone
+// processes, the series of the longest gone are dropped.
+func (s *Store) markGone(pid int) {
+	if s.opt.KeepGone <= 0 || pid <= 0 || slices.Contains(s.gone, pid) || s.alive(pid) {
+		return
+	}
+	s.gone = append(s.gone, pid)
+	for len(s.gone) > s.opt.KeepGone {
+		old := s.gone[0]
+		s.gone = s.gone[1:]
+		for k := range s.series {
+			if k.PID == old {
+				delete(s.series, k)
+			}
+		}
+		s.gen++
+	}
+}
+
+// revive takes a process (back) off the gone list: a pid reused, an agent
+// reconnecting.
+func (s *Store) revive(pid int) {
+	if i := slices.Index(s.gone, pid); i >= 0 {
+		s.gone = slices.Delete(s.gone, i, i+1)
+	}
+}
+
 // SetProcs replaces the NVML process list of a device.
 func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 	s.mu.Lock()
@@ -288,7 +340,14 @@ func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 	for i := range procs {
 		procs[i].Name = CleanText(procs[i].Name)
 	}
+	prev := s.procs[dev]
 	s.procs[dev] = procs
+	for _, p := range procs {
+		s.revive(p.PID)
+	}
+	for _, p := range prev {
+		s.markGone(p.PID)
+	}
 	s.procsAt[dev] = t
 	for _, p := range procs {
 		if p.Name != "" && p.Name != "?" {
@@ -387,6 +446,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	}
 	s.agents[h.PID] = a
 	s.agentsVer++
+	s.revive(h.PID)
 	s.touch(h.T)
 	s.frame(h)
 }
@@ -501,6 +561,7 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 	}
 	a.Connected, a.EndedAt, a.EndReason = false, t, reason
 	s.agentsVer++
+	s.markGone(pid)
 	if clean {
 		s.frame(wire.Bye{Type: wire.TypeBye, PID: pid, T: t})
 	} else {

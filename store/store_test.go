@@ -682,3 +682,77 @@ func TestShape(t *testing.T) {
 	step("the end of an agent", func() { st.AgentEnded(7, 16, false, "connection lost") }, true)
 	step("a device", func() { st.SetDevice(Device{Index: 1, UUID: "GPU-b"}) }, true)
 }
+
+// Series of processes that have gone are kept for the KeepGone most recent;
+// older ones are dropped, their snapshot rows and names kept. A process
+// still in NVML's list, or back with the same pid, is not gone.
+func TestKeepGoneBoundsEndedProcesses(t *testing.T) {
+	opt := DefaultOptions()
+	opt.KeepGone = 2
+	st := New(opt)
+	st.SetDevice(Device{Index: 0, UUID: "GPU-a", Name: "H200"})
+	has := func(pid int) bool { return st.Count(Key{Dev: 0, PID: pid, Metric: Allocated}) > 0 }
+	run := func(pid int, at int64) {
+		st.AgentHello(wire.Hello{PID: pid, T: at, Argv: []string{"job"}, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}})
+		st.AgentSample(pid, wire.Sample{T: at + 1, Dev: 0, Allocated: 5, Reserved: 6, Peak: 7})
+		st.AgentMark(pid, wire.Mark{T: at + 2, Label: fmt.Sprintf("row of %d", pid), Devs: []wire.DevStats{{Dev: 0, Allocated: 5, Reserved: 6, Peak: 7}}})
+	}
+	for i, pid := range []int{101, 102, 103} {
+		run(pid, int64(10*(i+1)))
+	}
+	// 101 ends but is still in NVML's process list: not gone yet
+	st.SetProcs(0, 40, []wire.Proc{{PID: 101, Used: 1 << 30}})
+	st.AgentEnded(101, 41, false, "connection lost")
+	st.AgentEnded(102, 42, false, "connection lost")
+	st.AgentEnded(103, 43, true, "")
+	if !has(101) || !has(102) || !has(103) {
+		t.Fatalf("series dropped while at most 2 processes had gone")
+	}
+	st.SetProcs(0, 50, nil) // 101 leaves the GPU: the third gone, 102 the longest gone
+	if has(102) {
+		t.Errorf("the longest-gone process keeps its series past KeepGone")
+	}
+	if !has(101) || !has(103) {
+		t.Errorf("the two most recently gone lost their series")
+	}
+	if st.Count(Key{Dev: 0, PID: 101, Metric: ProcUsed}) == 0 {
+		t.Errorf("101's NVML series went with 102's")
+	}
+	rows := 0
+	for _, r := range st.Snapshots() {
+		if r.PID == 102 {
+			rows++
+		}
+	}
+	if rows != 1 || len(st.Agents()) != 3 {
+		t.Errorf("102's snapshot row or agent entry went with its series (rows %d)", rows)
+	}
+	// 103's pid is reused: it is not gone, and two more ends do not drop it
+	run(103, 60)
+	run(104, 70)
+	run(105, 80)
+	st.AgentEnded(104, 81, false, "connection lost")
+	st.AgentEnded(105, 82, false, "connection lost")
+	if !has(103) {
+		t.Errorf("a process back under a reused pid lost its series")
+	}
+	if has(101) {
+		t.Errorf("101 should have been dropped by the two later ends")
+	}
+}
+
+func TestKeepGoneZeroKeepsEverything(t *testing.T) {
+	opt := DefaultOptions()
+	opt.KeepGone = 0
+	st := New(opt)
+	st.SetDevice(Device{Index: 0, UUID: "GPU-a"})
+	for pid := 1; pid <= 50; pid++ {
+		st.SetProcs(0, int64(pid), []wire.Proc{{PID: pid, Used: 1}})
+	}
+	st.SetProcs(0, 100, nil)
+	for pid := 1; pid <= 50; pid++ {
+		if st.Count(Key{Dev: 0, PID: pid, Metric: ProcUsed}) != 1 {
+			t.Fatalf("pid %d lost its series with KeepGone 0", pid)
+		}
+	}
+}
