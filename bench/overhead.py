@@ -23,7 +23,10 @@ segments, alternating "none" (nothing attached) with a condition: agent
 naive100, naive1000. A condition's slowdown in one round is its step time
 over the mean of the "none" segments just before and after it, which
 cancels slow drift (clocks, caches); the reported figure is the median over
-rounds, with the mean and its standard error beside it. Step
+rounds, with the mean and its standard error beside it. The agent thread's own
+CPU time in its segments (from /proc/self/task/TID/schedstat) is reported
+too: the GIL time it can take from the training thread is at most that,
+plus the hand-offs, and unlike step times it hardly varies between rounds. Step
 time is the mean over a segment (wall time / steps): a thread that stalls
 one step in thirty barely moves a median, but it costs throughput all the
 same. gputop's recording shows what the agent sent meanwhile.
@@ -124,6 +127,18 @@ class Naive(threading.Thread):
                 nxt = time.perf_counter()
 
 
+def thread_cpu_ns(tid: int | None) -> int | None:
+    """CPU time of one thread of this process, in ns (schedstat's first
+    field), or None where the kernel does not say."""
+    if not tid:
+        return None
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def run_segment(torch, step, seconds: float) -> dict:
     torch.cuda.synchronize()
     times = []
@@ -152,10 +167,12 @@ def worker_train(a, torch, nn) -> dict:
     for cond in a.conds.split(","):
         extra: dict = {}
         naive = None
+        agent_tid = None
         if cond == "agent":
             import gputop
-            gputop.attach()
+            ag = gputop.attach()
             time.sleep(0.5)  # connect, hello, first samples
+            agent_tid = getattr(getattr(ag, "_thread", None), "native_id", None)
         elif cond.startswith("naive"):
             naive = Naive(torch, float(cond[5:]))
             naive.start()
@@ -163,7 +180,14 @@ def worker_train(a, torch, nn) -> dict:
         elif cond != "none":
             raise SystemExit(f"unknown condition {cond!r}")
         t_seg = time.perf_counter()
+        cpu0 = thread_cpu_ns(agent_tid)
         r = run_segment(torch, step, a.seg)
+        cpu1 = thread_cpu_ns(agent_tid)
+        if cpu0 is not None and cpu1 is not None:
+            # what the agent thread itself ran, per second of the segment:
+            # the GIL time it can have taken from the training thread is at
+            # most this (plus the hand-offs)
+            extra["agent_thread_cpu_pct"] = round((cpu1 - cpu0) / 1e7 / (time.perf_counter() - t_seg), 3)
         if naive is not None:
             naive.halt.set()
             naive.join()
@@ -429,6 +453,8 @@ def analyse(a, res: dict) -> None:
              "agent_slowdown_pct_by_median_step": median_or_none(slowdowns(segs, "agent",
                                                                            "median_us")),
              "step_us": median_or_none([x["mean_us"] for x in segs if x["cond"] == "none"]),
+             "agent_thread_cpu_pct": median_or_none([x["agent_thread_cpu_pct"] for x in segs
+                                                     if x.get("agent_thread_cpu_pct") is not None]),
              "limit_pct": limit}
         if kind == "cpu":
             s.update({
@@ -460,6 +486,8 @@ def analyse(a, res: dict) -> None:
         txt = (f"{'small MLP (CPU-bound)' if kind == 'cpu' else 'bf16 8x8192 MLP (GPU-bound)'}: "
                f"step {s['step_us']:.0f} us; agent median {s['agent_slowdown_pct'] or 0:+.2f}% "
                f"({spread}; limit {limit}%), agent sent ~{rate:.0f} samples/s")
+        if s["agent_thread_cpu_pct"] is not None:
+            txt += f"; the agent thread ran {s['agent_thread_cpu_pct']:.2f}% of a core"
         if kind == "cpu":
             txt += (f"; naive thread 100 Hz {s['naive100_slowdown_pct'] or 0:+.1f}%, "
                     f"1 kHz {s['naive1000_slowdown_pct'] or 0:+.1f}% "
