@@ -8,10 +8,7 @@ import (
 	"time"
 
 	"charm.land/lipgloss/v2"
-	"github.com/NimbleMarkets/ntcharts/v2/canvas"
-	"github.com/NimbleMarkets/ntcharts/v2/canvas/graph"
 	"github.com/NimbleMarkets/ntcharts/v2/canvas/runes"
-	"github.com/NimbleMarkets/ntcharts/v2/linechart"
 
 	"github.com/gputop/gputop/store"
 )
@@ -129,16 +126,146 @@ func seriesMax(s *chartSeries) (uint64, bool) {
 	return m, ok
 }
 
-// chartModel draws the selected device over the time window on an ntcharts
-// linechart (its canvas, axes and labels), with braille dots for the series.
+// chartModel draws the selected device over the time window: axes and
+// labels laid out as ntcharts' linechart lays them out, braille dots for the
+// series combined with ntcharts' rune helpers, on a grid of its own.
 type chartModel struct {
 	styles *Styles
 	w, h   int
 	data   chartData
 	out    string
 	dirty  bool
-	lc     *linechart.Model
+	g      grid
 	ansi   map[styleKey][2]string // ANSI before and after text, per style
+}
+
+// grid is the chart's drawing surface: a rune and a style number per cell.
+// ntcharts' canvas keeps a whole lipgloss.Style in every cell (656 bytes;
+// 3-5 MiB at 160x50, a tenth of gputop's memory budget, cleared at every
+// redraw); the chart only ever uses a handful of styles.
+type grid struct {
+	w, h   int
+	cells  []gridCell
+	styles []lipgloss.Style // index 0: none
+}
+
+type gridCell struct {
+	r  rune // 0: empty
+	st uint8
+}
+
+// reset sizes the grid and empties it.
+func (g *grid) reset(w, h int) {
+	if g.w != w || g.h != h {
+		g.w, g.h = w, h
+		g.cells = make([]gridCell, w*h)
+	} else {
+		clear(g.cells)
+	}
+	g.styles = append(g.styles[:0], lipgloss.NewStyle())
+}
+
+// style returns the number of s, adding it.
+func (g *grid) style(s lipgloss.Style) uint8 {
+	k := keyOf(s)
+	for i := 1; i < len(g.styles); i++ {
+		if keyOf(g.styles[i]) == k {
+			return uint8(i)
+		}
+	}
+	if len(g.styles) == 255 {
+		return 0
+	}
+	g.styles = append(g.styles, s)
+	return uint8(len(g.styles) - 1)
+}
+
+func (g *grid) in(x, y int) bool { return x >= 0 && y >= 0 && x < g.w && y < g.h }
+
+func (g *grid) at(x, y int) gridCell {
+	if !g.in(x, y) {
+		return gridCell{}
+	}
+	return g.cells[y*g.w+x]
+}
+
+func (g *grid) set(x, y int, r rune, st uint8) {
+	if g.in(x, y) {
+		g.cells[y*g.w+x] = gridCell{r, st}
+	}
+}
+
+// setString writes s from (x, y) rightwards, cut at the grid's edge.
+func (g *grid) setString(x, y int, s string, st uint8) {
+	for _, r := range s {
+		g.set(x, y, r, st)
+		x++
+	}
+}
+
+// braille lights the dots of r at (x, y), keeping dots already there (as
+// ntcharts' graph.DrawBrailleRune does): the cell takes st.
+func (g *grid) braille(x, y int, r rune, st uint8) {
+	if r == runes.Null || !runes.IsBraillePattern(r) || !g.in(x, y) {
+		return
+	}
+	if cur := g.at(x, y).r; cur != runes.Null {
+		r = runes.CombineBraillePatterns(cur, r)
+	}
+	g.set(x, y, r, st)
+}
+
+// axes draws the X and Y axes and their labels as ntcharts' linechart does
+// (WithXYSteps(xStep, yStep), x from minX to maxX, y from 0 to maxY) and
+// returns the origin: the corner of the axes.
+func (g *grid) axes(minX, maxX, maxY float64, xStep, yStep int, xFmt, yFmt func(float64) string, axis, label uint8) (ox, oy int) {
+	ox, oy = 0, g.h-1
+	gw, gh := g.w, g.h
+	if xStep > 0 { // the last two rows: the X axis and its labels
+		oy--
+		gh -= 2
+	}
+	if yStep > 0 { // room left of the Y axis for its widest label
+		width, last := 0, ""
+		for i := 0; i <= gh; i += yStep {
+			if s := yFmt(maxY / float64(gh) * float64(i)); s != last {
+				width, last = max(width, len(s)), s
+			}
+		}
+		ox += width
+		gw -= width + 1
+	}
+	g.set(ox, oy, runes.LineUpRight, axis)
+	for y := oy - 1; y >= 0; y-- {
+		g.set(ox, y, runes.LineVertical, axis)
+	}
+	for x := ox + 1; x < g.w; x++ {
+		g.set(x, oy, runes.LineHorizontal, axis)
+	}
+	if yStep > 0 {
+		last := ""
+		for i := 0; i <= gh; i += yStep {
+			if s := yFmt(maxY / float64(gh) * float64(i)); s != last {
+				g.setString(ox-len(s), oy-i, s, label)
+				last = s
+			}
+		}
+	}
+	if xStep > 0 {
+		last := ""
+		for i := 0; i < gw; i += xStep {
+			// a label only where the one before it has ended, and whole
+			if g.at(ox+i-1, oy+1).r != runes.Null {
+				continue
+			}
+			s := xFmt(minX + (maxX-minX)/float64(gw)*float64(i))
+			if s != last && len(s)+ox+i <= g.w {
+				g.setString(ox+i, oy+1, s, label)
+				last = s
+			}
+		}
+	}
+	return ox, oy
 }
 
 // styleKey identifies a chart style: the chart only uses foreground colour
@@ -213,24 +340,12 @@ func (c *chartModel) render() string {
 	maxY := labelStep * float64(n) * float64(gh) / float64(n*yStep)
 	win := d.Window.Seconds()
 	xStep := max(gw/6, 8)
-	xFmt := func(_ int, v float64) string { return relTime(v, win) }
-	yFmt := func(_ int, v float64) string { return axisBytes(v, maxY, labelStep, yLabelW) }
-	// the linechart (and its canvas of w*h cells of about 650 bytes each) is
-	// kept between frames and cleared, not allocated again
-	if c.lc == nil || c.lc.Width() != c.w || c.lc.Height() != canvasH || c.lc.XStep() != xStep || c.lc.YStep() != yStep {
-		lc := linechart.New(c.w, canvasH, -win, 0, 0, maxY,
-			linechart.WithXYSteps(xStep, yStep),
-			linechart.WithStyles(st.Axis, st.AxisLabel, lipgloss.NewStyle()))
-		c.lc = &lc
-	} else {
-		c.lc.Canvas.Fill(canvas.Cell{})
-	}
-	lc := c.lc
-	lc.XLabelFormatter, lc.YLabelFormatter = xFmt, yFmt
-	lc.SetXYRange(-win, 0, 0, maxY)
-	lc.SetViewXYRange(-win, 0, 0, maxY)
-	lc.DrawXYAxisAndLabel()
-	x0 := lc.Origin().X + 1
+	xFmt := func(v float64) string { return relTime(v, win) }
+	yFmt := func(v float64) string { return axisBytes(v, maxY, labelStep, yLabelW) }
+	g := &c.g
+	g.reset(c.w, canvasH)
+	ox, _ := g.axes(-win, 0, maxY, xStep, yStep, xFmt, yFmt, g.style(st.Axis), g.style(st.AxisLabel))
+	x0 := ox + 1
 
 	// markers first: data drawn afterwards stays visible where they cross
 	span := d.To - d.From
@@ -250,8 +365,9 @@ func (c *chartModel) render() string {
 		case "ended":
 			r = '╎'
 		}
+		msn := g.style(ms)
 		for y := 0; y < gh; y++ {
-			lc.Canvas.SetCell(canvas.Point{X: x0 + x, Y: y}, canvas.NewCellWithStyle(r, ms))
+			g.set(x0+x, y, r, msn)
 		}
 		labels = append(labels, markLabel{x0 + x, mk.Label, ms})
 	}
@@ -259,24 +375,24 @@ func (c *chartModel) render() string {
 	dots := gh * 4
 	drawn := false
 	for i := range d.Series {
-		if c.drawSeries(&lc.Canvas, x0, gw, gh, columnSpans(d.Series[i].Cols, d.Series[i].Hold, maxY, dots), d.Series[i].Style) {
+		if c.drawSeries(g, x0, gw, gh, columnSpans(d.Series[i].Cols, d.Series[i].Hold, maxY, dots), g.style(d.Series[i].Style)) {
 			drawn = true
 		}
 	}
 	if !drawn {
 		msg := "no samples in this window"
-		lc.Canvas.SetStringWithStyle(canvas.Point{X: x0 + max((gw-len(msg))/2, 0), Y: gh / 2}, msg, st.Dim)
+		g.setString(x0+max((gw-len(msg))/2, 0), gh/2, msg, g.style(st.Dim))
 	}
 
 	// the canvas lines are exactly w cells wide; only the text lines need
 	// cutting to the width
-	return truncate(markerLine(labels, c.w), c.w) + "\n" + c.canvasString(&lc.Canvas) + "\n" + truncate(legend, c.w)
+	return truncate(markerLine(labels, c.w), c.w) + "\n" + c.gridString(g) + "\n" + truncate(legend, c.w)
 }
 
 // drawSeries lights the braille dots of the spans (two columns and four
-// rows of dots per cell) on the canvas, cell by cell, combining with the
-// dots of series already drawn there (ntcharts' DrawBrailleRune).
-func (c *chartModel) drawSeries(cv *canvas.Model, x0, gw, gh int, spans []span, style lipgloss.Style) bool {
+// rows of dots per cell) on the grid, cell by cell, combining with the dots
+// of series already drawn there.
+func (c *chartModel) drawSeries(g *grid, x0, gw, gh int, spans []span, style uint8) bool {
 	drawn := false
 	for cx := 0; cx < gw && 2*cx+1 < len(spans); cx++ {
 		a, b := spans[2*cx], spans[2*cx+1]
@@ -294,7 +410,7 @@ func (c *chartModel) drawSeries(cv *canvas.Model, x0, gw, gh int, spans []span, 
 				dots[idx[1]] = b.OK && b.Top <= y && y <= b.Bottom
 			}
 			if r := runes.BraillePatternFromPatternDots(dots); r != runes.BrailleBlockOffset {
-				graph.DrawBrailleRune(cv, canvas.Point{X: x0 + cx, Y: cy}, r, style)
+				g.braille(x0+cx, cy, r, style)
 			}
 		}
 	}
@@ -312,16 +428,24 @@ func dotsRange(a, b span) (top, bot int) {
 	return b.Top, b.Bottom
 }
 
-// canvasString is canvas.Model.View, but it styles each run of cells that
-// share a style once, with the style's escape codes computed once per style,
-// instead of a lipgloss Render per cell, which cost about 10 ms a frame at
-// 160x50.
-func (c *chartModel) canvasString(cv *canvas.Model) string {
+// keyOf is what the chart's text needs from a style: the chart only uses
+// foreground colour and bold.
+func keyOf(s lipgloss.Style) styleKey {
+	k := styleKey{fg: s.GetForeground(), bold: s.GetBold()}
+	if _, none := k.fg.(lipgloss.NoColor); none {
+		k.fg = nil
+	}
+	return k
+}
+
+// gridString is the grid as lines of text: each run of cells that share a
+// style is styled once, with the style's escape codes computed once per
+// style, instead of a lipgloss Render per cell.
+func (c *chartModel) gridString(g *grid) string {
 	var sb strings.Builder
-	w, h := cv.Width(), cv.Height()
-	sb.Grow(w * h * 4)
-	run := make([]rune, 0, w)
-	for y := 0; y < h; y++ {
+	sb.Grow(g.w * g.h * 4)
+	run := make([]rune, 0, g.w)
+	for y := 0; y < g.h; y++ {
 		if y > 0 {
 			sb.WriteByte('\n')
 		}
@@ -347,22 +471,19 @@ func (c *chartModel) canvasString(cv *canvas.Model) string {
 			}
 			run = run[:0]
 		}
-		for x := 0; x < w; x++ {
-			cell := cv.Cell(canvas.Point{X: x, Y: y})
-			r := cell.Rune
+		for _, cell := range g.cells[y*g.w : (y+1)*g.w] {
+			r := cell.r
 			k := cur
+			st := g.styles[cell.st]
 			if r == runes.Null || r == ' ' {
 				// a blank joins the run it is in
 				r = ' '
 			} else {
-				k = styleKey{fg: cell.Style.GetForeground(), bold: cell.Style.GetBold()}
-				if _, none := k.fg.(lipgloss.NoColor); none {
-					k.fg = nil
-				}
+				k = keyOf(st)
 			}
 			if k != cur {
 				flush()
-				cur, curStyle = k, cell.Style
+				cur, curStyle = k, st
 			}
 			run = append(run, r)
 		}
