@@ -191,9 +191,13 @@ class Agent:
         now = time.monotonic()
         next_tick = next_connect = next_devcheck = next_send = now
         backoff = BACKOFF_MIN_S
+        rate = self.rate_hz
         while not self._stopping:
             try:
                 now = time.monotonic()
+                if self.rate_hz != rate:  # configure(): a faster rate applies at once
+                    rate = self.rate_hz
+                    next_tick = min(next_tick, now + 1.0 / rate)
                 if self._reconnect:
                     self._reconnect = False
                     self._bye_now()  # the old gputop must not think we died

@@ -165,6 +165,17 @@ def test_attach_is_idempotent_and_applies_new_rate(server: LineServer):
     assert [t.name for t in threading.enumerate()].count("gputop-agent") == 1
 
 
+def test_a_faster_rate_applies_at_once(server: LineServer):
+    # from one sample a minute to 100 a second: the next sample must not wait
+    # for the slow rate's next tick
+    FakeGPU(1).install()
+    h = gputop.attach(rate_hz=1 / 60)
+    assert server.wait(lambda: len(of_type(server.lines(), "sample")) >= 1)
+    n = len(of_type(server.lines(), "sample"))
+    h.configure(rate_hz=100)
+    assert server.wait(lambda: len(of_type(server.lines(), "sample")) >= n + 20, 3.0)
+
+
 def test_snapshot_is_sent_at_once_with_its_values(server: LineServer):
     gpu = FakeGPU(2)
     gpu.alloc(0, 5 << 20)
