@@ -9,6 +9,11 @@ Measures, on a CUDA device:
          for a sampling thread), without and with gputop.attach() at its
          default rate, in many short rounds: the effect sought (1%) is
          smaller than the spread of a single round;
+  toggle the same loop with one agent attached throughout, switched between
+         its default rate ("on") and one sample an hour ("idle", its
+         thread asleep) every --seg-toggle seconds, in on-idle-idle-on
+         rounds: blocks four times shorter than attach/detach allows, so
+         drift of the machine's speed cancels better;
   naive  the same loop with a naive thread calling memory_allocated +
          memory_reserved + max_memory_allocated at 100 Hz and 1 kHz;
   gpu    a GPU-bound bf16 MLP (8 layers of 8192 x 8192, batch 8192), without
@@ -50,16 +55,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+IDLE_HZ = 1 / 3600  # "idle": the attached agent's thread sleeps through the block
+
 ROUND = {"cpu": ["agent", "none"],
+         "toggle": ["on", "idle", "idle", "on"],
          "naive": ["naive100", "none", "naive1000", "none"],
          "gpu": ["agent", "none"]}
 
 
 # ================================================================ worker side
 
-def setup_cpu(torch, nn):
+def setup_cpu(torch, nn, device: str = "cuda"):
     """The reference article's model and its trainer's step, at its batch size."""
-    dev = torch.device("cuda")
+    dev = torch.device(device)
     model = nn.Sequential(
         nn.Linear(100, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.3),
         nn.Linear(256, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Dropout(0.3),
@@ -140,7 +148,8 @@ def thread_cpu_ns(tid: int | None) -> int | None:
 
 
 def run_segment(torch, step, seconds: float) -> dict:
-    torch.cuda.synchronize()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     times = []
     t0 = time.perf_counter_ns()
     end = t0 + int(seconds * 1e9)
@@ -158,17 +167,28 @@ def run_segment(torch, step, seconds: float) -> dict:
 
 
 def worker_train(a, torch, nn) -> dict:
-    step = setup_gpu(torch, nn) if a.kind == "gpu" else setup_cpu(torch, nn)
+    step = setup_gpu(torch, nn) if a.kind == "gpu" else setup_cpu(torch, nn, a.device)
     for _ in range(5):
         step()
     run_segment(torch, step, a.warm)
     gputop = None
     segs = []
-    for cond in a.conds.split(","):
+    conds = a.conds.split(",")
+    held = None  # the agent attached throughout for "on" / "idle"
+    if {"on", "idle"} & set(conds):
+        import gputop
+        held = gputop.attach()
+        on_hz = held.rate_hz  # attach()'s default
+        time.sleep(0.5)
+    for cond in conds:
         extra: dict = {}
         naive = None
         agent_tid = None
-        if cond == "agent":
+        if cond in ("on", "idle"):
+            held.configure(rate_hz=on_hz if cond == "on" else IDLE_HZ)
+            run_segment(torch, step, 0.05)  # the switch settles, untimed
+            agent_tid = getattr(getattr(held, "_thread", None), "native_id", None)
+        elif cond == "agent":
             import gputop
             ag = gputop.attach()
             time.sleep(0.5)  # connect, hello, first samples
@@ -198,6 +218,11 @@ def worker_train(a, torch, nn) -> dict:
                                                    "last_error")})
             gputop.detach()
         segs.append({"cond": cond, **r, **extra})
+    if held is not None:
+        st = gputop.status()
+        held.detach()
+        return {"pid": os.getpid(), "kind": a.kind, "segments": segs,
+                "agent": {k: st.get(k) for k in ("connected", "samples_sent", "dropped", "last_error")}}
     return {"pid": os.getpid(), "kind": a.kind, "segments": segs}
 
 
@@ -306,7 +331,7 @@ def worker(a) -> int:
     import torch
     import torch.nn as nn
 
-    if not torch.cuda.is_available():
+    if not torch.cuda.is_available() and a.device == "cuda":
         print(json.dumps({"error": "CUDA is not available"}))
         return 2
     res = worker_latency(a, torch) if a.kind == "latency" else worker_train(a, torch, nn)
@@ -333,14 +358,14 @@ def run_worker(args: list[str], env: dict, timeout: float, log) -> dict | None:
     return None
 
 
-def slowdowns(segs: list[dict], cond: str, key: str = "mean_us") -> list[float]:
-    """Per round: a cond segment against the mean of the 'none' segments around it, in %."""
+def slowdowns(segs: list[dict], cond: str, key: str = "mean_us", base: str = "none") -> list[float]:
+    """Per round: a cond segment against the mean of the base segments around it, in %."""
     out = []
     for i, x in enumerate(segs):
         if x["cond"] != cond:
             continue
         nb = [segs[j][key] for j in (i - 1, i + 1)
-              if 0 <= j < len(segs) and segs[j]["cond"] == "none"]
+              if 0 <= j < len(segs) and segs[j]["cond"] == base]
         if nb:
             out.append((x[key] / (sum(nb) / len(nb)) - 1) * 100)
     return out
@@ -391,13 +416,15 @@ def parent(a) -> int:
     t_begin = time.time()
     try:
         for kind, rounds, seg in (("cpu", a.rounds_cpu, a.seg_cpu),
+                                  ("toggle", a.rounds_toggle, a.seg_toggle),
                                   ("naive", a.rounds_naive, a.seg_naive),
                                   ("gpu", a.rounds_gpu, a.seg_gpu)):
-            if kind in a.skip or (kind == "naive" and "cpu" in a.skip):
+            if kind in a.skip or (kind in ("naive", "toggle") and "cpu" in a.skip):
                 continue
             conds = ["none"] + ROUND[kind] * rounds
             w = run_worker(["--kind", kind, "--conds", ",".join(conds), "--seg", str(seg),
-                            "--warm", str(a.warm)], env, a.worker_timeout, log)
+                            "--warm", str(a.warm)] + (["--device", a.device] if kind != "gpu" else []),
+                           env, a.worker_timeout, log)
             res[kind] = w
             print(f"  {kind}: " + (", ".join(f"{x['cond']} {x['mean_us']:.1f}us"
                                             for x in w["segments"])
@@ -435,6 +462,7 @@ def analyse(a, res: dict) -> None:
     p = a.prefix
     summary = {}
     naive = (res.get("naive") or {}).get("segments", [])
+    toggle = (res.get("toggle") or {}).get("segments", [])
     for kind in ("cpu", "gpu"):
         if kind in a.skip:
             continue
@@ -457,6 +485,17 @@ def analyse(a, res: dict) -> None:
                                                      if x.get("agent_thread_cpu_pct") is not None]),
              "limit_pct": limit}
         if kind == "cpu":
+            tg = slowdowns(toggle, "on", base="idle")
+            s.update({
+                "toggle_slowdown_pct": median_or_none(tg),
+                "toggle_slowdown_pct_mean": round(statistics.fmean(tg), 3) if tg else None,
+                "toggle_slowdown_pct_sem": (round(statistics.stdev(tg) / len(tg) ** 0.5, 3)
+                                            if len(tg) > 1 else None),
+                "toggle_pairs": len(tg),
+                "toggle_agent_thread_cpu_pct": median_or_none(
+                    [x["agent_thread_cpu_pct"] for x in toggle
+                     if x["cond"] == "on" and x.get("agent_thread_cpu_pct") is not None]),
+            })
             s.update({
                 "naive100_slowdown_pct": median_or_none(slowdowns(naive, "naive100")),
                 "naive1000_slowdown_pct": median_or_none(slowdowns(naive, "naive1000")),
@@ -466,10 +505,14 @@ def analyse(a, res: dict) -> None:
                     [x["thread_hz"] for x in naive if x["cond"] == "naive1000"])})
         summary[kind] = s
         problems = []
-        if s["agent_slowdown_pct"] is None:
+        # the toggled blocks resolve the effect best; without them, attach/detach
+        verdict = s.get("toggle_slowdown_pct")
+        if verdict is None:
+            verdict = s["agent_slowdown_pct"]
+        if verdict is None:
             problems.append("no agent segment was timed")
-        elif s["agent_slowdown_pct"] > limit:
-            problems.append(f"agent slowdown {s['agent_slowdown_pct']}% > {limit}%")
+        elif verdict > limit:
+            problems.append(f"agent slowdown {verdict}% > {limit}%")
         ag = [x for x in segs if x["cond"] == "agent"]
         sent = [x.get("samples_sent") or 0 for x in ag]
         if not all(x.get("connected") for x in ag):
@@ -488,6 +531,10 @@ def analyse(a, res: dict) -> None:
                f"({spread}; limit {limit}%), agent sent ~{rate:.0f} samples/s")
         if s["agent_thread_cpu_pct"] is not None:
             txt += f"; the agent thread ran {s['agent_thread_cpu_pct']:.2f}% of a core"
+        if s.get("toggle_slowdown_pct") is not None:
+            txt += (f"; switched on/idle in {s['toggle_pairs']} blocks of {a.seg_toggle:g} s: median "
+                    f"{s['toggle_slowdown_pct']:+.2f}% (mean {s['toggle_slowdown_pct_mean']:+.2f}% ± "
+                    f"{s['toggle_slowdown_pct_sem'] or 0:.2f}; the verdict)")
         if kind == "cpu":
             txt += (f"; naive thread 100 Hz {s['naive100_slowdown_pct'] or 0:+.1f}%, "
                     f"1 kHz {s['naive1000_slowdown_pct'] or 0:+.1f}% "
@@ -535,10 +582,11 @@ def f(v, spec: str) -> str:
 
 def print_table(summary: dict, lat: dict | None) -> None:
     print("\nagent overhead (mean step time; slowdown vs no agent, median over rounds)")
-    print(f"{'workload':28} {'step us':>9} {'agent %':>9} {'naive100 %':>11} {'naive1k %':>10}")
+    print(f"{'workload':28} {'step us':>9} {'agent %':>9} {'on/idle %':>10} {'naive100 %':>11} {'naive1k %':>10}")
     for kind, s in summary.items():
         name = "small MLP, CPU-bound" if kind == "cpu" else "bf16 MLP, GPU-bound"
         print(f"{name:28} {f(s['step_us'], '9.1f')} {f(s['agent_slowdown_pct'], '+9.2f')} "
+              f"{f(s.get('toggle_slowdown_pct'), '+10.2f')} "
               f"{f(s.get('naive100_slowdown_pct'), '+11.2f')} "
               f"{f(s.get('naive1000_slowdown_pct'), '+10.2f')}")
     if lat:
@@ -557,13 +605,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_worker"]:
         w = argparse.ArgumentParser(prog="overhead.py _worker")
-        w.add_argument("--kind", choices=["cpu", "naive", "gpu", "latency"], required=True)
+        w.add_argument("--kind", choices=["cpu", "toggle", "naive", "gpu", "latency"], required=True)
         w.add_argument("--conds", default="none")
         w.add_argument("--seg", type=float, default=1.5)
         w.add_argument("--warm", type=float, default=1.0)
         w.add_argument("--snapshots", type=int, default=300)
         w.add_argument("--visible", type=int, default=40)
         w.add_argument("--rec", default="")
+        w.add_argument("--device", default="cuda",
+                       help="cpu: run the cpu/toggle/naive loops without a GPU (checks the mechanics only)")
         return worker(w.parse_args(argv[1:]))
     ap = argparse.ArgumentParser(description="gputop agent overhead on a CUDA device",
                                  epilog=__doc__.split("\n\n", 2)[2],
@@ -576,7 +626,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", help="for the recording, socket and log (default: a temp dir)")
     ap.add_argument("--results-dir", help="write one pass/fail result JSON per check here")
     ap.add_argument("--prefix", default="", help="file name prefix of those results")
-    ap.add_argument("--rounds-cpu", type=int, default=24)
+    ap.add_argument("--rounds-cpu", type=int, default=12)
+    ap.add_argument("--rounds-toggle", type=int, default=50,
+                    help="on-idle-idle-on rounds of the attached agent switched on and off")
+    ap.add_argument("--seg-toggle", type=float, default=0.25)
     ap.add_argument("--rounds-naive", type=int, default=2)
     ap.add_argument("--rounds-gpu", type=int, default=5)
     ap.add_argument("--seg-cpu", type=float, default=1.0, help="seconds per timed segment")
@@ -586,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--snapshots", type=int, default=300, help="snapshot() calls timed")
     ap.add_argument("--visible", type=int, default=40, help="snapshots watched until they land")
     ap.add_argument("--skip", nargs="*", default=[], choices=["cpu", "gpu", "snap"])
+    ap.add_argument("--device", default="cuda",
+                    help="cpu: run the CPU-bound loops without a GPU, to check this script's "
+                         "mechanics (the agent then samples nothing); use with --skip gpu snap")
     ap.add_argument("--worker-timeout", type=float, default=150)
     ap.add_argument("--dry-run", action="store_true", help="check arguments and imports, then exit")
     a = ap.parse_args(argv)

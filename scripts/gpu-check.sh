@@ -330,7 +330,7 @@ step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
-step overhead 170 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call
+step overhead 190 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
 
