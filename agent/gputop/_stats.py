@@ -157,9 +157,14 @@ class TorchSource(Source):
         # the GIL is taken from the training thread. Forgotten in a forked
         # child, where CUDA cannot be used (_after_fork).
         self._memstats: Callable[[int], Mapping[str, Any]] | None = None
+        # (device indices, _cuda_hasPrimaryContext) once CUDA is initialised:
+        # snapshot() asks for the device list at every call, often after a
+        # pause, when each Python call costs the most
+        self._devprobe: tuple[range, Callable[[int], bool]] | None = None
 
     def forget(self) -> None:
         self._memstats = None
+        self._devprobe = None
         self._info = {}
 
     def available(self, import_torch: bool = True) -> bool:
@@ -181,14 +186,19 @@ class TorchSource(Source):
         return t
 
     def devices(self) -> list[int]:
-        t = self._initialized()
-        if t is None:
-            return []
-        n = t.cuda.device_count()
-        has = getattr(t._C, "_cuda_hasPrimaryContext", None)
-        if has is None:
-            return [t.cuda.current_device()]
-        return [i for i in range(n) if has(i)]
+        probe = self._devprobe
+        if probe is None:
+            t = self._initialized()
+            if t is None:
+                return []
+            has = getattr(t._C, "_cuda_hasPrimaryContext", None)
+            if has is None:
+                return [t.cuda.current_device()]
+            # the device count is fixed once CUDA is up (CUDA_VISIBLE_DEVICES
+            # is read at init), so a later call asks only which have a context
+            probe = self._devprobe = (range(t.cuda.device_count()), has)
+        span, has = probe
+        return [i for i in span if has(i)]
 
     def info(self, index: int) -> dict[str, Any]:
         d = self._info.get(index)

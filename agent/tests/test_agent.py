@@ -617,6 +617,7 @@ class _FakeTorch(types.ModuleType):
         super().__init__("torch")
         self.initialised = True
         self.calls = 0
+        self.contexts = {0}
         self.__version__ = "2.11.0+fake"
         torch = self
 
@@ -626,15 +627,23 @@ class _FakeTorch(types.ModuleType):
                 torch.calls += 1
                 return gpu.stats(i)
 
+            @staticmethod
+            def _cuda_hasPrimaryContext(i):
+                return i in torch.contexts
+
         class cuda:
             @staticmethod
             def is_initialized():
                 return torch.initialised
 
+            @staticmethod
+            def device_count():
+                return 2
+
         self._C, self.cuda = _C, cuda
 
 
-def test_torch_source_reads_the_allocator_and_forgets_it_after_fork(monkeypatch):
+def test_torch_source_reads_the_allocator_and_devices_and_forgets_them_after_fork(monkeypatch):
     gpu = FakeGPU(1)
     gpu.set(0, allocated=7, reserved=8, peak=9)
     fake = _FakeTorch(gpu)
@@ -649,10 +658,15 @@ def test_torch_source_reads_the_allocator_and_forgets_it_after_fork(monkeypatch)
     gpu.set(0, allocated=1)
     assert src.read(0).allocated == 1  # read afresh each time
     assert fake.calls == 2
+    # the device list follows contexts made later
+    assert src.devices() == [0]
+    fake.contexts.add(1)
+    assert src.devices() == [0, 1]
     # a forked child cannot use its parent's CUDA: the source checks again
     _stats._after_fork()
     fake.initialised = False
     assert src.read(0) == _stats.ZERO
+    assert src.devices() == []
     assert fake.calls == 2
 
 
