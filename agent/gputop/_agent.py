@@ -35,6 +35,10 @@ SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
 MARK_QUEUE = 4096  # marks / ooms / holders waiting for the socket
 OUT_LIMIT = 256 * 1024  # encoded bytes waiting for the socket
 DEVICE_RECHECK_S = 1.0  # how often the set of initialised devices is re-read
+# Before this process has a CUDA device there is nothing to sample: the
+# thread only looks for one, this often, instead of at the sampling rate
+# (it would take the GIL from CPU-bound work such as data loading).
+NO_DEVICE_TICK_S = 0.1
 BACKOFF_MIN_S, BACKOFF_MAX_S = 0.05, 1.0
 STOP_TIMEOUT_S = 1.0  # the most detach()/exit waits to flush and say bye
 DEFAULT_RATE_HZ = 100.0
@@ -220,7 +224,8 @@ class Agent:
                             self._check_devices()
                             next_devcheck = now + DEVICE_RECHECK_S
                         self._sample()
-                        next_tick += 1.0 / self.rate_hz
+                        next_tick += 1.0 / self.rate_hz if self._devs else max(1.0 / self.rate_hz,
+                                                                               NO_DEVICE_TICK_S)
                         if next_tick <= now:  # fell behind: skip, never burst
                             next_tick = now + 1.0 / self.rate_hz
                     if self._marks or now >= next_send or self._stopping:

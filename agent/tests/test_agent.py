@@ -165,6 +165,22 @@ def test_attach_is_idempotent_and_applies_new_rate(server: LineServer):
     assert [t.name for t in threading.enumerate()].count("gputop-agent") == 1
 
 
+def test_without_a_cuda_device_the_thread_only_looks_for_one(server: LineServer):
+    # before CUDA is initialised there is nothing to sample: the thread must
+    # not wake at the sampling rate (100/s) to find that out
+    gpu = FakeGPU(1, initialised=0)
+    calls = []
+    devices = gpu.devices
+    gpu.devices = lambda: calls.append(1) or devices()
+    gpu.install()
+    gputop.attach(rate_hz=100)
+    assert server.wait(lambda: server.lines(0))  # connected, hello said
+    time.sleep(1.0)
+    assert len(calls) <= 15, f"{len(calls)} device checks in 1 s"
+    gpu.initialised = 1  # CUDA comes up: sampling starts within a check
+    assert server.wait(lambda: len(of_type(server.lines(), "sample")) >= 5, 2.0)
+
+
 def test_a_faster_rate_applies_at_once(server: LineServer):
     # from one sample a minute to 100 a second: the next sample must not wait
     # for the slow rate's next tick
