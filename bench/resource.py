@@ -110,16 +110,40 @@ def start_in_tmux(session: str, cmd: str, want: str, width: int, height: int) ->
     return pid
 
 
+def thread_ticks(pid: int) -> dict[str, int]:
+    """CPU ticks (utime + stime) of a process's threads, summed by thread
+    name: gputop's Go threads are "gputop", its sampling thread
+    "gputop-nvml"."""
+    out: dict[str, int] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                name = fh.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                st = fh.read()
+        except OSError:
+            continue
+        rest = st[st.rfind(")") + 2:].split()
+        out[name] = out.get(name, 0) + int(rest[11]) + int(rest[12])
+    return out
+
+
 class Probe:
     def __init__(self, name: str, pid: int | None, note: str = "") -> None:
         self.name, self.pid, self.note = name, pid, note
         self.t0 = self.c0 = None
+        self.threads0: dict[str, int] = {}
         self.rss: list[int] = []
         self.result: dict = {}
 
     def begin(self) -> None:
         if self.pid:
             self.t0, self.c0 = time.monotonic(), cpu_ticks(self.pid)
+            self.threads0 = thread_ticks(self.pid)
 
     def sample(self) -> None:
         if self.pid:
@@ -137,12 +161,15 @@ class Probe:
             return
         wall = time.monotonic() - self.t0
         hwm = status_kib(self.pid, "VmHWM")
+        threads = {k: round((v - self.threads0.get(k, 0)) / CLK_TCK / wall * 100, 2)
+                   for k, v in thread_ticks(self.pid).items()}
         self.result = {
             "status": "ok", "pid": self.pid, "seconds": round(wall, 1),
             "cpu_pct_of_one_core": round((c1 - self.c0) / CLK_TCK / wall * 100, 2),
             "rss_mib_mean": round(sum(self.rss) / len(self.rss) / 1024, 1) if self.rss else None,
             "rss_mib_max": round(max(self.rss) / 1024, 1) if self.rss else None,
             "hwm_mib": round(hwm / 1024, 1) if hwm else None,
+            "cpu_pct_by_thread": threads,  # exited threads are missing
             "note": self.note,
         }
 
@@ -289,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         r.pop("status")
         txt = (f"{p.name}: {r['cpu_pct_of_one_core']:.2f}% of a core, RSS {r['rss_mib_mean']:.1f} MiB "
                f"mean / {r['rss_mib_max']:.1f} max over {r['seconds']:.0f} s")
+        if p.name.startswith("gputop") and r.get("cpu_pct_by_thread"):
+            txt += " (" + ", ".join(f"{k} {v:.2f}%" for k, v in sorted(r["cpu_pct_by_thread"].items())) + ")"
         if p.name.startswith("gputop TUI"):
             ok = r["cpu_pct_of_one_core"] <= a.cpu_limit and (r["rss_mib_max"] or 0) <= a.rss_limit_mib
             failed |= not ok
