@@ -307,17 +307,22 @@ func (n *NVML) tick(now time.Time) {
 			continue
 		}
 		used, reserved, _, err := d.read()
-		t := time.Now().UnixNano()
-		if err != nil {
-			d.fail(n.st, t, err, now)
-			continue
-		}
-		if d.errRet != nvml.SUCCESS {
-			d.recovered(n.st, t)
-		}
-		n.st.AddNVML(d.index, t, used, reserved)
-		d.count++
+		n.record(d, time.Now().UnixNano(), used, reserved, err, now)
 	}
+}
+
+// record stores one reading of d taken at t, or shows its error; both
+// samplers (tick here, take for the native thread) end in it.
+func (n *NVML) record(d *nvmlDev, t int64, used, reserved uint64, err error, now time.Time) {
+	if err != nil {
+		d.fail(n.st, t, err, now)
+		return
+	}
+	if d.errRet != nvml.SUCCESS {
+		d.recovered(n.st, t)
+	}
+	n.st.AddNVML(d.index, t, used, reserved)
+	d.count++
 }
 
 // reportRates stores each device's achieved rate over the last window.
@@ -517,24 +522,16 @@ func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop) {
 	}
 }
 
-// take stores one reading of the native thread, as tick does for its own.
+// take stores one reading of the native thread.
 func (n *NVML) take(d *nvmlDev, s native.Sample, now time.Time) {
+	var err error
 	if s.V1 {
 		d.v1 = true
+		err = check("GetMemoryInfo", nvml.Return(s.Ret))
+	} else {
+		err = check("GetMemoryInfo_v2", nvml.Return(s.Ret))
 	}
-	if s.Ret != 0 {
-		op := "GetMemoryInfo_v2"
-		if s.V1 {
-			op = "GetMemoryInfo"
-		}
-		d.fail(n.st, s.T, &Error{Op: op, Ret: nvml.Return(s.Ret)}, now)
-		return
-	}
-	if d.errRet != nvml.SUCCESS {
-		d.recovered(n.st, s.T)
-	}
-	n.st.AddNVML(d.index, s.T, s.Used, s.Reserved)
-	d.count++
+	n.record(d, s.T, s.Used, s.Reserved, err, now)
 }
 
 func (n *NVML) procLoop(ctx context.Context) {
