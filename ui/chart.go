@@ -147,6 +147,7 @@ type grid struct {
 	w, h   int
 	cells  []gridCell
 	styles []lipgloss.Style // index 0: none
+	keys   []styleKey       // keyOf(styles[i]), computed once
 }
 
 type gridCell struct {
@@ -163,20 +164,20 @@ func (g *grid) reset(w, h int) {
 		clear(g.cells)
 	}
 	g.styles = append(g.styles[:0], lipgloss.NewStyle())
+	g.keys = append(g.keys[:0], styleKey{})
 }
 
 // style returns the number of s, adding it.
 func (g *grid) style(s lipgloss.Style) uint8 {
 	k := keyOf(s)
-	for i := 1; i < len(g.styles); i++ {
-		if keyOf(g.styles[i]) == k {
-			return uint8(i)
-		}
+	if i := slices.Index(g.keys, k); i >= 0 {
+		return uint8(i)
 	}
 	if len(g.styles) == 255 {
 		return 0
 	}
 	g.styles = append(g.styles, s)
+	g.keys = append(g.keys, k)
 	return uint8(len(g.styles) - 1)
 }
 
@@ -474,16 +475,15 @@ func (c *chartModel) gridString(g *grid) string {
 		for _, cell := range g.cells[y*g.w : (y+1)*g.w] {
 			r := cell.r
 			k := cur
-			st := g.styles[cell.st]
 			if r == runes.Null || r == ' ' {
 				// a blank joins the run it is in
 				r = ' '
 			} else {
-				k = keyOf(st)
+				k = g.keys[cell.st]
 			}
 			if k != cur {
 				flush()
-				cur, curStyle = k, st
+				cur, curStyle = k, g.styles[cell.st]
 			}
 			run = append(run, r)
 		}
