@@ -334,6 +334,28 @@ func (n *NVML) reportRates(elapsed time.Duration) {
 	}
 }
 
+// rateReporter reports the achieved rates once per rateWindow; both sampling
+// loops call due at each of their wake-ups.
+type rateReporter struct {
+	n    *NVML
+	last time.Time
+}
+
+// startRates opens a rate window at now, also when Run is called again.
+func (n *NVML) startRates(now time.Time) rateReporter {
+	for _, d := range n.devs {
+		d.reported = d.count
+	}
+	return rateReporter{n: n, last: now}
+}
+
+func (r *rateReporter) due(now time.Time) {
+	if el := now.Sub(r.last); el >= rateWindow {
+		r.n.reportRates(el)
+		r.last = now
+	}
+}
+
 // pacer keeps a fixed rate with absolute deadlines: each deadline is the
 // previous one plus a period, so a late wake-up shortens the next sleep
 // instead of slowing the rate. After a long stall it resyncs rather than
@@ -421,17 +443,11 @@ func (n *NVML) sampleLoop(ctx context.Context) {
 	defer timer.Stop()
 	start := time.Now()
 	p := newPacer(n.opt.period(), start)
-	lastReport := start
-	for _, d := range n.devs {
-		d.reported = d.count // a window starts here, also when Run is called again
-	}
+	rates := n.startRates(start)
 	for {
 		now := time.Now()
 		n.tick(now)
-		if el := now.Sub(lastReport); el >= rateWindow {
-			n.reportRates(el)
-			lastReport = now
-		}
+		rates.due(now)
 		if d := p.wait(time.Now()); d > 0 {
 			timer.Reset(d)
 			select {
@@ -494,10 +510,7 @@ func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop) {
 	defer loop.Stop()
 	tk := time.NewTicker(drainEvery)
 	defer tk.Stop()
-	lastReport := time.Now()
-	for _, d := range n.devs {
-		d.reported = d.count
-	}
+	rates := n.startRates(time.Now())
 	var dropped uint64
 	for {
 		select {
@@ -511,10 +524,7 @@ func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop) {
 				loop.Drain(d.index, func(s native.Sample) { n.take(d, s, now) })
 			}
 		}
-		if el := now.Sub(lastReport); el >= rateWindow {
-			n.reportRates(el)
-			lastReport = now
-		}
+		rates.due(now)
 		if k := loop.Dropped(); k != dropped {
 			n.st.Log(fmt.Sprintf("NVML sampling: %d readings dropped (the store fell behind)", k-dropped))
 			dropped = k
