@@ -110,6 +110,12 @@ class Source:
 
     def read(self, index: int) -> Counters:
         """One reading of one device's allocator."""
+        return counters(self.read_raw(index))
+
+    def read_raw(self, index: int) -> Mapping[str, Any]:
+        """The stats mapping read() takes its counters from: the agent
+        thread's tick only stores it, and picks the counters out when it
+        sends a batch, with the code warm."""
         raise NotImplementedError
 
     def current(self) -> int | None:
@@ -219,14 +225,14 @@ class TorchSource(Source):
             self._info[index] = d
         return d
 
-    def read(self, index: int) -> Counters:
+    def read_raw(self, index: int) -> Mapping[str, Any]:
         f = self._memstats
         if f is None:
             t = self._initialized()
             if t is None:
-                return ZERO
+                return {}
             f = self._memstats = t._C._cuda_memoryStats
-        return counters(f(index))
+        return f(index)
 
     def current(self) -> int | None:
         t = self._initialized()
@@ -307,8 +313,8 @@ class InjectedSource(Source):
                         "name": str(d.get("name", "")), "total": int(d.get("total", 0))}
         raise KeyError(f"no device {index}")
 
-    def read(self, index: int) -> Counters:
-        return counters(self._stats(index))
+    def read_raw(self, index: int) -> Mapping[str, Any]:
+        return self._stats(index)
 
     def current(self) -> int | None:
         devs = self.devices()

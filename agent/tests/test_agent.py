@@ -66,6 +66,7 @@ def test_sample_queue_drops_oldest_and_counts(stepped, monkeypatch):
         gpu.set(0, allocated=i)
         gpu.set(1, allocated=100 + i)
         ag._sample()
+    ag._convert()  # what every send does first
     assert ag.dropped == 16
     assert len(ag._samples) == 10
     ag._sock = a
@@ -77,6 +78,26 @@ def test_sample_queue_drops_oldest_and_counts(stepped, monkeypatch):
     assert all(f["dropped"] == 16 for f in got)
 
 
+def test_tick_keeps_the_reading_and_the_send_converts_it(stepped, monkeypatch):
+    ag, gpu, a, b = stepped
+    gpu.set(0, allocated=7)
+    gpu.set(1, allocated=9)
+    ag._sample()
+    # the tick did only the stats calls; what they returned waits as it is
+    assert len(ag._raw) == 2 and not ag._samples
+    gpu.set(0, allocated=1000)  # changed after the tick: must not leak in
+    ag._sock = a
+    ag._pump()
+    got = of_type(drain(b), "sample")
+    assert [(f["dev"], f["allocated"]) for f in got] == [(0, 7), (1, 9)]
+    assert not ag._raw
+    # with no send for a long while, the raw readings are converted anyway
+    monkeypatch.setattr(_agent, "RAW_LIMIT", 6)
+    for _ in range(3):
+        ag._sample()
+    assert not ag._raw and len(ag._samples) == 6
+
+
 def test_marks_go_first_and_are_not_dropped_with_samples(stepped, monkeypatch):
     ag, gpu, a, b = stepped
     monkeypatch.setattr(_agent, "SAMPLE_QUEUE", 4)
@@ -85,6 +106,7 @@ def test_marks_go_first_and_are_not_dropped_with_samples(stepped, monkeypatch):
         ag.post({"type": "mark", "t": 1, "label": f"m{i}", "kind": "snapshot", "devs": []})
     for _ in range(20):
         ag._sample()
+    ag._convert()
     assert ag.marks_dropped == 0 and ag.dropped == 38
     ag._sock = a
     ag._hello_devs = frozenset({0, 1})
