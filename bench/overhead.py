@@ -31,8 +31,10 @@ cancels slow drift (clocks, caches); the reported figure is the median over
 rounds, with the mean and its standard error beside it. The agent thread's own
 CPU time in its segments (from /proc/self/task/TID/schedstat) is reported
 too: the GIL time it can take from the training thread is at most that,
-plus the hand-offs, and unlike step times it hardly varies between rounds. Step
-time is the mean over a segment (wall time / steps): a thread that stalls
+plus the hand-offs, and unlike step times it hardly varies between rounds. So
+is the training thread's time asleep (wall time less its CPU time and its
+wait for a CPU): the agent adds its GIL waits to the CUDA syncs already
+there. Step time is the mean over a segment (wall time / steps): a thread that stalls
 one step in thirty barely moves a median, but it costs throughput all the
 same. gputop's recording shows what the agent sent meanwhile.
 """
@@ -147,10 +149,24 @@ def thread_cpu_ns(tid: int | None) -> int | None:
         return None
 
 
+def thread_sched_ns(tid: int) -> tuple[int, int] | None:
+    """(ns on a CPU, ns waiting for one) of the calling thread. The CPU time
+    comes from the thread's clock: schedstat's lags by up to a scheduler
+    tick while the thread runs, as much as the effect measured here."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as fh:
+            wait = int(fh.read().split()[1])
+        return time.thread_time_ns(), wait
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def run_segment(torch, step, seconds: float) -> dict:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     times = []
+    me = threading.get_native_id()
+    s0 = thread_sched_ns(me)
     t0 = time.perf_counter_ns()
     end = t0 + int(seconds * 1e9)
     now = t0
@@ -160,10 +176,19 @@ def run_segment(torch, step, seconds: float) -> dict:
         times.append(t - now)
         now = t
     total = now - t0
+    s1 = thread_sched_ns(me)
     times.sort()
-    return {"steps": len(times), "mean_us": total / len(times) / 1e3,
-            "median_us": times[len(times) // 2] / 1e3,
-            "p90_us": times[int(len(times) * 0.9)] / 1e3}
+    r = {"steps": len(times), "mean_us": total / len(times) / 1e3,
+         "median_us": times[len(times) // 2] / 1e3,
+         "p90_us": times[int(len(times) * 0.9)] / 1e3}
+    if s0 is not None and s1 is not None:
+        # The training thread neither ran nor waited for a CPU: it slept,
+        # in a CUDA sync or waiting for the GIL. What the agent adds to it is
+        # its direct cost, with less noise than step times; the GPU may go on
+        # with queued work meanwhile, so not all of it is lost.
+        r["train_asleep_pct"] = round(
+            (total - (s1[0] - s0[0]) - (s1[1] - s0[1])) / total * 100, 4)
+    return r
 
 
 def worker_train(a, torch, nn) -> dict:
@@ -360,15 +385,32 @@ def run_worker(args: list[str], env: dict, timeout: float, log) -> dict | None:
 
 def slowdowns(segs: list[dict], cond: str, key: str = "mean_us", base: str = "none") -> list[float]:
     """Per round: a cond segment against the mean of the base segments around it, in %."""
+    return [(v / b - 1) * 100 for v, b in neighbours(segs, cond, key, base)]
+
+
+def differences(segs: list[dict], cond: str, key: str, base: str) -> list[float]:
+    """Per round: a cond segment's key minus the mean of the base segments around it."""
+    return [v - b for v, b in neighbours(segs, cond, key, base)]
+
+
+def neighbours(segs: list[dict], cond: str, key: str, base: str) -> list[tuple[float, float]]:
+    """(cond segment's key, mean key of the base segments just before and after it)."""
     out = []
     for i, x in enumerate(segs):
-        if x["cond"] != cond:
+        if x["cond"] != cond or x.get(key) is None:
             continue
         nb = [segs[j][key] for j in (i - 1, i + 1)
-              if 0 <= j < len(segs) and segs[j]["cond"] == base]
+              if 0 <= j < len(segs) and segs[j]["cond"] == base and segs[j].get(key) is not None]
         if nb:
-            out.append((x[key] / (sum(nb) / len(nb)) - 1) * 100)
+            out.append((x[key], sum(nb) / len(nb)))
     return out
+
+
+def mean_sem(v: list[float]) -> tuple[float | None, float | None]:
+    if not v:
+        return None, None
+    return (round(statistics.fmean(v), 3),
+            round(statistics.stdev(v) / len(v) ** 0.5, 3) if len(v) > 1 else None)
 
 
 def median_or_none(v: list[float]):
@@ -483,6 +525,12 @@ def analyse(a, res: dict) -> None:
              "step_us": median_or_none([x["mean_us"] for x in segs if x["cond"] == "none"]),
              "agent_thread_cpu_pct": median_or_none([x["agent_thread_cpu_pct"] for x in segs
                                                      if x.get("agent_thread_cpu_pct") is not None]),
+             "train_asleep_agent_pct": median_or_none([x["train_asleep_pct"] for x in segs
+                                                        if x["cond"] == "agent"
+                                                        and x.get("train_asleep_pct") is not None]),
+             "train_asleep_none_pct": median_or_none([x["train_asleep_pct"] for x in segs
+                                                       if x["cond"] == "none"
+                                                       and x.get("train_asleep_pct") is not None]),
              "limit_pct": limit}
         if kind == "cpu":
             tg = slowdowns(toggle, "on", base="idle")
@@ -495,7 +543,15 @@ def analyse(a, res: dict) -> None:
                 "toggle_agent_thread_cpu_pct": median_or_none(
                     [x["agent_thread_cpu_pct"] for x in toggle
                      if x["cond"] == "on" and x.get("agent_thread_cpu_pct") is not None]),
+                "toggle_train_asleep_on_pct": median_or_none(
+                    [x["train_asleep_pct"] for x in toggle
+                     if x["cond"] == "on" and x.get("train_asleep_pct") is not None]),
+                "toggle_train_asleep_idle_pct": median_or_none(
+                    [x["train_asleep_pct"] for x in toggle
+                     if x["cond"] == "idle" and x.get("train_asleep_pct") is not None]),
             })
+            s["toggle_train_asleep_added_pts"], s["toggle_train_asleep_added_sem"] = mean_sem(
+                differences(toggle, "on", "train_asleep_pct", "idle"))
             s.update({
                 "naive100_slowdown_pct": median_or_none(slowdowns(naive, "naive100")),
                 "naive1000_slowdown_pct": median_or_none(slowdowns(naive, "naive1000")),
@@ -527,14 +583,28 @@ def analyse(a, res: dict) -> None:
                   f"over {len(agent)} rounds" if s["agent_slowdown_pct_sem"] is not None
                   else f"rounds {', '.join(f'{v:+.2f}' for v in agent)}")
         txt = (f"{'small MLP (CPU-bound)' if kind == 'cpu' else 'bf16 8x8192 MLP (GPU-bound)'}: "
-               f"step {s['step_us']:.0f} us; agent median {s['agent_slowdown_pct'] or 0:+.2f}% "
-               f"({spread}; limit {limit}%), agent sent ~{rate:.0f} samples/s")
+               f"step {s['step_us']:.0f} us")
+        if s.get("toggle_slowdown_pct") is not None:
+            txt += (f"; agent switched on/idle in {s['toggle_pairs']} blocks of {a.seg_toggle:g} s: "
+                    f"median {s['toggle_slowdown_pct']:+.2f}% (the verdict; mean "
+                    f"{s['toggle_slowdown_pct_mean']:+.2f}% ± {s['toggle_slowdown_pct_sem'] or 0:.2f}; "
+                    f"limit {limit}%)")
+            if s.get("toggle_train_asleep_added_pts") is not None:
+                txt += (f"; training thread asleep (CUDA syncs, GIL) "
+                        f"{s['toggle_train_asleep_on_pct']:.2f}% of the time with the agent on, "
+                        f"{s['toggle_train_asleep_idle_pct']:.2f}% idle: the agent adds "
+                        f"{s['toggle_train_asleep_added_pts']:+.2f} ± "
+                        f"{s['toggle_train_asleep_added_sem'] or 0:.2f} points")
+            txt += (f"; attach/detach rounds median {s['agent_slowdown_pct'] or 0:+.2f}% "
+                    f"({spread}), agent sent ~{rate:.0f} samples/s")
+        else:
+            txt += (f"; agent median {s['agent_slowdown_pct'] or 0:+.2f}% "
+                    f"({spread}; limit {limit}%), agent sent ~{rate:.0f} samples/s")
+            if s.get("train_asleep_agent_pct") is not None:
+                txt += (f"; training thread asleep {s['train_asleep_agent_pct']:.2f}% of the time "
+                        f"with the agent, {s['train_asleep_none_pct'] or 0:.2f}% without")
         if s["agent_thread_cpu_pct"] is not None:
             txt += f"; the agent thread ran {s['agent_thread_cpu_pct']:.2f}% of a core"
-        if s.get("toggle_slowdown_pct") is not None:
-            txt += (f"; switched on/idle in {s['toggle_pairs']} blocks of {a.seg_toggle:g} s: median "
-                    f"{s['toggle_slowdown_pct']:+.2f}% (mean {s['toggle_slowdown_pct_mean']:+.2f}% ± "
-                    f"{s['toggle_slowdown_pct_sem'] or 0:.2f}; the verdict)")
         if kind == "cpu":
             txt += (f"; naive thread 100 Hz {s['naive100_slowdown_pct'] or 0:+.1f}%, "
                     f"1 kHz {s['naive1000_slowdown_pct'] or 0:+.1f}% "
@@ -589,6 +659,15 @@ def print_table(summary: dict, lat: dict | None) -> None:
               f"{f(s.get('toggle_slowdown_pct'), '+10.2f')} "
               f"{f(s.get('naive100_slowdown_pct'), '+11.2f')} "
               f"{f(s.get('naive1000_slowdown_pct'), '+10.2f')}")
+    print("\ntraining thread asleep (CUDA syncs, GIL waits), % of wall time, median over segments")
+    print(f"{'workload':28} {'agent on':>9} {'idle':>9} {'added':>9} {'attached':>9} {'none':>9}")
+    for kind, s in summary.items():
+        name = "small MLP, CPU-bound" if kind == "cpu" else "bf16 MLP, GPU-bound"
+        print(f"{name:28} {f(s.get('toggle_train_asleep_on_pct'), '9.2f')} "
+              f"{f(s.get('toggle_train_asleep_idle_pct'), '9.2f')} "
+              f"{f(s.get('toggle_train_asleep_added_pts'), '+9.2f')} "
+              f"{f(s.get('train_asleep_agent_pct'), '9.2f')} "
+              f"{f(s.get('train_asleep_none_pct'), '9.2f')}")
     if lat:
         print("\ncall latency (us)          median      p99      max")
         rows = [("gputop.snapshot()", lat["snapshot_call"])]

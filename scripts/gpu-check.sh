@@ -14,7 +14,8 @@
 #               what a 10 Hz / 4 Hz sampler would have seen
 #   sigkill     a training job killed with SIGKILL mid-run: its history stays,
 #               an "ended" frame marks it; `gputop snap LABEL` from the shell
-#   overhead    bench/overhead.py: the agent's cost, snapshot() latency
+#   overhead    bench/overhead.py: the agent's cost, snapshot() latency;
+#               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
@@ -287,6 +288,13 @@ step_overhead() {
 		--out "$W/overhead.json" --results-dir "$R" --prefix 40-
 	local rc=$?
 	[ "$rc" = 124 ] && echo "overhead.py ran past 240 s"
+	# the GIL the agent thread holds per wake-up, timed inside a real agent
+	if timeout 30 "$PY" bench/agent_tick.py --gputop "$GPUTOP" --seconds 5 --out "$W/tick.json" >"$L/tick.log" 2>&1; then
+		result 41-agent-tick INFO "$(tail -n1 "$L/tick.log")"
+	else
+		result 41-agent-tick FAIL "bench/agent_tick.py failed: $(tail -n1 "$L/tick.log")"
+	fi
+	cat "$L/tick.log"
 	return "$rc"
 }
 
@@ -330,7 +338,7 @@ step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
-step overhead 190 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call
+step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
 

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""How long the agent thread holds the GIL per wake-up, in a real agent
+thread streaming to a real `gputop record`.
+
+    PYTHONPATH=agent python3 bench/agent_tick.py --gputop bin/gputop [--fake]
+
+The agent thread gives the GIL up only while it waits in poll() (and in its
+socket writes). So the time from poll() returning to the next poll() call is
+the time it holds the GIL, which a training thread of the same process
+cannot have; this wraps select.poll to time exactly that, over --seconds.
+Also reports the agent thread's CPU time (schedstat), which includes the
+kernel's cost of waking it.
+
+--fake reads a pretend allocator (stats built in Python, shaped like
+torch._C._cuda_memoryStats) instead of CUDA's, for machines without a GPU:
+the stats call then costs about what torch's does cold, but not exactly.
+The main thread sleeps meanwhile: with a thread running Python beside it,
+the span would also hold the agent's waits to get the GIL back.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+_real_poll = select.poll
+SPANS: list[int] = []  # ns from poll() returning to the next poll() call
+
+
+class _TimedPoll:
+    """select.poll, noting how long the calling thread ran between waits."""
+
+    def __init__(self) -> None:
+        self._p = _real_poll()
+        self._back: int | None = None
+
+    def register(self, *a):
+        return self._p.register(*a)
+
+    def unregister(self, *a):
+        return self._p.unregister(*a)
+
+    def modify(self, *a):
+        return self._p.modify(*a)
+
+    def poll(self, *a):
+        t = time.perf_counter_ns()
+        if self._back is not None:
+            SPANS.append(t - self._back)
+        try:
+            return self._p.poll(*a)
+        finally:
+            self._back = time.perf_counter_ns()
+
+
+def fake_stats():
+    """A pretend _cuda_memoryStats: nested dicts, a new one per call."""
+    n = [0]
+
+    def stat(cur: int, peak: int) -> dict:
+        return {"all": {"current": cur, "peak": peak, "allocated": 0, "freed": 0},
+                "small_pool": {"current": 0, "peak": 0, "allocated": 0, "freed": 0},
+                "large_pool": {"current": cur, "peak": peak, "allocated": 0, "freed": 0}}
+
+    def stats(i: int) -> dict:
+        n[0] += 1
+        return {"allocated_bytes": stat(n[0] * 512, 1 << 30), "reserved_bytes": stat(1 << 30, 1 << 30),
+                "inactive_split_bytes": stat(0, 0), "active_bytes": stat(n[0] * 512, 1 << 30),
+                "num_alloc_retries": 0, "num_ooms": 0}
+    return stats
+
+
+def thread_cpu_ns(tid: int) -> int:
+    with open(f"/proc/self/task/{tid}/schedstat") as fh:
+        return int(fh.read().split()[0])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gputop", default="bin/gputop")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--fake", action="store_true", help="a pretend allocator instead of CUDA's")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+
+    select.poll = _TimedPoll  # before the agent thread makes its poller
+    import gputop
+    from gputop import _stats
+
+    keep = None
+    if a.fake:
+        _stats.set_source(fake_stats(), [{"index": 0, "uuid": "GPU-00000000-0000-4000-8000-000000000000",
+                                          "name": "pretend", "total": 1 << 34}])
+    else:
+        import torch
+        if not torch.cuda.is_available():
+            print("agent_tick.py: CUDA is not available (use --fake)", file=sys.stderr)
+            return 2
+        keep = torch.ones(1 << 20, device="cuda")  # CUDA initialised, something allocated
+
+    work = tempfile.mkdtemp(prefix="gputop-tick.")
+    sock = os.path.join(work, "gputop.sock")
+    rec = subprocess.Popen([a.gputop, "record", "-o", os.path.join(work, "tick.gputop"),
+                            "--socket", sock, "--source", "agent"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        ag = gputop.attach(socket=sock)
+        time.sleep(1.0)  # connect, hello, the first batches
+        tid = ag._thread.native_id
+        SPANS.clear()
+        c0, t0 = thread_cpu_ns(tid), time.perf_counter()
+        time.sleep(a.seconds)
+        wall = time.perf_counter() - t0
+        cpu = thread_cpu_ns(tid) - c0
+        spans = sorted(SPANS)
+        st = gputop.status()
+        gputop.detach()
+    finally:
+        rec.terminate()
+        rec.wait(5)
+    del keep
+    if not spans or not st.get("connected"):
+        print(f"agent_tick.py: no ticks timed (agent status: {st})", file=sys.stderr)
+        return 1
+    res = {
+        "source": "pretend allocator" if a.fake else "CUDA",
+        "seconds": round(wall, 2),
+        "wakeups": len(spans),
+        "samples_sent": st.get("samples_sent"),
+        "span_median_us": round(spans[len(spans) // 2] / 1e3, 1),
+        "span_p90_us": round(spans[int(len(spans) * 0.9)] / 1e3, 1),
+        "span_mean_us": round(statistics.fmean(spans) / 1e3, 1),
+        "gil_held_pct": round(sum(spans) / 1e9 / wall * 100, 3),
+        "agent_thread_cpu_pct": round(cpu / 1e9 / wall * 100, 3),
+    }
+    print(f"agent tick ({res['source']}, {res['wakeups']} wake-ups "
+          f"in {res['seconds']} s): GIL held median {res['span_median_us']} us, p90 "
+          f"{res['span_p90_us']} us, mean {res['span_mean_us']} us = {res['gil_held_pct']}% of the "
+          f"time; agent thread CPU {res['agent_thread_cpu_pct']}% of a core")
+    if a.out:
+        with open(a.out, "w") as fh:
+            json.dump(res, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
