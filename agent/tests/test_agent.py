@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -96,6 +97,28 @@ def test_tick_keeps_the_reading_and_the_send_converts_it(stepped, monkeypatch):
     for _ in range(3):
         ag._sample()
     assert not ag._raw and len(ag._samples) == 6
+
+
+def test_steady_ticks_stop_for_a_mark_a_wakeup_or_the_deadline(stepped):
+    ag, gpu, a, b = stepped
+    poller = select.poll()
+    poller.register(ag._wake_r, select.POLLIN)
+    now = time.monotonic()
+    # nothing happens: it ticks at the rate until the deadline
+    nxt = ag._steady(poller, now, now + 0.1)
+    assert 0.1 <= time.monotonic() - now < 0.5 and nxt > now + 0.09
+    assert 8 <= len(ag._raw) <= 24, "about 10 ticks of 2 devices"
+    # a mark queued without waking the thread (as at 100 Hz): the next tick sees it
+    ag._marks.append({"type": "mark", "t": 1, "label": "x", "devs": []})
+    now = time.monotonic()
+    ag._steady(poller, now, now + 30)
+    assert time.monotonic() - now < 5
+    ag._marks.clear()
+    # a wake-up (configure, stop, an urgent frame) ends it at once
+    ag._wake()
+    now = time.monotonic()
+    ag._steady(poller, now + 10, now + 30)
+    assert time.monotonic() - now < 5
 
 
 def test_marks_go_first_and_are_not_dropped_with_samples(stepped, monkeypatch):
