@@ -26,5 +26,6 @@ def write_result(d: str | None, name: str, status: str, summary: str, **kw) -> N
     for scripts/gpu-check.sh's table."""
     print(f"{name}: {status}: {summary}")
     if d:
+        os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, name + ".json"), "w") as fh:
             json.dump({"status": status, "summary": summary, **kw}, fh, indent=1)

@@ -493,8 +493,11 @@ def parent(a) -> int:
                 "pid": w["pid"], "samples": len(smp), "hellos": sum(
                     1 for h in r.hellos if h.get("pid") == w["pid"]),
                 "dropped": max((x.get("dropped", 0) for x in smp), default=0)}
+    out = a.out or os.path.join(work, "overhead.json")
+    with open(out, "w") as fh:  # the raw segments first: they outlive a failed analysis
+        json.dump(res, fh, indent=1)
     analyse(a, res)
-    with open(a.out or os.path.join(work, "overhead.json"), "w") as fh:
+    with open(out, "w") as fh:
         json.dump(res, fh, indent=1)
     return 0
 
