@@ -653,24 +653,30 @@ def f(v, spec: str) -> str:
     return format("-", ">" + spec.lstrip("+").split(".")[0] + "s")
 
 
+WORKLOADS = {"cpu": "small MLP, CPU-bound", "gpu": "bf16 MLP, GPU-bound"}
+
+
+def print_rows(title: str, cols: list[tuple[str, str, str]], summary: dict) -> None:
+    """A table of summary's workloads: cols are (header, summary key, format spec)."""
+    print("\n" + title)
+    width = lambda spec: int(spec.lstrip("+").split(".")[0])  # noqa: E731
+    print(f"{'workload':28} " + " ".join(f"{h:>{width(spec)}}" for h, _, spec in cols))
+    for kind, s in summary.items():
+        print(f"{WORKLOADS.get(kind, kind):28} " + " ".join(f(s.get(k), spec) for _, k, spec in cols))
+
+
 def print_table(summary: dict, lat: dict | None) -> None:
-    print("\nagent overhead (mean step time; slowdown vs no agent, median over rounds)")
-    print(f"{'workload':28} {'step us':>9} {'agent %':>9} {'on/idle %':>10} {'naive100 %':>11} {'naive1k %':>10}")
-    for kind, s in summary.items():
-        name = "small MLP, CPU-bound" if kind == "cpu" else "bf16 MLP, GPU-bound"
-        print(f"{name:28} {f(s['step_us'], '9.1f')} {f(s['agent_slowdown_pct'], '+9.2f')} "
-              f"{f(s.get('toggle_slowdown_pct'), '+10.2f')} "
-              f"{f(s.get('naive100_slowdown_pct'), '+11.2f')} "
-              f"{f(s.get('naive1000_slowdown_pct'), '+10.2f')}")
-    print("\ntraining thread asleep (CUDA syncs, GIL waits), % of wall time, median over segments")
-    print(f"{'workload':28} {'agent on':>9} {'idle':>9} {'added':>9} {'attached':>9} {'none':>9}")
-    for kind, s in summary.items():
-        name = "small MLP, CPU-bound" if kind == "cpu" else "bf16 MLP, GPU-bound"
-        print(f"{name:28} {f(s.get('toggle_train_asleep_on_pct'), '9.2f')} "
-              f"{f(s.get('toggle_train_asleep_idle_pct'), '9.2f')} "
-              f"{f(s.get('toggle_train_asleep_added_pts'), '+9.2f')} "
-              f"{f(s.get('train_asleep_agent_pct'), '9.2f')} "
-              f"{f(s.get('train_asleep_none_pct'), '9.2f')}")
+    print_rows("agent overhead (mean step time; slowdown vs no agent, median over rounds)",
+               [("step us", "step_us", "9.1f"), ("agent %", "agent_slowdown_pct", "+9.2f"),
+                ("on/idle %", "toggle_slowdown_pct", "+10.2f"),
+                ("naive100 %", "naive100_slowdown_pct", "+11.2f"),
+                ("naive1k %", "naive1000_slowdown_pct", "+10.2f")], summary)
+    print_rows("training thread asleep (CUDA syncs, GIL waits), % of wall time, median over segments",
+               [("agent on", "toggle_train_asleep_on_pct", "9.2f"),
+                ("idle", "toggle_train_asleep_idle_pct", "9.2f"),
+                ("added", "toggle_train_asleep_added_pts", "+9.2f"),
+                ("attached", "train_asleep_agent_pct", "9.2f"),
+                ("none", "train_asleep_none_pct", "9.2f")], summary)
     if lat:
         print("\ncall latency (us)          median      p99      max")
         rows = [("gputop.snapshot()", lat["snapshot_call"])]
