@@ -2,6 +2,7 @@
 """What gputop's agent costs the training process it runs in.
 
     PYTHONPATH=agent python3 bench/overhead.py --gputop bin/gputop --out overhead.json
+    PYTHONPATH=agent python3 bench/overhead.py --gputop bin/gputop --rate 50 --skip snap
 
 Measures, on a CUDA device:
   cpu    a small MLP training loop (the reference trainer's step on the
@@ -200,10 +201,11 @@ def worker_train(a, torch, nn) -> dict:
     segs = []
     conds = a.conds.split(",")
     held = None  # the agent attached throughout for "on" / "idle"
+    rate = {"rate_hz": a.rate} if a.rate else {}
     if {"on", "idle"} & set(conds):
         import gputop
-        held = gputop.attach()
-        on_hz = held.rate_hz  # attach()'s default
+        held = gputop.attach(**rate)
+        on_hz = held.rate_hz  # --rate, else attach()'s default
         time.sleep(0.5)
     for cond in conds:
         extra: dict = {}
@@ -215,7 +217,7 @@ def worker_train(a, torch, nn) -> dict:
             agent_tid = getattr(getattr(held, "_thread", None), "native_id", None)
         elif cond == "agent":
             import gputop
-            ag = gputop.attach()
+            ag = gputop.attach(**rate)
             time.sleep(0.5)  # connect, hello, first samples
             agent_tid = getattr(getattr(ag, "_thread", None), "native_id", None)
         elif cond.startswith("naive"):
@@ -465,7 +467,8 @@ def parent(a) -> int:
                 continue
             conds = ["none"] + ROUND[kind] * rounds
             w = run_worker(["--kind", kind, "--conds", ",".join(conds), "--seg", str(seg),
-                            "--warm", str(a.warm)] + (["--device", a.device] if kind != "gpu" else []),
+                            "--warm", str(a.warm)] + (["--device", a.device] if kind != "gpu" else [])
+                           + (["--rate", str(a.rate)] if a.rate else []),
                            env, a.worker_timeout, log)
             res[kind] = w
             print(f"  {kind}: " + (", ".join(f"{x['cond']} {x['mean_us']:.1f}us"
@@ -700,6 +703,7 @@ def main(argv: list[str] | None = None) -> int:
         w.add_argument("--snapshots", type=int, default=300)
         w.add_argument("--visible", type=int, default=40)
         w.add_argument("--rec", default="")
+        w.add_argument("--rate", type=float, default=0)
         w.add_argument("--device", default="cuda",
                        help="cpu: run the cpu/toggle/naive loops without a GPU (checks the mechanics only)")
         return worker(w.parse_args(argv[1:]))
@@ -714,6 +718,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", help="for the recording, socket and log (default: a temp dir)")
     ap.add_argument("--results-dir", help="write one pass/fail result JSON per check here")
     ap.add_argument("--prefix", default="", help="file name prefix of those results")
+    ap.add_argument("--rate", type=float, default=0,
+                    help="the agent's rate_hz in the cpu, toggle and gpu runs (default: attach()'s)")
     ap.add_argument("--rounds-cpu", type=int, default=12)
     ap.add_argument("--rounds-toggle", type=int, default=50,
                     help="on-idle-idle-on rounds of the attached agent switched on and off")
