@@ -29,3 +29,27 @@ def test_agent_tick_times_every_wakeup(gputop_bin: str, tmp_path: Path) -> None:
     assert 0 < r["span_median_us"] <= r["span_p90_us"], r
     assert 0 < r["gil_held_pct"] < 100, r
     assert "GIL held median" in p.stdout
+
+
+def test_overhead_analysis_of_a_real_h200_run(tmp_path: Path, capsys) -> None:
+    # the raw segments of the 05:44 H200 run, analysed again: the figures
+    # BENCHMARKS.md quotes must come out of them
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import overhead
+    finally:
+        sys.path.pop(0)
+    res = json.loads((REPO / "bench" / "results" / "2026-11-30-overhead-toggle.json").read_text())
+    a = overhead.argparse.Namespace(results_dir=str(tmp_path / "res"), prefix="40-", skip=[],
+                                    gputop=None, seg_cpu=1.0, seg_gpu=2.0, seg_toggle=0.25)
+    overhead.analyse(a, res)
+    cpu = json.loads((tmp_path / "res" / "40-overhead-cpu.json").read_text())
+    assert cpu["status"] == "PASS"
+    assert cpu["toggle_pairs"] == 100
+    assert round(cpu["toggle_slowdown_pct"], 2) == -0.03
+    assert round(cpu["toggle_slowdown_pct_mean"], 2) == 0.37
+    assert round(cpu["toggle_slowdown_pct_sem"], 2) == 0.83
+    assert round(cpu["toggle_train_asleep_added_pts"], 2) == 0.86
+    gpu = json.loads((tmp_path / "res" / "40-overhead-gpu.json").read_text())
+    assert round(gpu["agent_slowdown_pct"], 2) == -0.71
+    assert "asleep (CUDA syncs, GIL waits)" in capsys.readouterr().out
