@@ -134,7 +134,15 @@ type Store struct {
 	gone      []int  // processes whose series may be dropped, longest gone first (KeepGone)
 	snapshots []wire.Snapshot
 	markers   []Marker
-	logs      []string
+	// what an oom frame says beyond its table row (the size asked for, the
+	// free memory torch saw), by its row's pid and time
+	ooms map[oomKey]wire.OOM
+	logs []string
+}
+
+type oomKey struct {
+	pid int
+	t   int64
 }
 
 // New returns an empty store.
@@ -160,6 +168,7 @@ func New(opt Options) *Store {
 		procsAt:   map[int]int64{},
 		procNames: map[int]string{},
 		agents:    map[int]*Agent{},
+		ooms:      map[oomKey]wire.OOM{},
 	}
 }
 
@@ -520,10 +529,20 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) {
 	a.OOMs++
 	s.agentsVer++
 	o.PID = pid
+	s.ooms[oomKey{pid, o.T}] = o
 	s.frame(o)
 	al, re, pk := o.Allocated, o.Reserved, o.Peak
 	s.addSnapshot(wire.Snapshot{Type: wire.TypeSnapshot, T: o.T, Label: "OOM", Dev: dev, PID: pid, Source: "oom",
 		Allocated: &al, Reserved: &re, Peak: &pk}, "oom")
+}
+
+// OOM returns the oom frame behind the table row of process pid at time t
+// (the row AgentOOM made), with the agent's device index in Dev.
+func (s *Store) OOM(pid int, t int64) (wire.OOM, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o, ok := s.ooms[oomKey{pid, t}]
+	return o, ok
 }
 
 // AgentHolders stores the latest holders report of a process.

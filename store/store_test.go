@@ -393,6 +393,13 @@ func TestAgentOOM(t *testing.T) {
 	if oom == nil || oom.PID != 9 || oom.Requested != 1<<30 {
 		t.Fatalf("tap oom frame %+v", oom)
 	}
+	// the row leads back to its frame, for what the row has no column for
+	if o, ok := st.OOM(9, rows[0].T); !ok || o.Requested != 1<<30 || o.Allocated != 10 {
+		t.Fatalf("OOM(9, %d) = %+v, %v", rows[0].T, o, ok)
+	}
+	if _, ok := st.OOM(8, 600*ms); ok {
+		t.Fatal("an ignored oom frame was kept")
+	}
 	// a reconnect keeps the count and the holders report
 	st.AgentHolders(9, wire.Holders{T: 700 * ms, Dev: 0, Total: 5, Groups: []wire.HolderGroup{{Kind: "container", Name: "losses", Bytes: 5}}})
 	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})

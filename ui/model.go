@@ -554,6 +554,7 @@ func (m *Model) refreshPanes(now int64) {
 			sd.Holders[r.PID] = r.Holders
 		}
 	}
+	sd.OOM = latestOOM(sd.Rows, m.dev, st.OOM)
 	m.table.SetData(sd)
 
 	// holders

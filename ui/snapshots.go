@@ -23,6 +23,7 @@ type summaryData struct {
 	TorchPID int
 	// holders reports by pid, for naming what keeps leaked memory alive
 	Holders map[int]*wire.Holders
+	OOM     *oomNote // the selected device's latest OOM, explained under the table
 }
 
 // tableModel is the summary: the reference tracker's table made live, with
@@ -81,7 +82,7 @@ func (m *tableModel) Lines() int {
 	if v, ok := m.Verdict(); ok {
 		n += len(m.verdictLines(v))
 	}
-	return n
+	return n + len(m.oomLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -125,6 +126,7 @@ func (m *tableModel) View() string {
 	if f := m.footnote(); f != "" {
 		tail = append(tail, st.Dim.Render(f))
 	}
+	tail = append(tail, m.oomLines()...)
 	if hasVerdict {
 		tail = append(tail, m.verdictLines(verdict)...)
 	}
@@ -233,22 +235,43 @@ func (m *tableModel) peakLine() string {
 	return st.Bold.Render(head) + rest
 }
 
+// wrap breaks s into lines of the pane's width: a verdict or an explanation
+// is wrapped, never cut.
+func (m *tableModel) wrap(s string) []string {
+	if m.w <= 0 || lipgloss.Width(s) <= m.w {
+		return []string{s}
+	}
+	lines := strings.Split(lipgloss.NewStyle().Width(m.w).Render(s), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " ")
+	}
+	return lines
+}
+
+// oomLines explain the selected device's latest OOM: what was asked for,
+// where the memory was, and the likely cause.
+func (m *tableModel) oomLines() []string {
+	n := m.d.OOM
+	if n == nil {
+		return nil
+	}
+	head, body := n.explain(m.d.Start)
+	lines := m.wrap(m.styles.Error.Render("✗ OOM") + " " + head)
+	// the explanation under it, indented on every line it wraps to
+	sub := *m
+	sub.w = max(m.w-2, 1)
+	for _, l := range sub.wrap(body) {
+		lines = append(lines, "  "+l)
+	}
+	return lines
+}
+
 // verdictLines say whether memory went back to the baseline and, when the
 // process has a holders report, which holders account for what did not (on
 // a second line when one is too narrow).
 func (m *tableModel) verdictLines(v snapshot.Verdict) []string {
 	st := m.styles
-	// narrow terminals get the verdict wrapped, never cut
-	wrap := func(s string) []string {
-		if m.w <= 0 || lipgloss.Width(s) <= m.w {
-			return []string{s}
-		}
-		lines := strings.Split(lipgloss.NewStyle().Width(m.w).Render(s), "\n")
-		for i := range lines {
-			lines[i] = strings.TrimRight(lines[i], " ")
-		}
-		return lines
-	}
+	wrap := m.wrap
 	if v.Released {
 		return wrap(st.Good.Render("✓ leak check:") + " " + v.Text)
 	}

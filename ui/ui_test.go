@@ -629,6 +629,56 @@ func TestOOMAndKilledProcess(t *testing.T) {
 	}
 }
 
+// An OOM is explained under the table: what was asked for, where the memory
+// was, each figure with its source, and the cause the figures point to.
+func TestOOMExplained(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		oom  wire.OOM
+		want []string
+	}{
+		{"live tensors", wire.OOM{Requested: 80 * gib, Free: 1 * gib, Allocated: 3 * gib, Reserved: 4 * gib},
+			[]string{"✗ OOM at 0:01:25.0 in pid 4242: asked for 80.00 GiB, 1.00 GiB free (driver).",
+				"torch held 3.00 GiB in tensors (allocated) and 1.00 GiB cached but unused (reserved − allocated).",
+				"Live tensors fill the GPU: press h for what holds them"}},
+		{"fragmentation", wire.OOM{Requested: 512 * mib, Free: 100 * mib, Allocated: 1 * gib, Reserved: 1536 * mib},
+			[]string{"asked for 512.0 MiB, 100.0 MiB free (driver).",
+				"and 512.0 MiB cached but unused",
+				"The cache had room but no free block that large: fragmentation. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it."}},
+		{"outside torch", wire.OOM{Requested: 2 * gib, Allocated: 256 * mib, Reserved: 512 * mib},
+			// NVML used at 0:01:25 in the fixture: 512 MiB + 500 MiB context + 1536 MiB reserved
+			[]string{"asked for 2.00 GiB.",
+				"outside its cache 1.99 GiB (NVML used − reserved: CUDA context, other processes).",
+				"More is used outside this process's tensors than by them: see the process pane."}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newFixture()
+			o := c.oom
+			o.Type, o.T, o.Dev = wire.TypeOOM, at(85*time.Second), 0
+			st.AgentOOM(fixPID, o)
+			m := newModel(t, st, Options{}, 160, 50)
+			text := strings.Join(strings.Fields(ansi.Strip(m.table.View())), " ")
+			for _, w := range c.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("want %q in the table pane:\n%s", w, ansi.Strip(m.table.View()))
+				}
+			}
+			// at 80 columns it wraps, never cuts: the cause is still all there
+			m = newModel(t, st, Options{}, 80, 50)
+			narrow := ansi.Strip(m.table.View())
+			checkBox(t, narrow, 80, m.table.h)
+			if last := c.want[len(c.want)-1]; !strings.Contains(strings.Join(strings.Fields(narrow), " "), last) {
+				t.Errorf("at 80 columns, want %q:\n%s", last, narrow)
+			}
+		})
+	}
+	// no OOM, no explanation
+	m := newModel(t, newFixture(), Options{}, 160, 50)
+	if strings.Contains(ansi.Strip(m.table.View()), "✗ OOM") {
+		t.Error("an OOM explanation without an OOM")
+	}
+}
+
 // Value-only redraws are spaced by the window: the chart moves about as far
 // at each redraw at every zoom.
 func TestValueIntervalFollowsZoom(t *testing.T) {

@@ -117,3 +117,52 @@ def test_holders_and_leak_verdict_in_the_terminal(gputop_bin: str, tmp_path: Pat
         if child is not None and child.poll() is None:
             child.kill()
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+OOM_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    import gputop
+    from fakegpu import FakeGPU
+
+    gpu = FakeGPU(1)
+    gpu.install()
+    gputop.attach(rate_hz=50)
+    gpu.alloc(0, 3000 * {mib})
+    t0 = time.time()
+    while not gpu.source.oom_callbacks and time.time() - t0 < 10:  # registered once the agent sees the device
+        time.sleep(0.01)
+    gputop.snapshot("Training start")
+    gpu.oom(0, 80 << 30)          # the allocator's out-of-memory observers run
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.05)
+    """
+)
+
+
+def test_oom_is_explained_in_the_terminal(gputop_bin: str, tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir(mode=0o700)
+    sock = str(tmp_path / "s" / "gputop.sock")
+    name = f"gputop-oom-{os.getpid()}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--",
+                    gputop_bin, "--source", "agent", "--socket", sock], check=True)
+    term = Term(name)
+    child = None
+    try:
+        term.wait_for("agents: listening on")
+        child = subprocess.Popen([sys.executable, "-c", OOM_CHILD.format(tests=str(TESTS), mib=MiB)],
+                                 env=child_env(GPUTOP_SOCKET=sock), stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        scr = term.wait_for("✗ OOM")
+        text = " ".join(scr.split())
+        assert f"in pid {child.pid}: asked for 80.00 GiB" in text, scr
+        # 3000 MiB allocated in 2 MiB segments: nothing cached unused, so the
+        # tensors themselves fill the GPU
+        assert "torch held 2.93 GiB in tensors (allocated) and 0 B cached but unused" in text, scr
+        assert "Live tensors fill the GPU" in text, scr
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
