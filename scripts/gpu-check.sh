@@ -14,6 +14,8 @@
 #               what a 10 Hz / 4 Hz sampler would have seen
 #   sigkill     a training job killed with SIGKILL mid-run: its history stays,
 #               an "ended" frame marks it; `gputop snap LABEL` from the shell
+#   oom         bench/oom_check.py: a real CUDA out-of-memory error reaches the
+#               recording with torch's allocator state, and the CSV as a row
 #   overhead    bench/overhead.py: the agent's cost, snapshot() latency;
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
@@ -282,6 +284,11 @@ step_sigkill() {
 	fi
 }
 
+step_oom() {
+	have_gputop || return 1
+	timeout 90 "$PY" bench/oom_check.py --gputop "$GPUTOP" --results-dir "$R" --name 32-oom
+}
+
 step_overhead() {
 	have_gputop || return 1
 	timeout 240 "$PY" bench/overhead.py --gputop "$GPUTOP" --workdir "$W/overhead" \
@@ -338,6 +345,7 @@ step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
+step oom 20 32-oom
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
