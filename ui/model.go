@@ -554,7 +554,11 @@ func (m *Model) refreshPanes(now int64) {
 			sd.Holders[r.PID] = r.Holders
 		}
 	}
-	sd.OOM = latestOOM(sd.Rows, m.dev, st.OOM)
+	var total uint64
+	if m.dev < len(devs) {
+		total = devs[m.dev].Total
+	}
+	sd.OOM = latestOOM(sd.Rows, m.dev, total, st.OOM)
 	m.table.SetData(sd)
 
 	// holders

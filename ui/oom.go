@@ -13,13 +13,14 @@ import (
 // row (torch's counters and NVML used at that moment) and the agent's oom
 // frame (the size asked for and the free memory torch saw).
 type oomNote struct {
-	Row snapshot.Row
-	OOM wire.OOM
+	Row   snapshot.Row
+	OOM   wire.OOM
+	Total uint64 // the device's memory, 0 when unknown
 }
 
 // latestOOM finds the last OOM row of device dev among rows and the frame
 // behind it.
-func latestOOM(rows []snapshot.Row, dev int, frame func(pid int, t int64) (wire.OOM, bool)) *oomNote {
+func latestOOM(rows []snapshot.Row, dev int, total uint64, frame func(pid int, t int64) (wire.OOM, bool)) *oomNote {
 	for i := len(rows) - 1; i >= 0; i-- {
 		r := rows[i]
 		if r.Dev != dev || r.Source != "oom" {
@@ -29,7 +30,7 @@ func latestOOM(rows []snapshot.Row, dev int, frame func(pid int, t int64) (wire.
 		if !ok {
 			return nil
 		}
-		return &oomNote{Row: r, OOM: o}
+		return &oomNote{Row: r, OOM: o, Total: total}
 	}
 	return nil
 }
@@ -43,7 +44,7 @@ func (n *oomNote) explain(start int64) (head, body string) {
 	if o.Requested > 0 {
 		head += " asked for " + humanBytes(o.Requested)
 		if o.Free > 0 {
-			head += ", " + humanBytes(o.Free) + " free (driver)"
+			head += ", " + humanBytes(o.Free) + " free on the GPU (CUDA)"
 		}
 		head += "."
 	}
@@ -61,6 +62,8 @@ func (n *oomNote) explain(start int64) (head, body string) {
 	}
 	var cause string
 	switch {
+	case n.Total > 0 && o.Requested > n.Total:
+		cause = "That is more than the whole GPU (" + humanBytes(n.Total) + "): the size itself is wrong, or the work must be split."
 	case o.Requested > 0 && o.Requested <= unused:
 		cause = "The cache had room but no free block that large: fragmentation. " +
 			"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it."

@@ -638,13 +638,16 @@ func TestOOMExplained(t *testing.T) {
 		want []string
 	}{
 		{"live tensors", wire.OOM{Requested: 80 * gib, Free: 1 * gib, Allocated: 3 * gib, Reserved: 4 * gib},
-			[]string{"✗ OOM at 0:01:25.0 in pid 4242: asked for 80.00 GiB, 1.00 GiB free (driver).",
+			[]string{"✗ OOM at 0:01:25.0 in pid 4242: asked for 80.00 GiB, 1.00 GiB free on the GPU (CUDA).",
 				"torch held 3.00 GiB in tensors (allocated) and 1.00 GiB cached but unused (reserved − allocated).",
 				"Live tensors fill the GPU: press h for what holds them"}},
 		{"fragmentation", wire.OOM{Requested: 512 * mib, Free: 100 * mib, Allocated: 1 * gib, Reserved: 1536 * mib},
-			[]string{"asked for 512.0 MiB, 100.0 MiB free (driver).",
+			[]string{"asked for 512.0 MiB, 100.0 MiB free on the GPU (CUDA).",
 				"and 512.0 MiB cached but unused",
 				"The cache had room but no free block that large: fragmentation. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it."}},
+		{"larger than the GPU", wire.OOM{Requested: 200 * gib, Free: 130 * gib, Allocated: 1 * gib, Reserved: 2 * gib},
+			[]string{"asked for 200.0 GiB, 130.0 GiB free on the GPU (CUDA).",
+				"That is more than the whole GPU (140.4 GiB): the size itself is wrong, or the work must be split."}},
 		{"outside torch", wire.OOM{Requested: 2 * gib, Allocated: 256 * mib, Reserved: 512 * mib},
 			// NVML used at 0:01:25 in the fixture: 512 MiB + 500 MiB context + 1536 MiB reserved
 			[]string{"asked for 2.00 GiB.",
