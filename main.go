@@ -288,7 +288,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 			st.Log("agents: listening on " + srv.Path())
 		}
 	}
-	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
+	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices(), st.OOM) }
 	_, err := tea.NewProgram(ui.New(st, opt), tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
 	signalled := ctx.Err() != nil
 	cancel()
@@ -439,7 +439,7 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 			code = 1
 		}
 	}
-	if err := snapshot.WriteCSV(*out, st.Snapshots(), st.Devices()); err != nil {
+	if err := snapshot.WriteCSV(*out, st.Snapshots(), st.Devices(), st.OOM); err != nil {
 		fmt.Fprintln(stderr, "gputop export:", err)
 		return 1
 	}

@@ -103,6 +103,9 @@ def main() -> int:
             rows = [r for r in csv.DictReader(fh) if r["label"] == "OOM"]
     if len(rows) != 1:
         problems.append(f"{len(rows)} OOM rows in the exported CSV (export rc {ex.returncode})")
+    elif ooms and rows[0].get("oom_requested_bytes") != str(o.get("requested")):
+        problems.append(f"CSV oom_requested_bytes {rows[0].get('oom_requested_bytes')!r}, "
+                        f"frame {o.get('requested')}")
     gib = 1 << 30
     txt = (f"torch raised OutOfMemoryError for {got['want'] / gib:.1f} GiB; oom frame: requested "
            f"{o.get('requested', 0) / gib:.1f} GiB, free {o.get('free', 0) / gib:.2f} GiB, allocated "

@@ -18,16 +18,27 @@ var Header = []string{
 	"nvml_peak_mb", "delta_allocated_mb", "delta_nvml_used_mb",
 	"device_name", "pid", "source",
 	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
+	"oom_requested_bytes", "oom_free_bytes",
 }
 
+// OOMLookup finds the oom frame behind an OOM row (store.Store.OOM): the
+// size asked for and the free memory, which the row has no column for.
+type OOMLookup func(pid int, t int64) (wire.OOM, bool)
+
 // Records returns the CSV records (header first) for the summary rows.
-// Values that have no source are empty cells, never 0.
-func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
+// Values that have no source are empty cells, never 0. ooms may be nil.
+func Records(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) [][]string {
 	recs := [][]string{Header}
 	for _, r := range Rows(snaps, devs) {
 		pid := ""
 		if r.PID != 0 {
 			pid = strconv.Itoa(r.PID)
+		}
+		req, free := "", ""
+		if r.Source == "oom" && ooms != nil {
+			if o, ok := ooms(r.PID, r.T); ok {
+				req, free = strconv.FormatUint(o.Requested, 10), strconv.FormatUint(o.Free, 10)
+			}
 		}
 		recs = append(recs, []string{
 			r.Label, TimeString(r.T), strconv.Itoa(r.Dev),
@@ -35,6 +46,7 @@ func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 			OptMiB(r.NVMLPeak), optDelta(r.DAllocated), optDelta(r.DNVML),
 			r.DevName, pid, r.Source,
 			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
+			req, free,
 		})
 	}
 	return recs
@@ -57,7 +69,7 @@ func optBytes(b *uint64) string {
 // WriteCSV writes the summary atomically: a temporary file in the same
 // directory, then a rename, so a reader never sees half a file and a failed
 // write leaves any earlier export intact.
-func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device) (err error) {
+func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".gputop-summary-*.csv.tmp")
 	if err != nil {
@@ -70,7 +82,7 @@ func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device) (err erro
 		}
 	}()
 	w := csv.NewWriter(tmp)
-	if err = w.WriteAll(Records(snaps, devs)); err != nil {
+	if err = w.WriteAll(Records(snaps, devs, ooms)); err != nil {
 		return fmt.Errorf("cannot write %s: %w", path, err)
 	}
 	if err = tmp.Sync(); err != nil {

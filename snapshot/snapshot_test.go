@@ -101,7 +101,7 @@ func TestIsEnd(t *testing.T) {
 func TestWriteCSV(t *testing.T) {
 	snaps, devs := sample()
 	path := filepath.Join(t.TempDir(), "out.csv")
-	if err := WriteCSV(path, snaps, devs); err != nil {
+	if err := WriteCSV(path, snaps, devs, nil); err != nil {
 		t.Fatal(err)
 	}
 	f, _ := os.Open(path)
@@ -138,17 +138,17 @@ func TestWriteCSVUnwritable(t *testing.T) {
 	snaps, devs := sample()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "keep.csv")
-	if err := WriteCSV(good, snaps, devs); err != nil {
+	if err := WriteCSV(good, snaps, devs, nil); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(good)
 	bad := filepath.Join(dir, "no", "such", "dir", "out.csv")
-	err := WriteCSV(bad, snaps, devs)
+	err := WriteCSV(bad, snaps, devs, nil)
 	if err == nil || !strings.Contains(err.Error(), bad) || strings.Contains(err.Error(), ".tmp") {
 		t.Fatalf("error must name the path asked for: %v", err)
 	}
 	// a directory in place of the file: rename fails, nothing half-written
-	if err := WriteCSV(dir, snaps, devs); err == nil {
+	if err := WriteCSV(dir, snaps, devs, nil); err == nil {
 		t.Fatal("writing over a directory must fail")
 	}
 	after, _ := os.ReadFile(good)
@@ -158,5 +158,37 @@ func TestWriteCSVUnwritable(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Fatalf("temporary files left: %v", ents)
+	}
+}
+
+func TestCSVOOMColumns(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200"})
+	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	st.AgentMark(9, wire.Mark{T: 100, Label: "Epoch 1", Devs: []wire.DevStats{{Dev: 0, Allocated: 1, Reserved: 2, Peak: 1}}})
+	st.AgentOOM(9, wire.OOM{T: 200, Dev: 0, Requested: 80 << 30, Free: 5 << 20, Allocated: 3, Reserved: 4, Peak: 3})
+	path := filepath.Join(t.TempDir(), "oom.csv")
+	if err := WriteCSV(path, st.Snapshots(), st.Devices(), st.OOM); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(path)
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	if len(recs) != 3 {
+		t.Fatalf("%d records", len(recs))
+	}
+	if r := recs[1]; r[0] != "Epoch 1" || r[col["oom_requested_bytes"]] != "" || r[col["oom_free_bytes"]] != "" {
+		t.Fatalf("a snapshot row has no OOM figures: %v", r)
+	}
+	if r := recs[2]; r[0] != "OOM" || r[col["oom_requested_bytes"]] != "85899345920" || r[col["oom_free_bytes"]] != "5242880" ||
+		r[col["allocated_bytes"]] != "3" {
+		t.Fatalf("OOM row %v", r)
 	}
 }

@@ -291,3 +291,6 @@ def test_oom_reaches_the_recording(e2e):
     _, rows = e2e.export(rec.rec)
     oom_rows = [r for r in rows if r["label"] == "OOM"]
     assert len(oom_rows) == 1 and oom_rows[0]["allocated_bytes"] == "7340032"
+    # what the row alone cannot say: the size asked for, the free memory torch saw
+    assert (oom_rows[0]["oom_requested_bytes"], oom_rows[0]["oom_free_bytes"]) == (str(1 << 40), str(MiB))
+    assert all(r["oom_requested_bytes"] == "" for r in rows if r["label"] != "OOM")
