@@ -444,6 +444,9 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d rows)\n", *out, len(st.Snapshots()))
+	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices(), st.OOM) {
+		fmt.Fprintln(stdout, l)
+	}
 	return code
 }
 

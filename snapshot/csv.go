@@ -21,10 +21,6 @@ var Header = []string{
 	"oom_requested_bytes", "oom_free_bytes",
 }
 
-// OOMLookup finds the oom frame behind an OOM row (store.Store.OOM): the
-// size asked for and the free memory, which the row has no column for.
-type OOMLookup func(pid int, t int64) (wire.OOM, bool)
-
 // Records returns the CSV records (header first) for the summary rows.
 // Values that have no source are empty cells, never 0. ooms may be nil.
 func Records(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) [][]string {

@@ -192,3 +192,30 @@ func TestCSVOOMColumns(t *testing.T) {
 		t.Fatalf("OOM row %v", r)
 	}
 }
+
+func TestFindings(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200", Total: 140 << 30})
+	st.SetDevice(store.Device{Index: 1, UUID: "GPU-1", Name: "NVIDIA H200", Total: 140 << 30})
+	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	mark := func(t int64, label string, alloc uint64) {
+		st.AgentMark(9, wire.Mark{T: t, Label: label, Devs: []wire.DevStats{{Dev: 0, Allocated: alloc, Reserved: 2 * alloc, Peak: alloc}}})
+	}
+	mark(100, "Training start", 1<<30)
+	st.AgentOOM(9, wire.OOM{T: 200, Dev: 0, Requested: 512 << 20, Free: 1 << 20, Allocated: 2 << 30, Reserved: 3 << 30})
+	mark(300, "After cleanup", 1<<30+5*mib)
+	got := Findings(st.Snapshots(), st.Devices(), st.OOM)
+	want := []string{
+		`GPU 0 (NVIDIA H200): ✗ leak check: "After cleanup": 5.00 MiB allocated (torch) still above the "Training start" baseline`,
+		"GPU 0 (NVIDIA H200): ✗ OOM at " + TimeString(200) + " in pid 9: asked for 512.0 MiB, 1.0 MiB free on the GPU (CUDA).",
+		"  torch held 2.00 GiB in tensors (allocated) and 1.00 GiB cached but unused (reserved − allocated). " +
+			"The cache had room but no free block that large: fragmentation. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it.",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// GPU 1 has no rows: nothing to say about it; no lookup, no OOM line
+	if got := Findings(st.Snapshots(), st.Devices(), nil); len(got) != 1 {
+		t.Fatalf("without the oom frames: %q", got)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/gputop/gputop/snapshot"
 )
 
 const (
@@ -20,19 +22,7 @@ const (
 const dash = "—"
 
 // humanBytes formats bytes with a unit chosen for a short, readable figure.
-func humanBytes(b uint64) string {
-	switch {
-	case b >= 100*gib:
-		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
-	case b >= gib:
-		return fmt.Sprintf("%.2f GiB", float64(b)/gib)
-	case b >= mib:
-		return fmt.Sprintf("%.1f MiB", float64(b)/mib)
-	case b >= kib:
-		return fmt.Sprintf("%.1f KiB", float64(b)/kib)
-	}
-	return fmt.Sprintf("%d B", b)
-}
+func humanBytes(b uint64) string { return snapshot.HumanBytes(b) }
 
 // optHuman formats an optional byte count; absent is a dash.
 func optHuman(b *uint64) string {

@@ -640,7 +640,7 @@ func TestOOMExplained(t *testing.T) {
 		{"live tensors", wire.OOM{Requested: 80 * gib, Free: 1 * gib, Allocated: 3 * gib, Reserved: 4 * gib},
 			[]string{"✗ OOM at 0:01:25.0 in pid 4242: asked for 80.00 GiB, 1.00 GiB free on the GPU (CUDA).",
 				"torch held 3.00 GiB in tensors (allocated) and 1.00 GiB cached but unused (reserved − allocated).",
-				"Live tensors fill the GPU: press h for what holds them"}},
+				"Live tensors fill the GPU: holders (h in gputop, gputop.holders() in Python) names what keeps them"}},
 		{"fragmentation", wire.OOM{Requested: 512 * mib, Free: 100 * mib, Allocated: 1 * gib, Reserved: 1536 * mib},
 			[]string{"asked for 512.0 MiB, 100.0 MiB free on the GPU (CUDA).",
 				"and 512.0 MiB cached but unused",
@@ -652,7 +652,7 @@ func TestOOMExplained(t *testing.T) {
 			// NVML used at 0:01:25 in the fixture: 512 MiB + 500 MiB context + 1536 MiB reserved
 			[]string{"asked for 2.00 GiB.",
 				"outside its cache 1.99 GiB (NVML used − reserved: CUDA context, other processes).",
-				"More is used outside this process's tensors than by them: see the process pane."}},
+				"More is used outside this process's tensors than by them: other processes or the CUDA context."}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := newFixture()

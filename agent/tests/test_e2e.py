@@ -124,6 +124,7 @@ def e2e(gputop_bin: str, tmp_path: Path, sock_path: str):
             r = subprocess.run([gputop_bin, "export", str(rec), "--csv", str(out)],
                                capture_output=True, text=True, timeout=60)
             assert r.returncode == 0, f"gputop export: {r.stdout}{r.stderr}"
+            self.export_stdout = r.stdout
             with open(out, newline="") as f:
                 rows = list(csv.reader(f))
             header = rows[0]
@@ -294,3 +295,6 @@ def test_oom_reaches_the_recording(e2e):
     # what the row alone cannot say: the size asked for, the free memory torch saw
     assert (oom_rows[0]["oom_requested_bytes"], oom_rows[0]["oom_free_bytes"]) == (str(1 << 40), str(MiB))
     assert all(r["oom_requested_bytes"] == "" for r in rows if r["label"] != "OOM")
+    # and export says what happened, for a recording no screen has shown
+    said = " ".join(e2e.export_stdout.split())
+    assert "✗ OOM at" in said and f"in pid {pid}: asked for 1024.0 GiB, 1.0 MiB free on the GPU (CUDA)." in said, said

@@ -1,0 +1,126 @@
+package snapshot
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+// OOMLookup finds the oom frame behind an OOM row (store.Store.OOM): the
+// size asked for and the free memory, which the row has no column for.
+type OOMLookup func(pid int, t int64) (wire.OOM, bool)
+
+// LatestOOM finds the last OOM row of device dev among rows and the oom
+// frame behind it.
+func LatestOOM(rows []Row, dev int, ooms OOMLookup) (Row, wire.OOM, bool) {
+	if ooms == nil {
+		return Row{}, wire.OOM{}, false
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		r := rows[i]
+		if r.Dev != dev || r.Source != "oom" {
+			continue
+		}
+		o, ok := ooms(r.PID, r.T)
+		return r, o, ok
+	}
+	return Row{}, wire.OOM{}, false
+}
+
+// OOMExplanation says what the memory was doing when an allocation failed,
+// each figure named with its source, and which of the usual causes the
+// figures point to.
+type OOMExplanation struct {
+	Asked string // "asked for 4.00 GiB, 1.20 GiB free on the GPU (CUDA)."
+	Where string // torch's allocated and cached-but-unused bytes, NVML outside torch's cache
+	Cause string
+}
+
+// ExplainOOM explains an OOM row r and its frame o on a device of total
+// bytes (0 when unknown).
+func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
+	var e OOMExplanation
+	if o.Requested > 0 {
+		e.Asked = "asked for " + HumanBytes(o.Requested)
+		if o.Free > 0 {
+			e.Asked += ", " + HumanBytes(o.Free) + " free on the GPU (CUDA)"
+		}
+		e.Asked += "."
+	}
+	var unused, outside uint64
+	if o.Reserved > o.Allocated {
+		unused = o.Reserved - o.Allocated
+	}
+	parts := []string{fmt.Sprintf("torch held %s in tensors (allocated) and %s cached but unused (reserved − allocated)",
+		HumanBytes(o.Allocated), HumanBytes(unused))}
+	known := r.NVMLUsed != nil
+	if known && *r.NVMLUsed > o.Reserved {
+		outside = *r.NVMLUsed - o.Reserved
+		parts = append(parts, fmt.Sprintf("outside its cache %s (NVML used − reserved: CUDA context, other processes)",
+			HumanBytes(outside)))
+	}
+	e.Where = strings.Join(parts, "; ") + "."
+	switch {
+	case total > 0 && o.Requested > total:
+		e.Cause = "That is more than the whole GPU (" + HumanBytes(total) + "): the size itself is wrong, or the work must be split."
+	case o.Requested > 0 && o.Requested <= unused:
+		e.Cause = "The cache had room but no free block that large: fragmentation. " +
+			"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it."
+	case known && outside > o.Allocated:
+		e.Cause = "More is used outside this process's tensors than by them: other processes or the CUDA context."
+	default:
+		e.Cause = "Live tensors fill the GPU: holders (h in gputop, gputop.holders() in Python) names what keeps them, or use a smaller batch."
+	}
+	return e
+}
+
+// HumanBytes formats bytes with a unit chosen for a short, readable figure.
+func HumanBytes(b uint64) string {
+	const kib, mib, gib = 1 << 10, 1 << 20, 1 << 30
+	switch {
+	case b >= 100*gib:
+		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
+	case b >= gib:
+		return fmt.Sprintf("%.2f GiB", float64(b)/gib)
+	case b >= mib:
+		return fmt.Sprintf("%.1f MiB", float64(b)/mib)
+	case b >= kib:
+		return fmt.Sprintf("%.1f KiB", float64(b)/kib)
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+// Findings are the verdicts of a run, a few lines per device: the leak
+// check of its last end row and its latest OOM explained. For `gputop
+// export`, where no screen shows them.
+func Findings(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) []string {
+	rows := Rows(snaps, devs)
+	var out []string
+	for dev := range devs {
+		var dr []Row
+		for _, r := range rows {
+			if r.Dev == dev {
+				dr = append(dr, r)
+			}
+		}
+		if len(dr) == 0 {
+			continue
+		}
+		name := fmt.Sprintf("GPU %d (%s)", dev, devs[dev].Name)
+		if v, ok := LeakVerdict(dr); ok {
+			mark := "✓"
+			if !v.Released {
+				mark = "✗"
+			}
+			out = append(out, fmt.Sprintf("%s: %s leak check: %s", name, mark, v.Text))
+		}
+		if r, o, ok := LatestOOM(dr, dev, ooms); ok {
+			e := ExplainOOM(r, o, devs[dev].Total)
+			out = append(out, fmt.Sprintf("%s: ✗ OOM at %s in pid %d: %s", name, TimeString(r.T), r.PID, e.Asked),
+				"  "+e.Where+" "+e.Cause)
+		}
+	}
+	return out
+}
