@@ -104,18 +104,9 @@ func TestWriteCSV(t *testing.T) {
 	if err := WriteCSV(path, snaps, devs, nil); err != nil {
 		t.Fatal(err)
 	}
-	f, _ := os.Open(path)
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs, col := readCSV(t, path)
 	if got := strings.Join(recs[0][:7], ","); got != "label,time,device,allocated_mb,reserved_mb,peak_mb,nvml_used_mb" {
 		t.Fatal(got)
-	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
 	}
 	r := recs[3] // Epoch 5
 	if r[0] != "Epoch 5" || r[col["allocated_mb"]] != "13.00" || r[col["allocated_bytes"]] != "13631488" ||
@@ -171,16 +162,7 @@ func TestCSVOOMColumns(t *testing.T) {
 	if err := WriteCSV(path, st.Snapshots(), st.Devices(), st.OOM); err != nil {
 		t.Fatal(err)
 	}
-	f, _ := os.Open(path)
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
+	recs, col := readCSV(t, path)
 	if len(recs) != 3 {
 		t.Fatalf("%d records", len(recs))
 	}
@@ -218,4 +200,23 @@ func TestFindings(t *testing.T) {
 	if got := Findings(st.Snapshots(), st.Devices(), nil); len(got) != 1 {
 		t.Fatalf("without the oom frames: %q", got)
 	}
+}
+
+// readCSV reads a written summary: its records and the index of each header name.
+func readCSV(t *testing.T, path string) ([][]string, map[string]int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	return recs, col
 }

@@ -8,6 +8,7 @@ back over the socket into the holders pane, and the leak verdict names it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -17,6 +18,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -78,22 +80,31 @@ class Term:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *k], check=True)
 
 
-def test_holders_and_leak_verdict_in_the_terminal(gputop_bin: str, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def gputop_with(gputop_bin: str, tmp_path: Path, child_code: str, **env: str) -> Iterator[tuple[Term, subprocess.Popen]]:
+    """gputop (agent source) in a 160x50 tmux session, and a child process
+    running child_code with the agent, once it has printed "ready"."""
     (tmp_path / "s").mkdir(mode=0o700)
     sock = str(tmp_path / "s" / "gputop.sock")
-    name = f"gputop-tui-{os.getpid()}"
+    name = f"gputop-tui-{os.getpid()}-{tmp_path.name}"
     subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--",
                     gputop_bin, "--source", "agent", "--socket", sock], check=True)
     term = Term(name)
     child = None
     try:
         term.wait_for("agents: listening on")
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD.format(tests=str(TESTS), mib=MiB)],
-            env=child_env(GPUTOP_SOCKET=sock, GPUTOP_HOLDERS_DEVICE="cpu"),
-            stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen([sys.executable, "-c", child_code.format(tests=str(TESTS), mib=MiB)],
+                                 env=child_env(GPUTOP_SOCKET=sock, **env), stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        yield term, child
+    finally:
+        if child is not None and child.poll() is None:
+            child.kill()
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
 
+
+def test_holders_and_leak_verdict_in_the_terminal(gputop_bin: str, tmp_path: Path) -> None:
+    with gputop_with(gputop_bin, tmp_path, CHILD, GPUTOP_HOLDERS_DEVICE="cpu") as (term, child):
         # the rows arrive with torch's (here: the pretend allocator's) exact values
         scr = term.wait_for("After cleanup")
         assert "Training start" in scr
@@ -113,10 +124,6 @@ def test_holders_and_leak_verdict_in_the_terminal(gputop_bin: str, tmp_path: Pat
         term.keys("h")  # close the holders pane
         scr = term.wait_for("killed")
         assert "After cleanup" in scr, scr
-    finally:
-        if child is not None and child.poll() is None:
-            child.kill()
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
 
 
 OOM_CHILD = textwrap.dedent(
@@ -143,18 +150,7 @@ OOM_CHILD = textwrap.dedent(
 
 
 def test_oom_is_explained_in_the_terminal(gputop_bin: str, tmp_path: Path) -> None:
-    (tmp_path / "s").mkdir(mode=0o700)
-    sock = str(tmp_path / "s" / "gputop.sock")
-    name = f"gputop-oom-{os.getpid()}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--",
-                    gputop_bin, "--source", "agent", "--socket", sock], check=True)
-    term = Term(name)
-    child = None
-    try:
-        term.wait_for("agents: listening on")
-        child = subprocess.Popen([sys.executable, "-c", OOM_CHILD.format(tests=str(TESTS), mib=MiB)],
-                                 env=child_env(GPUTOP_SOCKET=sock), stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    with gputop_with(gputop_bin, tmp_path, OOM_CHILD) as (term, child):
         scr = term.wait_for("✗ OOM")
         text = " ".join(scr.split())
         assert f"in pid {child.pid}: asked for 80.00 GiB" in text, scr
@@ -162,7 +158,3 @@ def test_oom_is_explained_in_the_terminal(gputop_bin: str, tmp_path: Path) -> No
         # tensors themselves fill the GPU
         assert "torch held 2.93 GiB in tensors (allocated) and 0 B cached but unused" in text, scr
         assert "Live tensors fill the GPU" in text, scr
-    finally:
-        if child is not None and child.poll() is None:
-            child.kill()
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
