@@ -119,7 +119,7 @@ func Findings(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) []stri
 		if r, o, ok := LatestOOM(dr, dev, ooms); ok {
 			e := ExplainOOM(r, o, devs[dev].Total)
 			out = append(out, fmt.Sprintf("%s: ✗ OOM at %s in pid %d: %s", name, TimeString(r.T), r.PID, e.Asked),
-				"  "+e.Where+" "+e.Cause)
+				"  "+e.Cause+" "+e.Where)
 		}
 	}
 	return out

@@ -190,8 +190,8 @@ func TestFindings(t *testing.T) {
 	want := []string{
 		`GPU 0 (NVIDIA H200): ✗ leak check: "After cleanup": 5.00 MiB allocated (torch) still above the "Training start" baseline`,
 		"GPU 0 (NVIDIA H200): ✗ OOM at " + TimeString(200) + " in pid 9: asked for 512.0 MiB, 1.0 MiB free on the GPU (CUDA).",
-		"  torch held 2.00 GiB in tensors (allocated) and 1.00 GiB cached but unused (reserved − allocated). " +
-			"The cache had room but no free block that large: fragmentation. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it.",
+		"  The cache had room but no free block that large: fragmentation. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it. " +
+			"torch held 2.00 GiB in tensors (allocated) and 1.00 GiB cached but unused (reserved − allocated).",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -29,12 +29,13 @@ func latestOOM(rows []snapshot.Row, dev int, total uint64, ooms snapshot.OOMLook
 }
 
 // explain is the note's first line (when and what was asked for) and the
-// rest (where the memory was, the likely cause).
+// rest: the likely cause first, so a short pane keeps it, then where the
+// memory was.
 func (n *oomNote) explain(start int64) (head, body string) {
 	e := snapshot.ExplainOOM(n.Row, n.OOM, n.Total)
 	head = "at " + elapsed(time.Duration(n.Row.T-start)) + " in pid " + strconv.Itoa(n.Row.PID) + ":"
 	if e.Asked != "" {
 		head += " " + e.Asked
 	}
-	return head, e.Where + " " + e.Cause
+	return head, e.Cause + " " + e.Where
 }

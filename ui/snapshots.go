@@ -137,11 +137,14 @@ func (m *tableModel) View() string {
 	// the newest rows matter most: show the last ones that fit
 	room := m.h - 1 - len(tail)
 	if room < 1 {
-		// too short for the footer: rows first, the verdict last to go
+		// too short for the whole footer: the rows keep at least half the
+		// pane; the verdict and the OOM's explanation go before the peaks
 		tail = nil
-		if hasVerdict && m.h >= 3 {
-			tail = m.verdictLines(verdict)[:1]
+		if hasVerdict {
+			tail = append(tail, m.verdictLines(verdict)[0])
 		}
+		tail = append(tail, m.oomLines()...)
+		tail = tail[:min(len(tail), (m.h-1)/2)]
 		room = max(m.h-1-len(tail), 1)
 	}
 	rows := m.d.Rows

@@ -673,6 +673,15 @@ func TestOOMExplained(t *testing.T) {
 			if last := c.want[len(c.want)-1]; !strings.Contains(strings.Join(strings.Fields(narrow), " "), last) {
 				t.Errorf("at 80 columns, want %q:\n%s", last, narrow)
 			}
+			// small screens keep their box; at 80x24 the rows share the pane
+			// with the explanation's start, the cause first
+			for _, sz := range [][2]int{{40, 10}, {60, 16}, {80, 24}} {
+				m = newModel(t, st, Options{}, sz[0], sz[1])
+				checkBox(t, m.View().Content, sz[0], sz[1])
+			}
+			if scr := screen(m); !strings.Contains(scr, "✗ OOM at 0:01:25.0") || !strings.Contains(scr, "After cleanup") {
+				t.Errorf("80x24: want the latest rows and the OOM's first lines:\n%s", scr)
+			}
 		})
 	}
 	// no OOM, no explanation
