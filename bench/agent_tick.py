@@ -24,10 +24,12 @@ import json
 import os
 import select
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import start_gputop, stop_proc, thread_cpu_ns  # noqa: E402
 
 _real_poll = select.poll
 SPANS: list[int] = []  # ns from poll() returning to the next poll() call
@@ -76,11 +78,6 @@ def fake_stats():
     return stats
 
 
-def thread_cpu_ns(tid: int) -> int:
-    with open(f"/proc/self/task/{tid}/schedstat") as fh:
-        return int(fh.read().split()[0])
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gputop", default="bin/gputop")
@@ -106,14 +103,12 @@ def main() -> int:
 
     work = tempfile.mkdtemp(prefix="gputop-tick.")
     sock = os.path.join(work, "gputop.sock")
-    rec = subprocess.Popen([a.gputop, "record", "-o", os.path.join(work, "tick.gputop"),
-                            "--socket", sock, "--source", "agent"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(os.path.join(work, "record.log"), "w") as log:
+        rec = start_gputop(a.gputop, os.path.join(work, "tick.gputop"), sock, "agent", log)
+    if rec is None:
+        print(f"agent_tick.py: gputop record did not start (see {work}/record.log)", file=sys.stderr)
+        return 1
     try:
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
         ag = gputop.attach(socket=sock)
         time.sleep(1.0)  # connect, hello, the first batches
         tid = ag._thread.native_id
@@ -126,8 +121,7 @@ def main() -> int:
         st = gputop.status()
         gputop.detach()
     finally:
-        rec.terminate()
-        rec.wait(5)
+        stop_proc(rec)
     del keep
     if not spans or not st.get("connected"):
         print(f"agent_tick.py: no ticks timed (agent status: {st})", file=sys.stderr)

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 
 def stop_proc(p: subprocess.Popen | None, sig: int = signal.SIGINT) -> None:
@@ -19,6 +20,35 @@ def stop_proc(p: subprocess.Popen | None, sig: int = signal.SIGINT) -> None:
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
+
+
+def start_gputop(binary: str, rec: str, sock: str, source: str, log) -> subprocess.Popen | None:
+    """`gputop record` writing rec and listening on sock, once the socket is
+    there; None (and why, in log) when it exited instead."""
+    cmd = [binary, "record", "-o", rec, "--socket", sock, "--source", source]
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(100):
+        if os.path.exists(sock) or p.poll() is not None:
+            break
+        time.sleep(0.05)
+    if p.poll() is not None:
+        log.write(f"gputop record exited with {p.returncode}\n")
+        return None
+    return p
+
+
+def thread_cpu_ns(tid: int | None) -> int | None:
+    """CPU time of one thread of this process, in ns (schedstat's first
+    field), or None where the kernel does not say."""
+    if not tid:
+        return None
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def write_result(d: str | None, name: str, status: str, summary: str, **kw) -> None:

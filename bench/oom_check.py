@@ -20,11 +20,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import stop_proc, write_result  # noqa: E402
+import rec as recording  # noqa: E402
+from common import start_gputop, stop_proc, write_result  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -57,14 +57,12 @@ def main() -> int:
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="gputop-oom.")
     sock, rec = os.path.join(work, "gputop.sock"), os.path.join(work, "oom.gputop")
-    log = open(os.path.join(work, "record.log"), "w")
-    p = subprocess.Popen([a.gputop, "record", "-o", rec, "--socket", sock, "--source", "agent"],
-                         stdout=log, stderr=subprocess.STDOUT)
+    with open(os.path.join(work, "record.log"), "w") as log:
+        p = start_gputop(a.gputop, rec, sock, "agent", log)
+    if p is None:
+        write_result(a.results_dir, a.name, "FAIL", f"gputop record did not start (see {work}/record.log)")
+        return 1
     try:
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
         child = subprocess.run([sys.executable, "-c", CHILD, sock], capture_output=True, text=True,
                                timeout=60)
     finally:
@@ -76,15 +74,7 @@ def main() -> int:
         write_result(a.results_dir, a.name, "FAIL",
                      f"the child failed (rc {child.returncode}): {child.stderr.strip()[-300:]}")
         return 1
-    ooms = []
-    with open(rec, "rb") as fh:
-        for line in fh:
-            try:
-                f = json.loads(line)
-            except ValueError:
-                continue
-            if f.get("type") == "oom" and f.get("pid") == got["pid"]:
-                ooms.append(f)
+    ooms = [f for f in recording.load(rec).ooms if f.get("pid") == got["pid"]]
     if not got["raised"]:
         problems.append("torch did not raise OutOfMemoryError")
     if len(ooms) != 1:

@@ -52,7 +52,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import stop_proc, write_result  # noqa: E402
+from common import start_gputop, stop_proc, thread_cpu_ns, write_result  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -136,18 +136,6 @@ class Naive(threading.Thread):
                 time.sleep(d)
             else:
                 nxt = time.perf_counter()
-
-
-def thread_cpu_ns(tid: int | None) -> int | None:
-    """CPU time of one thread of this process, in ns (schedstat's first
-    field), or None where the kernel does not say."""
-    if not tid:
-        return None
-    try:
-        with open(f"/proc/self/task/{tid}/schedstat") as fh:
-            return int(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def thread_sched_ns(tid: int) -> tuple[int, int] | None:
@@ -417,20 +405,6 @@ def mean_sem(v: list[float]) -> tuple[float | None, float | None]:
 
 def median_or_none(v: list[float]):
     return round(statistics.median(v), 3) if v else None
-
-
-def start_gputop(binary: str, rec: str, sock: str, source: str, log) -> subprocess.Popen | None:
-    cmd = [binary, "record", "-o", rec, "--socket", sock, "--source", source]
-    log.write(f"$ {' '.join(cmd)}\n")
-    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(100):
-        if os.path.exists(sock) or p.poll() is not None:
-            break
-        time.sleep(0.05)
-    if p.poll() is not None:
-        log.write(f"gputop record exited with {p.returncode}\n")
-        return None
-    return p
 
 
 

@@ -78,6 +78,7 @@ class Recording:
     hellos: list[dict] = field(default_factory=list)
     ended: list[dict] = field(default_factory=list)
     byes: list[dict] = field(default_factory=list)
+    ooms: list[dict] = field(default_factory=list)
     other: dict[str, int] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -171,6 +172,8 @@ def load(path: str) -> Recording:
                     rec.ended.append(f)
                 elif typ == "bye":
                     rec.byes.append(f)
+                elif typ == "oom":
+                    rec.ooms.append(f)
             except (ValueError, KeyError, TypeError) as e:
                 rec.errors.append(f"{path}: line {lineno} (byte {start}): {e}")
     for s in rec.nvml.values():
