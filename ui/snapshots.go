@@ -240,11 +240,14 @@ func (m *tableModel) peakLine() string {
 
 // wrap breaks s into lines of the pane's width: a verdict or an explanation
 // is wrapped, never cut.
-func (m *tableModel) wrap(s string) []string {
-	if m.w <= 0 || lipgloss.Width(s) <= m.w {
+func (m *tableModel) wrap(s string) []string { return wrapTo(s, m.w) }
+
+// wrapTo breaks s into lines of at most w cells (w <= 0: one line).
+func wrapTo(s string, w int) []string {
+	if w <= 0 || lipgloss.Width(s) <= w {
 		return []string{s}
 	}
-	lines := strings.Split(lipgloss.NewStyle().Width(m.w).Render(s), "\n")
+	lines := strings.Split(lipgloss.NewStyle().Width(w).Render(s), "\n")
 	for i := range lines {
 		lines[i] = strings.TrimRight(lines[i], " ")
 	}
@@ -261,9 +264,7 @@ func (m *tableModel) oomLines() []string {
 	head, body := n.explain(m.d.Start)
 	lines := m.wrap(m.styles.Error.Render("✗ OOM") + " " + head)
 	// the explanation under it, indented on every line it wraps to
-	sub := *m
-	sub.w = max(m.w-2, 1)
-	for _, l := range sub.wrap(body) {
+	for _, l := range wrapTo(body, max(m.w-2, 1)) {
 		lines = append(lines, "  "+l)
 	}
 	return lines
