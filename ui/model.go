@@ -558,7 +558,7 @@ func (m *Model) refreshPanes(now int64) {
 	if m.dev < len(devs) {
 		total = devs[m.dev].Total
 	}
-	sd.OOM = latestOOM(sd.Rows, m.dev, total, st.OOM)
+	sd.OOM = latestOOM(sd.Rows, m.dev, start, total, st.OOM)
 	m.table.SetData(sd)
 
 	// holders

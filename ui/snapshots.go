@@ -261,10 +261,9 @@ func (m *tableModel) oomLines() []string {
 	if n == nil {
 		return nil
 	}
-	head, body := n.explain(m.d.Start)
-	lines := m.wrap(m.styles.Error.Render("✗ OOM") + " " + head)
+	lines := m.wrap(m.styles.Error.Render("✗ OOM") + " " + n.Head)
 	// the explanation under it, indented on every line it wraps to
-	for _, l := range wrapTo(body, max(m.w-2, 1)) {
+	for _, l := range wrapTo(n.Body, max(m.w-2, 1)) {
 		lines = append(lines, "  "+l)
 	}
 	return lines
