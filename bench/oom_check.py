@@ -9,7 +9,8 @@ memory than the GPU has; torch raises OutOfMemoryError and calls its
 out-of-memory observers (the agent's among them) first. The check: one
 `oom` frame from the child, its requested size the one asked for, its
 allocated / reserved equal to what torch reports right after the error,
-and an "OOM" row in `gputop export`'s CSV.
+an "OOM" row in `gputop export`'s CSV, and export's explanation of it:
+the size asked for is more than the whole GPU.
 """
 from __future__ import annotations
 
@@ -54,8 +55,10 @@ def main() -> int:
     ap.add_argument("--gputop", default="bin/gputop")
     ap.add_argument("--results-dir")
     ap.add_argument("--name", default="32-oom")
+    ap.add_argument("--workdir", help="for the recording, its CSV and logs (default: a temp dir)")
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="gputop-oom.")
+    work = a.workdir or tempfile.mkdtemp(prefix="gputop-oom.")
+    os.makedirs(work, exist_ok=True)
     sock, rec = os.path.join(work, "gputop.sock"), os.path.join(work, "oom.gputop")
     with open(os.path.join(work, "record.log"), "w") as log:
         p = start_gputop(a.gputop, rec, sock, "agent", log)
@@ -87,6 +90,11 @@ def main() -> int:
                         f"torch after the error {got['after']['allocated']}/{got['after']['reserved']} B")
     out = os.path.join(work, "oom.csv")
     ex = subprocess.run([a.gputop, "export", rec, "--csv", out], capture_output=True, text=True)
+    with open(os.path.join(work, "oom-export.txt"), "w") as fh:
+        fh.write(ex.stdout + ex.stderr)
+    if "more than the whole GPU" not in ex.stdout:
+        problems.append("gputop export did not explain the OOM as a request larger than the GPU "
+                        f"(see {work}/oom-export.txt)")
     rows = []
     if ex.returncode == 0:
         with open(out, newline="") as fh:
@@ -100,7 +108,8 @@ def main() -> int:
     txt = (f"torch raised OutOfMemoryError for {got['want'] / gib:.1f} GiB; oom frame: requested "
            f"{o.get('requested', 0) / gib:.1f} GiB, free {o.get('free', 0) / gib:.2f} GiB, allocated "
            f"{o.get('allocated')} B, reserved {o.get('reserved')} B (torch after the error: "
-           f"{got['after']['allocated']} / {got['after']['reserved']} B); OOM rows in the CSV: {len(rows)}")
+           f"{got['after']['allocated']} / {got['after']['reserved']} B); OOM rows in the CSV: {len(rows)}; "
+           f"explained by export: {'yes' if 'more than the whole GPU' in ex.stdout else 'no'}")
     write_result(a.results_dir, a.name, "FAIL" if problems else "PASS", txt, problems=problems,
                  frame=o, child=got)
     return 1 if problems else 0

@@ -17,6 +17,11 @@ Measures, on a CUDA device:
          drift of the machine's speed cancels better;
   naive  the same loop with a naive thread calling memory_allocated +
          memory_reserved + max_memory_allocated at 100 Hz and 1 kHz;
+  floor  (with --rounds-floor) what any sampling thread at the agent's rate
+         costs that loop, toggled against the idle agent like "toggle": the
+         agent on; the agent at half its rate ("half"); a bare thread that
+         wakes from poll() and only calls torch._C._cuda_memoryStats
+         ("read"); one that only wakes ("wake");
   gpu    a GPU-bound bf16 MLP (8 layers of 8192 x 8192, batch 8192), without
          and with the agent;
   snap   gputop.snapshot() call latency, and the time until the snapshot is a
@@ -63,7 +68,8 @@ IDLE_HZ = 1 / 3600  # "idle": the attached agent's thread sleeps through the blo
 ROUND = {"cpu": ["agent", "none"],
          "toggle": ["on", "idle", "idle", "on"],
          "naive": ["naive100", "none", "naive1000", "none"],
-         "gpu": ["agent", "none"]}
+         "gpu": ["agent", "none"],
+         "floor": ["on", "idle", "half", "idle", "read", "idle", "wake", "idle"]}
 
 
 # ================================================================ worker side
@@ -138,6 +144,36 @@ class Naive(threading.Thread):
                 nxt = time.perf_counter()
 
 
+class Bare(threading.Thread):
+    """The least a sampling thread can do at hz: wake from poll() as the
+    agent does and, with read, make the one stats call and drop its result."""
+
+    def __init__(self, torch, hz: float, read: bool) -> None:
+        super().__init__(daemon=True)
+        self.period, self.n = 1.0 / hz, 0
+        self.fn = None  # without CUDA (--device cpu, mechanics only) read is wake
+        if read and torch.cuda.is_available():
+            dev = torch.cuda.current_device()
+            stats = torch._C._cuda_memoryStats
+            self.fn = lambda: stats(dev)
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        import math
+        import select
+        wait, mono, fn = select.poll().poll, time.monotonic, self.fn
+        nxt = mono()
+        while not self.halt.is_set():
+            ms = math.ceil((nxt - mono()) * 1000)
+            wait(ms if ms > 0 else 0)
+            if fn is not None:
+                fn()
+            self.n += 1
+            nxt += self.period
+            if nxt <= mono():
+                nxt = mono() + self.period
+
+
 def thread_sched_ns(tid: int) -> tuple[int, int] | None:
     """(ns on a CPU, ns waiting for one) of the calling thread. The CPU time
     comes from the thread's clock: schedstat's lags by up to a scheduler
@@ -190,7 +226,7 @@ def worker_train(a, torch, nn) -> dict:
     conds = a.conds.split(",")
     held = None  # the agent attached throughout for "on" / "idle"
     rate = {"rate_hz": a.rate} if a.rate else {}
-    if {"on", "idle"} & set(conds):
+    if {"on", "half", "idle"} & set(conds):
         import gputop
         held = gputop.attach(**rate)
         on_hz = held.rate_hz  # --rate, else attach()'s default
@@ -199,8 +235,14 @@ def worker_train(a, torch, nn) -> dict:
         extra: dict = {}
         naive = None
         agent_tid = None
-        if cond in ("on", "idle"):
-            held.configure(rate_hz=on_hz if cond == "on" else IDLE_HZ)
+        if cond in ("read", "wake"):
+            held.configure(rate_hz=IDLE_HZ)
+            naive = Bare(torch, on_hz, cond == "read")
+            naive.start()
+            run_segment(torch, step, 0.05)
+            agent_tid = naive.native_id
+        elif cond in ("on", "half", "idle"):
+            held.configure(rate_hz={"on": on_hz, "half": on_hz / 2}.get(cond, IDLE_HZ))
             run_segment(torch, step, 0.05)  # the switch settles, untimed
             agent_tid = getattr(getattr(held, "_thread", None), "native_id", None)
         elif cond == "agent":
@@ -214,6 +256,8 @@ def worker_train(a, torch, nn) -> dict:
             time.sleep(0.05)
         elif cond != "none":
             raise SystemExit(f"unknown condition {cond!r}")
+        if naive is not None:
+            naive.n = 0
         t_seg = time.perf_counter()
         cpu0 = thread_cpu_ns(agent_tid)
         r = run_segment(torch, step, a.seg)
@@ -436,8 +480,10 @@ def parent(a) -> int:
         for kind, rounds, seg in (("cpu", a.rounds_cpu, a.seg_cpu),
                                   ("toggle", a.rounds_toggle, a.seg_toggle),
                                   ("naive", a.rounds_naive, a.seg_naive),
-                                  ("gpu", a.rounds_gpu, a.seg_gpu)):
-            if kind in a.skip or (kind in ("naive", "toggle") and "cpu" in a.skip):
+                                  ("gpu", a.rounds_gpu, a.seg_gpu),
+                            ("floor", a.rounds_floor, a.seg_toggle)):
+            if kind in a.skip or (kind in ("naive", "toggle", "floor") and "cpu" in a.skip) \
+                    or rounds <= 0:
                 continue
             conds = ["none"] + ROUND[kind] * rounds
             w = run_worker(["--kind", kind, "--conds", ",".join(conds), "--seg", str(seg),
@@ -486,7 +532,7 @@ def analyse(a, res: dict) -> None:
     naive = (res.get("naive") or {}).get("segments", [])
     toggle = (res.get("toggle") or {}).get("segments", [])
     for kind in ("cpu", "gpu"):
-        if kind in a.skip:
+        if kind in a.skip or getattr(a, f"rounds_{kind}", 1) <= 0:
             continue
         w = res.get(kind)
         if not w:
@@ -592,6 +638,30 @@ def analyse(a, res: dict) -> None:
         write_result(d, f"{p}overhead-{kind}", "FAIL" if problems else "PASS", txt,
                     problems=problems, **s)
 
+    floor = (res.get("floor") or {}).get("segments", [])
+    if floor:
+        summary["floor"] = fl = {}
+        for cond in ("on", "half", "read", "wake"):
+            v = slowdowns(floor, cond, base="idle")
+            fl[f"{cond}_pct"] = median_or_none(v)
+            fl[f"{cond}_pct_mean"], fl[f"{cond}_pct_sem"] = mean_sem(v)
+            fl[f"{cond}_asleep_added_pts"], _ = mean_sem(
+                differences(floor, cond, "train_asleep_pct", "idle"))
+            fl[f"{cond}_thread_cpu_pct"] = median_or_none(
+                [x["agent_thread_cpu_pct"] for x in floor
+                 if x["cond"] == cond and x.get("agent_thread_cpu_pct") is not None])
+        fl["rounds"] = len(slowdowns(floor, "on", base="idle"))
+        fl["read_thread_hz"] = median_or_none([x["thread_hz"] for x in floor if x["cond"] == "read"])
+        txt = "; ".join(
+            f"{name} {fl[c + '_pct'] or 0:+.2f}% (mean {fl[c + '_pct_mean'] or 0:+.2f} ± "
+            f"{fl[c + '_pct_sem'] or 0:.2f}, thread {fl[c + '_thread_cpu_pct'] or 0:.2f}% of a core)"
+            for c, name in (("on", "agent"), ("half", "agent at half the rate"),
+                            ("read", "bare thread with the stats call"),
+                            ("wake", "bare thread, wake-ups only")))
+        write_result(d, f"{p}overhead-floor", "INFO",
+                     f"small MLP against the idle agent, {fl['rounds']} rounds of "
+                     f"{a.seg_toggle:g} s blocks: {txt}", **fl)
+
     lat = res.get("latency")
     if "snap" in a.skip:
         pass
@@ -635,10 +705,14 @@ WORKLOADS = {"cpu": "small MLP, CPU-bound", "gpu": "bf16 MLP, GPU-bound"}
 
 def print_rows(title: str, cols: list[tuple[str, str, str]], summary: dict) -> None:
     """A table of summary's workloads: cols are (header, summary key, format spec)."""
+    if not any(k in WORKLOADS for k in summary):
+        return
     print("\n" + title)
     width = lambda spec: int(spec.lstrip("+").split(".")[0])  # noqa: E731
     print(f"{'workload':28} " + " ".join(f"{h:>{width(spec)}}" for h, _, spec in cols))
     for kind, s in summary.items():
+        if kind not in WORKLOADS:
+            continue
         print(f"{WORKLOADS.get(kind, kind):28} " + " ".join(f(s.get(k), spec) for _, k, spec in cols))
 
 
@@ -654,6 +728,18 @@ def print_table(summary: dict, lat: dict | None) -> None:
                 ("added", "toggle_train_asleep_added_pts", "+9.2f"),
                 ("attached", "train_asleep_agent_pct", "9.2f"),
                 ("none", "train_asleep_none_pct", "9.2f")], summary)
+    fl = summary.get("floor")
+    if fl:
+        print(f"\nwhat a thread at the agent's rate costs the small MLP ({fl['rounds']} rounds "
+              f"against the idle agent)")
+        print(f"{'thread':32} {'median %':>9} {'mean %':>8} {'± sem':>6} {'asleep +pts':>11} "
+              f"{'its CPU %':>9}")
+        for c, name in (("on", "the agent"), ("half", "the agent at half the rate"),
+                        ("read", "bare: poll + _cuda_memoryStats"),
+                        ("wake", "bare: poll only")):
+            print(f"{name:32} {f(fl[c + '_pct'], '+9.2f')} {f(fl[c + '_pct_mean'], '+8.2f')} "
+                  f"{f(fl[c + '_pct_sem'], '6.2f')} {f(fl[c + '_asleep_added_pts'], '+11.2f')} "
+                  f"{f(fl[c + '_thread_cpu_pct'], '9.2f')}")
     if lat:
         print("\ncall latency (us)          median      p99      max")
         rows = [("gputop.snapshot()", lat["snapshot_call"])]
@@ -670,7 +756,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_worker"]:
         w = argparse.ArgumentParser(prog="overhead.py _worker")
-        w.add_argument("--kind", choices=["cpu", "toggle", "naive", "gpu", "latency"], required=True)
+        w.add_argument("--kind", choices=["cpu", "toggle", "naive", "gpu", "floor", "latency"],
+                       required=True)
         w.add_argument("--conds", default="none")
         w.add_argument("--seg", type=float, default=1.5)
         w.add_argument("--warm", type=float, default=1.0)
@@ -699,6 +786,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="on-idle-idle-on rounds of the attached agent switched on and off")
     ap.add_argument("--seg-toggle", type=float, default=0.25)
     ap.add_argument("--rounds-naive", type=int, default=2)
+    ap.add_argument("--rounds-floor", type=int, default=0,
+                    help="on-idle-read-idle-wake-idle rounds: the agent against bare threads")
     ap.add_argument("--rounds-gpu", type=int, default=5)
     ap.add_argument("--seg-cpu", type=float, default=1.0, help="seconds per timed segment")
     ap.add_argument("--seg-naive", type=float, default=1.5)

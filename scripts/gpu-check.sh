@@ -286,7 +286,26 @@ step_sigkill() {
 
 step_oom() {
 	have_gputop || return 1
-	timeout 90 "$PY" bench/oom_check.py --gputop "$GPUTOP" --results-dir "$R" --name 32-oom
+	timeout 90 "$PY" bench/oom_check.py --gputop "$GPUTOP" --results-dir "$R" --name 32-oom \
+		--workdir "$W/oom"
+	local rc=$?
+	[ -f "$W/oom/oom.gputop" ] && oom_screen "$W/oom/oom.gputop"
+	return $rc
+}
+
+oom_screen() { # RECORDING: the TUI explains its OOM under the snapshot table
+	command -v tmux >/dev/null || { result 33-oom-screen SKIP "tmux not installed"; return; }
+	tmux -L "$TMUXL" -f /dev/null new-session -d -s oom -x 160 -y 50 \
+		"exec $GPUTOP --replay $1 2>$L/oom-replay.stderr"
+	sleep 3
+	tmux -L "$TMUXL" capture-pane -p -t oom >"$L/oom-screen.txt" 2>&1
+	tmux -L "$TMUXL" kill-session -t oom 2>/dev/null
+	cat "$L/oom-screen.txt"
+	if grep -q 'more than the whole GPU' "$L/oom-screen.txt"; then
+		result 33-oom-screen PASS "gputop --replay of the OOM recording explains it at 160x50: $(grep -o 'That is more than the whole GPU ([^)]*)' "$L/oom-screen.txt" | head -1) (logs/oom-screen.txt)"
+	else
+		result 33-oom-screen FAIL "gputop --replay of the OOM recording does not explain it (logs/oom-screen.txt)"
+	fi
 }
 
 step_overhead() {
@@ -345,7 +364,7 @@ step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
-step oom 20 32-oom
+step oom 25 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
