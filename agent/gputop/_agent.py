@@ -181,6 +181,9 @@ class Agent:
         except BaseException as e:  # the thread must end quietly, whatever happened
             self.last_error = f"agent stopped: {e!r}"
         finally:
+            # what snapshot() looks at, rather than the thread's liveness
+            # (several Python calls); set before the thread ends
+            self._stopping = True
             try:
                 self._finish()
             except BaseException:

@@ -36,13 +36,16 @@ def _take(label: str, kind: str, devs: list[int] | None = None
     try:
         if devs is None:
             devs = src.devices()
+        read = src.read
         for d in devs:
-            vals[d] = src.read(d)
+            vals[d] = read(d)
     except Exception:
         return vals, t
     if vals:
         try:
-            ag = _agent.current(auto=True)
+            ag = _agent._current
+            if ag is None or ag._stopping:
+                ag = _agent.current(auto=True)
             if ag is not None:
                 ag.post({
                     "type": "mark", "t": t, "label": label, "kind": kind,
@@ -67,7 +70,8 @@ def snapshot(label: str) -> dict[int, dict[str, int]]:
     Costs one allocator stats call per device; never raises.
     """
     vals, _ = _take(label, "snapshot")
-    return {d: c._asdict() for d, c in vals.items()}
+    fields = _stats.Counters._fields
+    return {d: dict(zip(fields, c)) for d, c in vals.items()}
 
 
 @contextlib.contextmanager
