@@ -401,3 +401,41 @@ func TestRealSpikesVisibleOnTheChart(t *testing.T) {
 		t.Fatalf("10 s window: %d spikes on the chart, want 20:\n%s", n, tm.screen())
 	}
 }
+
+// The H200 recording of a real CUDA out-of-memory error (bench/oom_check.py
+// beside gputop record --source agent: 1 GiB held, then twice the GPU asked
+// for): the replayed TUI and `gputop export` both say what was asked, what
+// was free, and that the request alone exceeds the GPU.
+func TestRealOOMExplained(t *testing.T) {
+	const rec = "../testdata/recordings/h200-oom.gputop"
+	want := []string{"asked for 279.6 GiB, 138.2 GiB free on the GPU (CUDA)",
+		"That is more than the whole GPU (139.8 GiB)"}
+	tm := startTerm(t, 160, 50, "--replay", rec)
+	tm.waitFor("NVIDIA H200")
+	scr := tm.waitFor("more than the whole GPU")
+	for _, w := range want {
+		if !strings.Contains(scr, w) {
+			t.Fatalf("screen lacks %q:\n%s", w, scr)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "oom.csv")
+	msg, code := run(t, "export", rec, "--csv", out)
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, msg)
+	}
+	for _, w := range append(want, "GPU 0 (NVIDIA H200): ✗ OOM at 2026-11-30T07:14:42.705Z in pid 556") {
+		if !strings.Contains(msg, w) {
+			t.Fatalf("export output lacks %q:\n%s", w, msg)
+		}
+	}
+	recs := readCSV(t, out)
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	if len(recs) != 2 || recs[1][col["label"]] != "OOM" ||
+		recs[1][col["allocated_bytes"]] != "1073741824" ||
+		recs[1][col["oom_requested_bytes"]] != "300219891712" {
+		t.Fatalf("CSV rows: %v", recs)
+	}
+}
