@@ -657,7 +657,7 @@ def analyse(a, res: dict) -> None:
             f"{fl[c + '_pct_sem'] or 0:.2f}, thread {fl[c + '_thread_cpu_pct'] or 0:.2f}% of a core)"
             for c, name in (("on", "agent"), ("half", "agent at half the rate"),
                             ("read", "bare thread with the stats call"),
-                            ("wake", "bare thread, wake-ups only")))
+                            ("wake", "bare thread, wake-ups only")) if fl[c + "_pct"] is not None)
         write_result(d, f"{p}overhead-floor", "INFO",
                      f"small MLP against the idle agent, {fl['rounds']} rounds of "
                      f"{a.seg_toggle:g} s blocks: {txt}", **fl)

@@ -53,3 +53,38 @@ def test_overhead_analysis_of_a_real_h200_run(tmp_path: Path, capsys) -> None:
     gpu = json.loads((tmp_path / "res" / "40-overhead-gpu.json").read_text())
     assert round(gpu["agent_slowdown_pct"], 2) == -0.71
     assert "asleep (CUDA syncs, GIL waits)" in capsys.readouterr().out
+
+
+def test_floor_analysis_of_real_h200_runs(tmp_path: Path, capsys) -> None:
+    # the agent against bare threads (07:06 and 07:19 H200 runs), and the
+    # agent at 50/s toggled against idle (07:01): the figures BENCHMARKS.md
+    # quotes must come out of the stored segments
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import overhead
+    finally:
+        sys.path.pop(0)
+    runs = json.loads((REPO / "bench" / "results" / "2026-11-30-overhead-floor.json").read_text())
+    got = {}
+    for name in ("floor_0706", "floor_0719"):
+        a = overhead.argparse.Namespace(results_dir=str(tmp_path / name), prefix="", skip=["gpu", "snap"],
+                                        gputop=None, seg_toggle=0.25, rounds_cpu=0)
+        overhead.analyse(a, {"floor": {"segments": runs[name]["segments"]}})
+        got[name] = json.loads((tmp_path / name / "overhead-floor.json").read_text())
+    f1, f2 = got["floor_0706"], got["floor_0719"]
+
+    def r2(f: dict, *keys: str) -> list:
+        return [round(f[k], 2) for k in keys]
+
+    assert (f1["rounds"], f2["rounds"]) == (100, 70)
+    assert r2(f1, "on_pct", "on_pct_mean", "on_pct_sem", "on_asleep_added_pts") == [2.47, 2.7, 0.7, 0.78]
+    assert r2(f1, "read_pct_mean", "read_asleep_added_pts", "wake_pct_mean") == [0.59, 0.74, 0.11]
+    assert f1["half_pct"] is None and "half the rate" not in f1["summary"]
+    assert r2(f2, "on_pct_mean", "half_pct_mean", "read_pct_mean", "wake_pct_mean") == [1.83, 0.86, 1.33, 1.03]
+    assert r2(f2, "on_thread_cpu_pct", "half_thread_cpu_pct", "read_thread_cpu_pct") == [0.99, 0.6, 0.76]
+    assert "bare: poll + _cuda_memoryStats" in capsys.readouterr().out
+    seg = runs["toggle_rate50_0701"]["segments"]
+    tg = overhead.slowdowns(seg, "on", base="idle")
+    assert len(tg) == 200
+    assert overhead.mean_sem(tg) == (0.108, 0.577)
+    assert overhead.mean_sem(overhead.differences(seg, "on", "train_asleep_pct", "idle")) == (0.492, 0.181)
