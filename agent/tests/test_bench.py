@@ -14,6 +14,15 @@ from conftest import TESTS
 REPO = Path(TESTS).parents[1]
 
 
+def _bench_module(name: str):
+    """A script of bench/, imported as a module."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
 def test_agent_tick_times_every_wakeup(gputop_bin: str, tmp_path: Path) -> None:
     out = tmp_path / "tick.json"
     env = dict(os.environ, PYTHONPATH=str(REPO / "agent"))
@@ -34,11 +43,7 @@ def test_agent_tick_times_every_wakeup(gputop_bin: str, tmp_path: Path) -> None:
 def test_overhead_analysis_of_a_real_h200_run(tmp_path: Path, capsys) -> None:
     # the raw segments of the 05:44 H200 run, analysed again: the figures
     # BENCHMARKS.md quotes must come out of them
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import overhead
-    finally:
-        sys.path.pop(0)
+    overhead = _bench_module("overhead")
     res = json.loads((REPO / "bench" / "results" / "2026-11-30-overhead-toggle.json").read_text())
     a = overhead.argparse.Namespace(results_dir=str(tmp_path / "res"), prefix="40-", skip=[],
                                     gputop=None, seg_cpu=1.0, seg_gpu=2.0, seg_toggle=0.25)
@@ -59,11 +64,7 @@ def test_floor_analysis_of_real_h200_runs(tmp_path: Path, capsys) -> None:
     # the agent against bare threads (07:06 and 07:19 H200 runs), and the
     # agent at 50/s toggled against idle (07:01): the figures BENCHMARKS.md
     # quotes must come out of the stored segments
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import overhead
-    finally:
-        sys.path.pop(0)
+    overhead = _bench_module("overhead")
     runs = json.loads((REPO / "bench" / "results" / "2026-11-30-overhead-floor.json").read_text())
     got = {}
     for name in ("floor_0706", "floor_0719"):
