@@ -15,7 +15,8 @@
 #   sigkill     a training job killed with SIGKILL mid-run: its history stays,
 #               an "ended" frame marks it; `gputop snap LABEL` from the shell
 #   oom         bench/oom_check.py: a real CUDA out-of-memory error reaches the
-#               recording with torch's allocator state, and the CSV as a row
+#               recording with torch's allocator state, the CSV as a row, and
+#               `gputop export` explains it; the replayed TUI explains it too
 #   overhead    bench/overhead.py: the agent's cost, snapshot() latency;
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
