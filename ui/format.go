@@ -163,10 +163,15 @@ func speedName(f float64) string {
 	return fmt.Sprintf("%gx", f)
 }
 
-// procName is a short name for an agent process: "python train.py".
+// procName is a short name for an agent process, from its Python
+// sys.argv: "train.py --epochs 10"; "python -c" for code given with -c
+// (sys.argv[0] is then "-c" and the rest are the code's own arguments).
 func procName(argv []string) string {
 	if len(argv) == 0 {
 		return ""
+	}
+	if argv[0] == "-c" {
+		return "python -c"
 	}
 	parts := []string{filepath.Base(argv[0])}
 	for _, a := range argv[1:] {
