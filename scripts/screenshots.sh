@@ -10,10 +10,10 @@ export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
 go build -o bin/gputop .
 mkdir -p screenshots
 tmp=$(mktemp -d)
-trap 'tmux kill-session -t gputop-shot 2>/dev/null || true; rm -rf "$tmp"' EXIT
+trap 'tmux kill-session -t gputop-shot 2>/dev/null || true; tmux kill-session -t gputop-oom 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
-shot() { # name
-  tmux capture-pane -e -p -t gputop-shot >"$tmp/$1.ansi"
+shot() { # name [session]
+  tmux capture-pane -e -p -t "${2:-gputop-shot}" >"$tmp/$1.ansi"
   python3 scripts/ansi2svg.py "$tmp/$1.ansi" "$tmp/$1.svg"
   rsvg-convert "$tmp/$1.svg" -o "screenshots/$1.png"
   echo "screenshots/$1.png"
@@ -28,3 +28,8 @@ shot demo
 tmux send-keys -t gputop-shot '?'
 sleep 1
 shot help
+
+# a real CUDA out-of-memory error on an H200 (bench/oom_check.py), explained
+tmux new-session -d -s gputop-oom -x 120 -y 30 -- bin/gputop --replay testdata/recordings/h200-oom.gputop
+sleep 2
+shot oom gputop-oom
