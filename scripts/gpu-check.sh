@@ -14,9 +14,10 @@
 #               what a 10 Hz / 4 Hz sampler would have seen
 #   sigkill     a training job killed with SIGKILL mid-run: its history stays,
 #               an "ended" frame marks it; `gputop snap LABEL` from the shell
-#   oom         bench/oom_check.py: a real CUDA out-of-memory error reaches the
+#   oom         bench/oom_check.py: real CUDA out-of-memory errors (one request
+#               larger than the GPU; the GPU filled with tensors) reach the
 #               recording with torch's allocator state, the CSV as a row, and
-#               `gputop export` explains it; the replayed TUI explains it too
+#               `gputop export` gives each its cause; the replayed TUI too
 #   overhead    bench/overhead.py: the agent's cost, snapshot() latency;
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
@@ -287,7 +288,7 @@ step_sigkill() {
 
 step_oom() {
 	have_gputop || return 1
-	timeout 90 "$PY" bench/oom_check.py --gputop "$GPUTOP" --results-dir "$R" --name 32-oom \
+	timeout 200 "$PY" bench/oom_check.py --gputop "$GPUTOP" --results-dir "$R" --name 32-oom \
 		--workdir "$W/oom"
 	local rc=$?
 	[ -f "$W/oom/oom.gputop" ] && oom_screen "$W/oom/oom.gputop"
@@ -365,7 +366,7 @@ step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
-step oom 25 32-oom 33-oom-screen
+step oom 45 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
