@@ -47,6 +47,7 @@ same. gputop's recording shows what the agent sent meanwhile.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -146,16 +147,11 @@ class Naive(threading.Thread):
 
 class Bare(threading.Thread):
     """The least a sampling thread can do at hz: wake from poll() as the
-    agent does and, with read, make the one stats call and drop its result."""
+    agent does and, given a stats call, make it and drop its result."""
 
-    def __init__(self, torch, hz: float, read: bool) -> None:
+    def __init__(self, hz: float, fn=None) -> None:
         super().__init__(daemon=True)
-        self.period, self.n = 1.0 / hz, 0
-        self.fn = None  # without CUDA (--device cpu, mechanics only) read is wake
-        if read and torch.cuda.is_available():
-            dev = torch.cuda.current_device()
-            stats = torch._C._cuda_memoryStats
-            self.fn = lambda: stats(dev)
+        self.period, self.n, self.fn = 1.0 / hz, 0, fn
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -237,7 +233,10 @@ def worker_train(a, torch, nn) -> dict:
         agent_tid = None
         if cond in ("read", "wake"):
             held.configure(rate_hz=IDLE_HZ)
-            naive = Bare(torch, on_hz, cond == "read")
+            fn = None  # without CUDA (--device cpu, mechanics only) read is wake
+            if cond == "read" and torch.cuda.is_available():
+                fn = functools.partial(torch._C._cuda_memoryStats, torch.cuda.current_device())
+            naive = Bare(on_hz, fn)
             naive.start()
             run_segment(torch, step, 0.05)
             agent_tid = naive.native_id

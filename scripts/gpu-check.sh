@@ -317,8 +317,8 @@ step_overhead() {
 	local rc=$?
 	[ "$rc" = 124 ] && echo "overhead.py ran past 240 s"
 	# the GIL the agent thread holds per wake-up, timed inside a real agent
-	if timeout 30 "$PY" bench/agent_tick.py --gputop "$GPUTOP" --seconds 5 --out "$W/tick.json" >"$L/tick.log" 2>&1; then
-		result 41-agent-tick INFO "$(tail -n1 "$L/tick.log")"
+	if timeout 45 "$PY" bench/agent_tick.py --gputop "$GPUTOP" --seconds 5 --bare --out "$W/tick.json" >"$L/tick.log" 2>&1; then
+		result 41-agent-tick INFO "$(tail -n2 "$L/tick.log" | paste -sd " ")"
 	else
 		result 41-agent-tick FAIL "bench/agent_tick.py failed: $(tail -n1 "$L/tick.log")"
 	fi

@@ -28,7 +28,7 @@ def test_agent_tick_times_every_wakeup(gputop_bin: str, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO / "agent"))
     env.pop("GPUTOP_SOCKET", None)
     p = subprocess.run([sys.executable, str(REPO / "bench" / "agent_tick.py"), "--gputop", gputop_bin,
-                        "--fake", "--seconds", "1.5", "--out", str(out)],
+                        "--fake", "--seconds", "1.5", "--bare", "--out", str(out)],
                        env=env, capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     r = json.loads(out.read_text())
@@ -38,6 +38,32 @@ def test_agent_tick_times_every_wakeup(gputop_bin: str, tmp_path: Path) -> None:
     assert 0 < r["span_median_us"] <= r["span_p90_us"], r
     assert 0 < r["gil_held_pct"] < 100, r
     assert "GIL held median" in p.stdout
+    # the bare thread beside it: 100 wake-ups a second, each one timed
+    b = r["bare"]
+    assert 100 <= b["wakeups"] <= 200, b
+    assert 0 < b["span_median_us"] <= b["span_p90_us"] and 0 < b["thread_cpu_pct"] < 100, b
+    assert "bare thread (pretend allocator" in p.stdout
+
+
+def test_overhead_floor_mechanics(gputop_bin: str, tmp_path: Path) -> None:
+    # the floor rounds on CPU (no CUDA: the agent samples nothing and the
+    # bare "read" thread only wakes): every condition runs and is analysed
+    env = dict(os.environ, PYTHONPATH=str(REPO / "agent"))
+    env.pop("GPUTOP_SOCKET", None)
+    p = subprocess.run([sys.executable, str(REPO / "bench" / "overhead.py"), "--gputop", gputop_bin,
+                        "--source", "agent", "--device", "cpu", "--skip", "gpu", "snap",
+                        "--rounds-cpu", "0", "--rounds-naive", "0", "--rounds-toggle", "0",
+                        "--rounds-floor", "2", "--seg-toggle", "0.1", "--warm", "0.2",
+                        "--workdir", str(tmp_path / "w"), "--results-dir", str(tmp_path / "res")],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout + p.stderr
+    fl = json.loads((tmp_path / "res" / "overhead-floor.json").read_text())
+    assert fl["rounds"] == 2, fl
+    for cond in ("on", "half", "read", "wake"):
+        assert fl[f"{cond}_pct"] is not None and fl[f"{cond}_thread_cpu_pct"] is not None, (cond, fl)
+    assert 50 <= fl["read_thread_hz"] <= 150, fl
+    assert not (tmp_path / "res" / "overhead-cpu.json").exists()
+    assert "bare: poll only" in p.stdout
 
 
 def test_overhead_analysis_of_a_real_h200_run(tmp_path: Path, capsys) -> None:
