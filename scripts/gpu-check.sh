@@ -22,6 +22,9 @@
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
+#   ddp         bench/ddp_check.py, on a machine of two GPUs or more: two DDP
+#               ranks, each shown the other's GPU as cuda:0; rows, values and
+#               processes must land on the right GPU (SKIP with one GPU)
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
 # results.json (every check's numbers), demo.gputop, logs.tar.gz (all logs,
 # recordings and raw results). Exit status 0 when every check passed or was
@@ -332,6 +335,12 @@ step_resource() {
 		--out "$W/resource.json" --results-dir "$R" --prefix 50-
 }
 
+step_ddp() {
+	have_gputop || return 1
+	timeout 240 "$PY" bench/ddp_check.py --gputop "$GPUTOP" --results-dir "$R" --name 70-ddp \
+		--workdir "$W/ddp"
+}
+
 step_holders() {
 	local left rc f name
 	# holders_scenarios runs holders_bench itself for the cost figure
@@ -370,6 +379,7 @@ step oom 45 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
+step ddp 60 70-ddp
 
 # ---------------------------------------------------------------- report
 
