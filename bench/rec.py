@@ -136,6 +136,30 @@ def _decode_nvml(rec: Recording, f: dict) -> None:
             s.reserved.append(r)
 
 
+SAMPLE_LISTS = ("allocated", "reserved", "peak", "reserved_peak", "inactive", "alloc_retries", "ooms",
+                "dropped")
+
+
+def _decode_samples(rec: Recording, f: dict) -> None:
+    """An agent sample batch (format version 2): one dict per sample, as the
+    single sample frames of version 1 were."""
+    dts = f["dt"]
+    lists = {k: f[k] for k in SAMPLE_LISTS if k in f}
+    for k, v in lists.items():
+        if len(v) != len(dts):
+            raise ValueError(f"samples batch with {len(dts)} dt and {len(v)} {k} values")
+    t = int(f["t0"])
+    acc = dict.fromkeys(lists, 0)
+    for i, dt in enumerate(dts):
+        t += int(dt)
+        s = {"type": "sample", "pid": f["pid"], "t": t, "dev": f["dev"]}
+        for k, v in lists.items():
+            acc[k] = (acc[k] + int(v[i])) % (1 << 64)  # wrapping, as written
+            if acc[k] or k in ("allocated", "reserved", "peak"):
+                s[k] = acc[k]
+        rec.samples.append(s)
+
+
 def load(path: str) -> Recording:
     rec = Recording(path=path)
     offset = 0
@@ -162,6 +186,8 @@ def load(path: str) -> Recording:
                     _decode_nvml(rec, f)
                 elif typ == "sample":
                     rec.samples.append(f)
+                elif typ == "samples":
+                    _decode_samples(rec, f)
                 elif typ == "snapshot":
                     rec.snapshots.append(f)
                 elif typ == "procs":

@@ -36,6 +36,11 @@ func fuzzSeeds() map[string][]byte {
 	writeLines(&valid,
 		wire.Procs{Type: wire.TypeProcs, T: base + ms, Dev: 0, Procs: []wire.Proc{{PID: 7, Name: "python", Used: 1 << 30}}},
 		wire.Sample{Type: wire.TypeSample, PID: 7, T: base + 2*ms, Dev: 0, Allocated: 1 << 20, Reserved: 2 << 20, Peak: 3 << 20},
+	)
+	sb := newSampleBatch(7, wire.Sample{T: base + 2*ms, Dev: 0, Allocated: 1 << 20, Reserved: 2 << 20, Peak: 3 << 20})
+	sb.add(wire.Sample{T: base + 2*ms + ms/2, Dev: 0, Allocated: 5 << 20, Reserved: 2 << 20, Peak: 5 << 20, Inactive: 7})
+	valid.Write(append(appendSamples(nil, sb), '\n'))
+	writeLines(&valid,
 		wire.Snapshot{Type: wire.TypeSnapshot, T: base + 3*ms, Label: "Epoch 5", Dev: 0, PID: 7, Source: "agent", Allocated: u64(1 << 20), Reserved: u64(2 << 20), Peak: u64(3 << 20), NVMLUsed: u64(1 << 30), NVMLPeak: u64(5 << 30)},
 		wire.OOM{Type: wire.TypeOOM, PID: 7, T: base + 3*ms, Dev: 0, Requested: 1 << 34, Allocated: 1, Reserved: 2, Peak: 3},
 		wire.Holders{Type: wire.TypeHolders, PID: 7, T: base + 4*ms, Dev: 0, Total: 10, Groups: []wire.HolderGroup{{Kind: "container", Name: "losses", Bytes: 10, Tensors: 1}}},
@@ -51,7 +56,7 @@ func fuzzSeeds() map[string][]byte {
 		"valid":     v,
 		"truncated": v[:len(v)-17],
 		"garbage":   append(append(bytes.Join(ls[:5], nil), "not json\n"...), bytes.Join(ls[5:], nil)...),
-		"version2":  bytes.Replace(v, []byte(`"v":1`), []byte(`"v":2`), 1),
+		"version3":  bytes.Replace(v, []byte(`"v":2`), []byte(`"v":3`), 1),
 		"unknown":   append(append(bytes.Join(ls[:3], nil), "\r\n{\"type\":\"future\",\"x\":[1]}\n\n"...), bytes.Join(ls[3:], nil)...),
 		"mismatch":  append(bytes.Join(ls[:2], nil), `{"type":"nvml","dev":0,"t0":1760000000000000000,"dt":[0,1],"used":[1]}`+"\n"...),
 		"twoheads":  append(append([]byte(nil), v...), v...),

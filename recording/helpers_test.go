@@ -180,6 +180,9 @@ func sameStore(t *testing.T, a, b *store.Store) {
 		}
 		bd[i].Rate = 0
 	}
+	for i := range ad {
+		ad[i].Rate = 0 // set by a loader too, when a is itself loaded
+	}
 	if !reflect.DeepEqual(ad, bd) {
 		t.Errorf("devices:\n live   %+v\n loaded %+v", ad, bd)
 	}

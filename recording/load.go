@@ -231,6 +231,7 @@ var required = map[string][]field{
 	wire.TypeDevError:  {fT, fDev, fError},
 	wire.TypeHello:     {fV, fPID, fT, fDevices},
 	wire.TypeSample:    {fPID, fT, fDev, fAllocated, fReserved, fPeak},
+	wire.TypeSamples:   {fPID, fDev, fT0, fDT, fAllocated, fReserved, fPeak},
 	wire.TypeSnapshot:  {fT, fLabel, fDev, fSource},
 	wire.TypeOOM:       {fPID, fT, fDev, fAllocated, fReserved, fPeak},
 	wire.TypeHolders:   {fPID, fT, fDev, fSkipped, fGroups},
@@ -356,6 +357,11 @@ func (l *loader) frame(body []byte) *FormatError {
 				l.st.AgentSample(pid, f)
 			}
 		}
+	case wire.TypeSamples:
+		var f wire.Samples
+		if err = decodeJSON(body, &f); err == nil {
+			err = l.samples(&f)
+		}
 	case wire.TypeSnapshot:
 		var f wire.Snapshot
 		if err = decodeJSON(body, &f); err == nil {
@@ -403,13 +409,49 @@ func (l *loader) frame(body []byte) *FormatError {
 	return nil
 }
 
+// samples checks a whole agent sample batch, then ingests its samples one
+// by one, as they came from the agent; a bad batch adds none.
+func (l *loader) samples(f *wire.Samples) error {
+	if f.PID <= 0 {
+		return fmt.Errorf("pid %d is not a process id", f.PID)
+	}
+	n := len(f.DT)
+	if n == 0 {
+		return errors.New("empty batch (dt has no samples)")
+	}
+	lists := f.Lists()
+	for i, p := range lists {
+		if len(*p) != n && (i < 3 || len(*p) != 0) {
+			return fmt.Errorf("dt has %d samples but %s has %d", n, sampleLists[i], len(*p))
+		}
+	}
+	if err := l.checkSteps(f.T0, f.DT); err != nil {
+		return err
+	}
+	t := f.T0
+	var c [8]uint64
+	for i, d := range f.DT {
+		t += d
+		for j, p := range lists {
+			if len(*p) != 0 {
+				c[j] += uint64((*p)[i])
+			}
+		}
+		smp := wire.Sample{Type: wire.TypeSample, T: t, Dev: f.Dev}
+		smp.SetCounters(c)
+		l.span(t)
+		l.st.AgentSample(f.PID, smp)
+	}
+	return nil
+}
+
 func (l *loader) headerFrame(body []byte) *FormatError {
 	var h wire.Recording
 	if err := decodeJSON(body, &h); err != nil {
 		return l.errf("recording header: %v", err)
 	}
-	if h.V != wire.Version {
-		return l.errf("recording format version %d is not supported (this gputop reads version %d)", h.V, wire.Version)
+	if h.V < 1 || h.V > FormatVersion {
+		return l.errf("recording format version %d is not supported (this gputop reads versions 1 to %d)", h.V, FormatVersion)
 	}
 	if h.Start < 0 || h.Start > maxStart {
 		return l.errf("recording header: start %d is not a time", h.Start)
@@ -570,6 +612,25 @@ func (l *loader) nvml(body []byte) error {
 	return l.addBatch(&f)
 }
 
+// checkSteps checks a batch's first time and each sample's time.
+func (l *loader) checkSteps(t0 int64, dt []int64) error {
+	if err := l.checkTime(t0); err != nil {
+		return err
+	}
+	t := t0
+	for i, d := range dt {
+		// bound each step first so t+d cannot overflow
+		if d < -maxAfter-maxBefore || d > maxAfter+maxBefore {
+			return fmt.Errorf("dt[%d] = %d is not a plausible step", i, d)
+		}
+		t += d
+		if err := l.checkTime(t); err != nil {
+			return fmt.Errorf("sample %d: %v", i, err)
+		}
+	}
+	return nil
+}
+
 // addBatch checks a whole batch, then adds its samples; a bad batch adds
 // none.
 func (l *loader) addBatch(f *wire.NVML) error {
@@ -585,21 +646,10 @@ func (l *loader) addBatch(f *wire.NVML) error {
 	case len(f.Reserved) != 0 && len(f.Reserved) != n:
 		return fmt.Errorf("dt has %d samples but reserved has %d", n, len(f.Reserved))
 	}
-	if err := l.checkTime(f.T0); err != nil {
+	if err := l.checkSteps(f.T0, f.DT); err != nil {
 		return err
 	}
 	t := f.T0
-	for i, d := range f.DT {
-		// bound each step first so t+d cannot overflow
-		if d < -maxAfter-maxBefore || d > maxAfter+maxBefore {
-			return fmt.Errorf("dt[%d] = %d is not a plausible step", i, d)
-		}
-		t += d
-		if err := l.checkTime(t); err != nil {
-			return fmt.Errorf("sample %d: %v", i, err)
-		}
-	}
-	t = f.T0
 	var used, res uint64
 	for i, d := range f.DT {
 		t += d

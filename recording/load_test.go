@@ -146,6 +146,12 @@ func TestGarbageInTheMiddle(t *testing.T) {
 		{`{"type":"nvml","dev":0,"t0":1760000000000000000,"dt":[],"used":[]}` + "\n", "empty batch"},
 		{`{"type":"nvml","dev":0,"t0":1760000000000000000,"dt":[0,9223372036854775807],"used":[1,2]}` + "\n", "dt[1]"},
 		{`{"type":"device","index":100000,"uuid":"x","name":"y","total":1}` + "\n", "device index 100000 out of range"},
+		{`{"type":"samples","pid":7,"dev":0,"t0":1760000000000000000,"dt":[0,1],"allocated":[1],"reserved":[1,2],"peak":[1,2]}` + "\n", "dt has 2 samples but allocated has 1"},
+		{`{"type":"samples","pid":7,"dev":0,"t0":1760000000000000000,"dt":[0,1],"allocated":[1,2],"reserved":[1,2],"peak":[1,2],"inactive":[3]}` + "\n", "dt has 2 samples but inactive has 1"},
+		{`{"type":"samples","pid":0,"dev":0,"t0":1760000000000000000,"dt":[0],"allocated":[1],"reserved":[1],"peak":[1]}` + "\n", "pid 0 is not a process id"},
+		{`{"type":"samples","pid":7,"dev":0,"t0":1760000000000000000,"dt":[],"allocated":[],"reserved":[],"peak":[]}` + "\n", "empty batch"},
+		{`{"type":"samples","pid":7,"dev":0,"t0":1760000000000000000,"dt":[0],"allocated":[1],"reserved":[1]}` + "\n", `required field "peak"`},
+		{`{"type":"samples","pid":7,"dev":0,"t0":5,"dt":[0],"allocated":[1],"reserved":[1],"peak":[1]}` + "\n", "time 5 is not within"},
 		{`{"type":"procs","t":5,"dev":0,"procs":[]}` + "\n", "time 5 is not within"},
 		{`{"type":"snapshot","t":1760000000000000000,"label":"x","dev":"zero","source":"key"}` + "\n", `field "dev": want int, got JSON string`},
 		{`{"type":"bye","pid":0,"t":1760000000000000000}` + "\n", "pid 0 is not a process id"},
@@ -218,11 +224,11 @@ func TestSkipUnknown(t *testing.T) {
 
 func TestWrongVersion(t *testing.T) {
 	data := small(t)
-	in := bytes.Replace(data, []byte(`"v":1`), []byte(`"v":2`), 1)
+	in := bytes.Replace(data, []byte(`"v":2`), []byte(`"v":3`), 1)
 	st := store.New(liveOptions())
-	info, err := LoadReader("v2.gputop", bytes.NewReader(in), st)
+	info, err := LoadReader("v3.gputop", bytes.NewReader(in), st)
 	fe := asFormatError(t, err)
-	if fe.Offset != 0 || fe.Line != 1 || fe.Truncated || !strings.Contains(fe.Msg, "version 2 is not supported") {
+	if fe.Offset != 0 || fe.Line != 1 || fe.Truncated || !strings.Contains(fe.Msg, "version 3 is not supported") {
 		t.Fatalf("got %v", err)
 	}
 	if info.Frames != 0 || len(st.Devices()) != 0 || st.Start() != 0 {

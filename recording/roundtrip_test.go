@@ -36,7 +36,7 @@ func TestRoundTrip(t *testing.T) {
 	if want := len(lines(data)) - 1; info.Frames != want {
 		t.Errorf("Info.Frames = %d, want %d (lines after the header)", info.Frames, want)
 	}
-	if info.Header.Comment != "synthetic" || info.Header.V != wire.Version || info.Header.Start != base {
+	if info.Header.Comment != "synthetic" || info.Header.V != FormatVersion || info.Header.Start != base {
 		t.Errorf("header = %+v", info.Header)
 	}
 	if info.Start > live.Start() || info.End != live.End() {
@@ -123,7 +123,7 @@ func TestLoadOOMRowNotDoubled(t *testing.T) {
 func writeLines(buf *bytes.Buffer, frames ...any) {
 	for _, f := range frames {
 		if h, ok := f.(wire.Recording); ok {
-			h.Type, h.V = wire.TypeRecording, wire.Version
+			h.Type, h.V = wire.TypeRecording, FormatVersion
 			f = h
 		}
 		b, err := json.Marshal(f)
@@ -209,5 +209,45 @@ func TestBatchEncodingMatchesWire(t *testing.T) {
 		Reserved: []int64{7, 0, 2, -9}})
 	if string(got) != string(want) {
 		t.Fatalf("\n got  %s\n want %s", got, want)
+	}
+}
+
+// The embedded demo, a real H200 training run recorded in format version 1
+// (agent samples one line each), loaded into a store that records again:
+// the version 2 file loads to the same store, and is smaller.
+func TestRerecordRealRecording(t *testing.T) {
+	const src = "../demo/demo.gputop"
+	v1 := readFile(t, src)
+	first := store.New(liveOptions())
+	out := tempPath(t, "v2.gputop")
+	info, err := LoadReader(src, bytes.NewReader(v1), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := Create(out, info.Header)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := store.New(liveOptions())
+	again.SetTap(w)
+	if _, err := LoadReader(src, bytes.NewReader(v1), again); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v2 := readFile(t, out)
+	if bytes.Contains(v2, []byte(`"type":"sample",`)) || !bytes.Contains(v2, []byte(`"type":"samples",`)) {
+		t.Fatal("the agent's samples are not batched")
+	}
+	loaded := store.New(liveOptions())
+	if _, err := LoadReader(out, bytes.NewReader(v2), loaded); err != nil {
+		t.Fatal(err)
+	}
+	sameStore(t, first, loaded)
+	t.Logf("%s: %d bytes in version 1, %d in version 2 (%d NVML samples, %d agent samples)",
+		src, len(v1), len(v2), info.Samples, w.Stats().AgentSamples)
+	if len(v2) >= len(v1) {
+		t.Fatalf("version 2 is %d bytes, version 1 %d", len(v2), len(v1))
 	}
 }

@@ -17,6 +17,10 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
+// FormatVersion is the recording format written (the header's "v"). Version
+// 2 stores agent samples as wire.Samples batches; Load reads versions 1 and 2.
+const FormatVersion = 2
+
 const (
 	// batchSpan is how much sample time one NVML batch covers at most, and
 	// flushEvery how often pending batches are written even when no sample
@@ -40,7 +44,8 @@ type Stats struct {
 	Bytes          uint64 // bytes written
 	Samples        uint64 // NVML samples written
 	DroppedSamples uint64 // NVML samples not written: queue full, or after a write error
-	DroppedFrames  uint64 // other frames not written: queue full, over wire.MaxFrameBytes, or after a write error
+	DroppedFrames  uint64 // other frames not written (an agent sample counts as one): queue full, over wire.MaxFrameBytes, or after a write error
+	AgentSamples   uint64 // agent samples written
 }
 
 // Writer appends frames to a recording. It implements store.Tap. NVML and
@@ -51,11 +56,12 @@ type Writer struct {
 	path string
 
 	mu      sync.Mutex
-	cond    *sync.Cond // signalled when the goroutine has written a chunk
-	pending []*batch   // open NVML batch per device index; nil when none
-	queue   []item     // lines waiting for the goroutine, in tap order
-	spare   []item     // the queue's previous backing array, reused
-	free    []*batch   // written batches, reused so NVML does not allocate
+	cond    *sync.Cond     // signalled when the goroutine has written a chunk
+	pending []*batch       // open NVML batch per device index; nil when none
+	agent   []*sampleBatch // open agent sample batches, one per (pid, device)
+	queue   []item         // lines waiting for the goroutine, in tap order
+	spare   []item         // the queue's previous backing array, reused
+	free    []*batch       // written batches, reused so NVML does not allocate
 	lastOOM struct {
 		set bool
 		pid int
@@ -76,10 +82,40 @@ type Writer struct {
 	off int64 // end of the last complete line in the file
 }
 
-// item is one queued line: an NVML batch or a wire frame.
+// item is one queued line: an NVML batch, an agent sample batch or a wire
+// frame.
 type item struct {
 	b *batch
+	s *sampleBatch
 	f any
+}
+
+// sampleBatch accumulates one agent process's samples of one device,
+// delta-encoded as they come (see wire.Samples).
+type sampleBatch struct {
+	pid, dev  int
+	t0, lastT int64
+	last      [8]uint64
+	dt        []int64
+	vals      [8][]int64
+}
+
+func newSampleBatch(pid int, s wire.Sample) *sampleBatch {
+	b := &sampleBatch{pid: pid, dev: s.Dev, t0: s.T, lastT: s.T, dt: []int64{0}}
+	b.last = s.Counters()
+	for i, v := range b.last {
+		b.vals[i] = []int64{int64(v)}
+	}
+	return b
+}
+
+func (b *sampleBatch) add(s wire.Sample) {
+	b.dt = append(b.dt, s.T-b.lastT)
+	c := s.Counters()
+	for i, v := range c {
+		b.vals[i] = append(b.vals[i], int64(v-b.last[i]))
+	}
+	b.lastT, b.last = s.T, c
 }
 
 // batch accumulates one device's NVML samples, delta-encoded as they come
@@ -111,7 +147,7 @@ func (b *batch) add(t int64, used, reserved uint64) {
 // once and starts the writer goroutine. hdr's Type and V are set here; a zero
 // Start becomes now.
 func Create(path string, hdr wire.Recording) (*Writer, error) {
-	hdr.Type, hdr.V = wire.TypeRecording, wire.Version
+	hdr.Type, hdr.V = wire.TypeRecording, FormatVersion
 	if hdr.Start == 0 {
 		hdr.Start = time.Now().UnixNano()
 	}
@@ -192,6 +228,64 @@ func (w *Writer) sealAll() {
 	for dev := range w.pending {
 		w.seal(dev)
 	}
+	w.sealSamples(0)
+}
+
+// sealSamples moves the open agent sample batches of pid (of every process
+// when pid is 0) to the queue, so that they are written before the frame
+// about to be queued. Caller holds mu.
+func (w *Writer) sealSamples(pid int) {
+	keep := w.agent[:0]
+	for _, b := range w.agent {
+		if pid != 0 && b.pid != pid {
+			keep = append(keep, b)
+			continue
+		}
+		if !w.push(item{s: b}) {
+			w.stats.DroppedFrames += uint64(len(b.dt))
+		}
+	}
+	clear(w.agent[len(keep):])
+	w.agent = keep
+}
+
+// sample adds an agent sample to its process's open batch for its device.
+// Caller holds mu.
+func (w *Writer) sample(v wire.Sample) {
+	var b *sampleBatch
+	for _, x := range w.agent {
+		if x.pid == v.PID && x.dev == v.Dev {
+			b = x
+			break
+		}
+	}
+	if b == nil {
+		w.agent = append(w.agent, newSampleBatch(v.PID, v))
+		return
+	}
+	b.add(v)
+	if len(b.dt) >= maxBatch || v.T-b.t0 >= batchSpan {
+		w.sealSamples(v.PID)
+	}
+}
+
+// framePID is the agent process a frame is about, or 0.
+func framePID(f any) int {
+	switch v := f.(type) {
+	case wire.Hello:
+		return v.PID
+	case wire.OOM:
+		return v.PID
+	case wire.Holders:
+		return v.PID
+	case wire.Bye:
+		return v.PID
+	case wire.Ended:
+		return v.PID
+	case wire.Snapshot:
+		return v.PID
+	}
+	return 0
 }
 
 // push queues an item and wakes the goroutine. Caller holds mu.
@@ -227,6 +321,15 @@ func (w *Writer) Frame(f any) {
 			w.stats.DroppedFrames++
 		}
 		return
+	}
+	if v, ok := f.(wire.Sample); ok {
+		w.sample(v)
+		return
+	}
+	if pid := framePID(f); pid > 0 {
+		// a process's samples go before what it said next (a bye, an
+		// ended, a new hello), as they arrived
+		w.sealSamples(pid)
 	}
 	switch v := f.(type) {
 	case wire.OOM:
@@ -425,6 +528,9 @@ func (w *Writer) drain() {
 				if q[i].b != nil {
 					st.Samples += uint64(len(q[i].b.dt))
 				}
+				if q[i].s != nil {
+					st.AgentSamples += uint64(len(q[i].s.dt))
+				}
 			}
 		}
 
@@ -445,15 +551,19 @@ func (w *Writer) drain() {
 		w.stats.Samples += st.Samples
 		w.stats.DroppedSamples += st.DroppedSamples
 		w.stats.DroppedFrames += st.DroppedFrames
+		w.stats.AgentSamples += st.AgentSamples
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	}
 }
 
 func countDropped(st *Stats, it item) {
-	if it.b != nil {
+	switch {
+	case it.b != nil:
 		st.DroppedSamples += uint64(len(it.b.dt))
-	} else {
+	case it.s != nil:
+		st.DroppedFrames += uint64(len(it.s.dt))
+	default:
 		st.DroppedFrames++
 	}
 }
@@ -465,6 +575,8 @@ func countDropped(st *Stats, it item) {
 func (w *Writer) writeItem(it item) (int, error) {
 	if it.b != nil {
 		w.buf = appendBatch(w.buf[:0], it.b)
+	} else if it.s != nil {
+		w.buf = appendSamples(w.buf[:0], it.s)
 	} else {
 		line, err := json.Marshal(it.f)
 		if err != nil {
@@ -498,6 +610,39 @@ func appendBatch(buf []byte, b *batch) []byte {
 	buf = appendInts(append(buf, `,"used":`...), b.used)
 	buf = appendInts(append(buf, `,"reserved":`...), b.resv)
 	return append(buf, '}')
+}
+
+// appendSamples encodes an agent sample batch as a wire.Samples line, in
+// encoding/json's field order, leaving out optional counters that were 0
+// in every sample.
+func appendSamples(buf []byte, b *sampleBatch) []byte {
+	buf = append(buf, `{"type":"samples","pid":`...)
+	buf = strconv.AppendInt(buf, int64(b.pid), 10)
+	buf = append(buf, `,"dev":`...)
+	buf = strconv.AppendInt(buf, int64(b.dev), 10)
+	buf = append(buf, `,"t0":`...)
+	buf = strconv.AppendInt(buf, b.t0, 10)
+	buf = appendInts(append(buf, `,"dt":`...), b.dt)
+	for i, name := range sampleLists {
+		if i >= 3 && allZero(b.vals[i]) {
+			continue
+		}
+		buf = appendInts(append(append(append(buf, `,"`...), name...), `":`...), b.vals[i])
+	}
+	return append(buf, '}')
+}
+
+// sampleLists names wire.Samples' counter lists in wire.Sample.Counters'
+// order; the first three are always written.
+var sampleLists = [8]string{"allocated", "reserved", "peak", "reserved_peak", "inactive", "alloc_retries", "ooms", "dropped"}
+
+func allZero(xs []int64) bool {
+	for _, x := range xs {
+		if x != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func appendInts(buf []byte, xs []int64) []byte {

@@ -2,11 +2,13 @@ package recording
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,7 +57,7 @@ func TestCreateTruncatesAndWritesHeader(t *testing.T) {
 	// the header is in the file before anything else happens
 	data := readFile(t, path)
 	ls := lines(data)
-	if len(ls) != 1 || !bytes.HasPrefix(data, []byte(`{"type":"recording","v":1,"start":`)) || !bytes.Contains(data, []byte(`"comment":"c"`)) {
+	if len(ls) != 1 || !bytes.HasPrefix(data, []byte(`{"type":"recording","v":2,"start":`)) || !bytes.Contains(data, []byte(`"comment":"c"`)) {
 		t.Fatalf("file after Create: %q", data)
 	}
 	if _, err := LoadReader("r", bytes.NewReader(data), store.New(liveOptions())); err != nil {
@@ -355,5 +357,88 @@ func TestWriteErrorKeepsFileLoadable(t *testing.T) {
 	}
 	if info.Samples == 0 {
 		t.Fatal("no samples kept")
+	}
+}
+
+// Agent samples are written as one batch per process and device every
+// 100 ms, not a line each; a process's batch goes out before what it said
+// next (here: ended); counters round-trip exactly, wrapping ones included,
+// and optional counters that stayed 0 take no room.
+func TestAgentSamplesBatched(t *testing.T) {
+	path := tempPath(t, "agent.gputop")
+	w, err := Create(path, header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(liveOptions())
+	st.SetTap(w)
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 37, Source: "nvml"})
+	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 7, T: base, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}})
+	var sent []wire.Sample
+	for i := int64(0); i < 25; i++ {
+		s := wire.Sample{Type: wire.TypeSample, T: base + i*10*ms + i*i*1000, Allocated: uint64(i) << 20,
+			Reserved: 1 << 30, Peak: ^uint64(0) - uint64(i%2)}
+		if i == 13 {
+			s.Inactive, s.AllocRetries = 4096, 1
+		}
+		sent = append(sent, s)
+		st.AgentSample(7, s)
+	}
+	st.AgentEnded(7, base+300*ms, false, "killed")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := w.Stats(); s.AgentSamples != 25 || s.DroppedFrames != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	data := readFile(t, path)
+	var batches, ended int
+	for i, l := range lines(data) {
+		var h wire.Head
+		if err := json.Unmarshal(l, &h); err != nil {
+			t.Fatal(err)
+		}
+		switch h.Type {
+		case wire.TypeSample:
+			t.Fatalf("line %d: a single sample line: %s", i+1, l)
+		case wire.TypeSamples:
+			if ended > 0 {
+				t.Fatalf("line %d: samples after the process ended", i+1)
+			}
+			var b wire.Samples
+			if err := json.Unmarshal(l, &b); err != nil {
+				t.Fatal(err)
+			}
+			var span int64
+			for _, d := range b.DT[1:] {
+				span += d
+			}
+			if b.PID != 7 || span > 2*int64(batchSpan) || b.ReservedPeak != nil || b.OOMs != nil || b.Dropped != nil {
+				t.Fatalf("line %d: %s", i+1, l)
+			}
+			batches++
+		case wire.TypeEnded:
+			ended++
+		}
+	}
+	if batches < 3 || batches > 4 || ended != 1 {
+		t.Fatalf("%d sample batches and %d ended lines in 250 ms of samples:\n%s", batches, ended, data)
+	}
+	loaded := store.New(liveOptions())
+	if _, err := LoadReader(path, bytes.NewReader(data), loaded); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sent {
+		for m, want := range map[store.Metric]uint64{store.Allocated: s.Allocated, store.Reserved: s.Reserved, store.Peak: s.Peak} {
+			if v, ok := loaded.ValueAt(store.Key{Dev: 0, PID: 7, Metric: m}, s.T); !ok || v != want {
+				t.Fatalf("metric %v at %d: loaded %d,%v, sent %d", m, s.T, v, ok, want)
+			}
+		}
+	}
+	if last := loaded.Agents()[0].Last[0]; last != sent[24] {
+		t.Fatalf("last sample: loaded %+v, sent %+v", last, sent[24])
+	}
+	if a, b := st.Agents(), loaded.Agents(); !reflect.DeepEqual(a, b) {
+		t.Fatalf("agents:\n live   %+v\n loaded %+v", a, b)
 	}
 }

@@ -34,6 +34,7 @@ const (
 	TypeRecording = "recording" // first line of a recording file
 	TypeDevice    = "device"    // one NVML device
 	TypeNVML      = "nvml"      // a batch of NVML device samples, delta-encoded
+	TypeSamples   = "samples"   // a batch of one agent device's samples, delta-encoded
 	TypeProcs     = "procs"     // NVML per-process usage on one device
 	TypeDevError  = "device_error"
 	TypeSnapshot  = "snapshot" // a resolved row of the summary table
@@ -84,6 +85,47 @@ type Sample struct {
 	AllocRetries uint64 `json:"alloc_retries,omitempty"`
 	OOMs         uint64 `json:"ooms,omitempty"`
 	Dropped      uint64 `json:"dropped,omitempty"` // samples the agent dropped so far (queue full)
+}
+
+// Samples is a recording's batch of one agent process's samples of one
+// (torch) device, encoded as NVML batches are: T0 is the first sample's time,
+// DT each sample's time minus the previous one's (DT[0] = 0); every counter
+// list holds the first value, then differences from the previous value
+// (wrapping 64-bit arithmetic). The lists of Sample's optional counters are
+// left out when every sample had 0 there. Agents send single sample frames;
+// only recordings hold batches.
+type Samples struct {
+	Type         string  `json:"type"`
+	PID          int     `json:"pid"`
+	Dev          int     `json:"dev"`
+	T0           int64   `json:"t0"`
+	DT           []int64 `json:"dt"`
+	Allocated    []int64 `json:"allocated"`
+	Reserved     []int64 `json:"reserved"`
+	Peak         []int64 `json:"peak"`
+	ReservedPeak []int64 `json:"reserved_peak,omitempty"`
+	Inactive     []int64 `json:"inactive,omitempty"`
+	AllocRetries []int64 `json:"alloc_retries,omitempty"`
+	OOMs         []int64 `json:"ooms,omitempty"`
+	Dropped      []int64 `json:"dropped,omitempty"`
+}
+
+// Counters lists a sample's counters in Samples' order; SetCounters is its
+// inverse.
+func (s Sample) Counters() [8]uint64 {
+	return [8]uint64{s.Allocated, s.Reserved, s.Peak, s.ReservedPeak, s.Inactive, s.AllocRetries, s.OOMs, s.Dropped}
+}
+
+// SetCounters sets the counters from a list in Counters' order.
+func (s *Sample) SetCounters(c [8]uint64) {
+	s.Allocated, s.Reserved, s.Peak, s.ReservedPeak = c[0], c[1], c[2], c[3]
+	s.Inactive, s.AllocRetries, s.OOMs, s.Dropped = c[4], c[5], c[6], c[7]
+}
+
+// Lists returns pointers to a batch's counter lists in Counters' order.
+func (b *Samples) Lists() [8]*[]int64 {
+	return [8]*[]int64{&b.Allocated, &b.Reserved, &b.Peak, &b.ReservedPeak, &b.Inactive,
+		&b.AllocRetries, &b.OOMs, &b.Dropped}
 }
 
 // DevStats is the allocator state of one device inside a mark or an oom.

@@ -85,6 +85,12 @@ SCHEMAS: dict[str, tuple] = {
         _f("type", "s"), _f("dev", "i"), _f("t0", "i"), _f("dt", "li"),
         _f("used", "li"), _f("reserved", "li", True),
     ),
+    "samples": (
+        _f("type", "s"), _f("pid", "i"), _f("dev", "i"), _f("t0", "i"), _f("dt", "li"),
+        _f("allocated", "li"), _f("reserved", "li"), _f("peak", "li"),
+        _f("reserved_peak", "li", True), _f("inactive", "li", True),
+        _f("alloc_retries", "li", True), _f("ooms", "li", True), _f("dropped", "li", True),
+    ),
     "procs": (
         _f("type", "s"), _f("t", "i"), _f("dev", "i"), _f("procs", "L", False, PROC),
     ),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS, child_env
+from conftest import REPO, TESTS, child_env
 
 MiB = 1 << 20
 
@@ -139,6 +139,19 @@ def recording(rec: Path) -> list[dict]:
     return [json.loads(x) for x in rec.read_text().splitlines() if x.strip()]
 
 
+def agent_samples(rec: Path, pid: int) -> list[dict]:
+    """pid's allocator samples in a recording, one dict each, as bench/rec.py
+    reads them (the recorder writes them in batches)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import rec as recfile
+    finally:
+        sys.path.pop(0)
+    r = recfile.load(str(rec))
+    assert not r.errors, r.errors
+    return r.samples_of(pid)
+
+
 def check_rows(rows: list[dict[str, str]], label: str, values: dict[str, dict], pid: int) -> None:
     """The CSV rows of one snapshot equal, to the byte, what snapshot() returned."""
     mine = [r for r in rows if r["label"] == label]
@@ -194,7 +207,8 @@ def test_snapshots_reach_the_csv_to_the_byte(e2e):
     hello = [f for f in lines if f["type"] == "hello" and f["pid"] == pid]
     assert hello and [d["uuid"] for d in hello[0]["devices"]] == [
         "GPU-6b8e2f1c-3a4d-4e5f-8a9b-0c1d2e3f4a5b", "GPU-d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6"]
-    assert len([f for f in lines if f["type"] == "sample" and f.get("pid") == pid]) >= 20
+    assert len(agent_samples(rec.rec, pid)) >= 20
+    assert not [f for f in lines if f["type"] == "sample"], "samples are written in batches"
     assert [f for f in lines if f["type"] == "bye" and f.get("pid") == pid]
     assert not [f for f in lines if f["type"] == "ended" and f.get("pid") == pid]
 
@@ -264,7 +278,7 @@ def test_training_process_killed_mid_run(e2e):
     time.sleep(0.5)  # gputop reads EOF
     rec.stop()
     lines = recording(rec.rec)
-    samples = [f for f in lines if f["type"] == "sample" and f.get("pid") == pid]
+    samples = agent_samples(rec.rec, pid)
     assert len(samples) >= 30, "the killed process's samples must stay in the recording"
     assert all(s["allocated"] == 9000000 for s in samples[-5:])
     ended = [f for f in lines if f["type"] == "ended" and f.get("pid") == pid]

@@ -303,7 +303,8 @@ def test_schemas_follow_wire_frames_go():
     by_type = {
         "hello": "Hello", "sample": "Sample", "mark": "Mark", "oom": "OOM", "holders": "Holders",
         "bye": "Bye", "snap": "Snap", "reply": "Reply", "request": "Request",
-        "recording": "Recording", "device": "Device", "nvml": "NVML", "procs": "Procs",
+        "recording": "Recording", "device": "Device", "nvml": "NVML", "samples": "Samples",
+        "procs": "Procs",
         "device_error": "DevError", "snapshot": "Snapshot", "ended": "Ended",
     }
     nested = {"AgentDevice": _wire.AGENT_DEVICE, "DevStats": _wire.DEV_STATS,

@@ -70,6 +70,8 @@ func main() {
 			v = &wire.Procs{}
 		case "nvml":
 			v = &wire.NVML{}
+		case "samples":
+			v = &wire.Samples{}
 		default:
 			fmt.Fprintf(w, "ERR type %q\n", h.Type)
 			continue
