@@ -137,7 +137,20 @@ type Store struct {
 	// what an oom frame says beyond its table row (the size asked for, the
 	// free memory torch saw), by its row's pid and time
 	ooms map[oomKey]wire.OOM
-	logs []string
+	// snapshot rows whose NVML figures wait for the NVML sample of their
+	// instant: readings reach the store in batches (the sampler's every
+	// 40 ms), so a row made from an agent's mark or OOM is often newer than
+	// the newest NVML sample, and the value then at hand would be old (an
+	// OOM that filled the GPU in 30 ms would show it nearly empty). Filled
+	// by the first sample at or after the row's time.
+	nvmlDue []rowAt
+	logs    []string
+}
+
+// rowAt names the snapshot rows of a device at a time.
+type rowAt struct {
+	dev int
+	t   int64
 }
 
 type oomKey struct {
@@ -276,6 +289,9 @@ func (s *Store) AddNVML(dev int, t int64, used, reserved uint64) {
 	} else {
 		s.add(Key{dev, 0, NVMLUsed}, t, used)
 		s.add(Key{dev, 0, NVMLReserved}, t, reserved)
+	}
+	if len(s.nvmlDue) > 0 {
+		s.fillDue(dev, t)
 	}
 	s.touch(t)
 	// under the lock, so a recording holds samples and the rows computed
@@ -637,22 +653,10 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 		row.Kind = kind // phase and oom rows keep their marker kind in recordings
 	}
 	if sr := s.series[Key{row.Dev, 0, NVMLUsed}]; sr != nil {
-		if row.NVMLUsed == nil {
-			if v, _, ok := sr.valueAt(row.T); ok {
-				row.NVMLUsed = &v
-			}
-		}
-		if row.NVMLPeak == nil {
-			from := s.start
-			for i := len(s.snapshots) - 1; i >= 0; i-- {
-				if s.snapshots[i].Dev == row.Dev && s.snapshots[i].T <= row.T {
-					from = s.snapshots[i].T
-					break
-				}
-			}
-			if pk, ok := sr.maxIn(from, row.T+1); ok {
-				row.NVMLPeak = &pk
-			}
+		if row.NVMLUsed == nil && row.NVMLPeak == nil && (sr.count == 0 || sr.last.t < row.T) {
+			s.nvmlDue = append(s.nvmlDue, rowAt{row.Dev, row.T})
+		} else {
+			s.nvmlFigures(&row, sr, len(s.snapshots))
 		}
 	}
 	// keep rows in time order (replay may add a row before later recorded ones)
@@ -664,6 +668,49 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	s.touch(row.T)
 	s.frame(row)
 	return row
+}
+
+// nvmlFigures sets a row's NVML used (the last sample at or before its
+// time) and NVML peak (since the device's previous row: the last of
+// s.snapshots[:before] at or before it) where unset.
+func (s *Store) nvmlFigures(row *wire.Snapshot, sr *series, before int) {
+	if row.NVMLUsed == nil {
+		if v, _, ok := sr.valueAt(row.T); ok {
+			row.NVMLUsed = &v
+		}
+	}
+	if row.NVMLPeak == nil {
+		from := s.start
+		for i := before - 1; i >= 0; i-- {
+			if r := &s.snapshots[i]; r.Dev == row.Dev && r.T <= row.T {
+				from = r.T
+				break
+			}
+		}
+		if pk, ok := sr.maxIn(from, row.T+1); ok {
+			row.NVMLPeak = &pk
+		}
+	}
+}
+
+// fillDue gives the rows of dev waiting for NVML samples up to t their
+// figures, now that a sample at t is in.
+func (s *Store) fillDue(dev int, t int64) {
+	keep := s.nvmlDue[:0]
+	for _, d := range s.nvmlDue {
+		if d.dev != dev || d.t > t {
+			keep = append(keep, d)
+			continue
+		}
+		sr := s.series[Key{dev, 0, NVMLUsed}]
+		for i := range s.snapshots {
+			if r := &s.snapshots[i]; r.Dev == dev && r.T == d.t && r.NVMLUsed == nil && r.NVMLPeak == nil {
+				s.nvmlFigures(r, sr, i)
+			}
+		}
+		s.gen++
+	}
+	s.nvmlDue = keep
 }
 
 // TakeSnapshot records a snapshot of device dev at time t from what the store
@@ -758,7 +805,19 @@ func copyMap[K comparable, V any](m map[K]V) map[K]V {
 func (s *Store) Snapshots() []wire.Snapshot {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return append([]wire.Snapshot(nil), s.snapshots...)
+	rows := append([]wire.Snapshot(nil), s.snapshots...)
+	// rows still waiting for their NVML sample show the newest one before
+	// it (a source that stopped may never send the one they wait for)
+	for _, d := range s.nvmlDue {
+		for i := range rows {
+			if r := &rows[i]; r.Dev == d.dev && r.T == d.t && r.NVMLUsed == nil && r.NVMLPeak == nil {
+				if sr := s.series[Key{d.dev, 0, NVMLUsed}]; sr != nil {
+					s.nvmlFigures(r, sr, i)
+				}
+			}
+		}
+	}
+	return rows
 }
 
 // Markers returns all chart markers.

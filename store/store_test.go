@@ -486,8 +486,45 @@ func TestTapReceivesFrames(t *testing.T) {
 	if s := tap.frames[4].(wire.Sample); s.PID != 7 {
 		t.Fatalf("sample frame without the pid: %+v", s)
 	}
-	if s := tap.frames[9].(wire.Snapshot); s.Label != "k" || s.PID != 7 || u(s.Allocated) != uint64(1) || u(s.NVMLUsed) != uint64(101) {
+	// no NVML sample at or after 19 yet: the row waits for it, and the
+	// frame leaves NVML out (a reader computes it from the samples)
+	if s := tap.frames[9].(wire.Snapshot); s.Label != "k" || s.PID != 7 || u(s.Allocated) != uint64(1) || s.NVMLUsed != nil {
 		t.Fatalf("snapshot frame %+v", s)
+	}
+	if r := st.Snapshots()[2]; r.Label != "k" || u(r.NVMLUsed) != uint64(101) {
+		t.Fatalf("row k meanwhile shows %+v", r)
+	}
+}
+
+// A row newer than the newest NVML sample (an agent's mark or OOM arrives
+// before the sampler's batch of that instant) takes the NVML figures of its
+// own time once the samples are in, not the stale ones at hand.
+func TestRowWaitsForItsNVMLSample(t *testing.T) {
+	st := New(DefaultOptions())
+	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
+	st.AgentHello(wire.Hello{Type: wire.TypeHello, PID: 7, T: 1, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	st.AddNVML(0, 10, 1000, 5)
+	st.AgentOOM(7, wire.OOM{T: 40, Dev: 0, Requested: 1 << 30, Allocated: 9000})
+	if r := st.Snapshots()[0]; u(r.NVMLUsed) != uint64(1000) || u(r.NVMLPeak) != uint64(1000) {
+		t.Fatalf("before the samples: best known %+v", r)
+	}
+	gen := st.Gen()
+	// the batch arrives: the GPU filled between 10 and 40
+	for i, v := range []uint64{3000, 9500, 9800, 9900} {
+		st.AddNVML(0, 20+int64(i)*10, v, 5) // 20, 30, 40, 50
+	}
+	r := st.Snapshots()[0]
+	if u(r.NVMLUsed) != uint64(9800) || u(r.NVMLPeak) != uint64(9800) {
+		t.Fatalf("OOM row: NVML used %v, peak %v; want 9800 (the sample at 40)", u(r.NVMLUsed), u(r.NVMLPeak))
+	}
+	if st.Gen() == gen {
+		t.Fatal("filling the row did not move the generation")
+	}
+	// a later row counts its peak from the OOM row on
+	st.AddNVML(0, 60, 9000, 5)
+	st.TakeSnapshot("after", 0, 7, 60, "key")
+	if r := st.Snapshots()[1]; u(r.NVMLUsed) != uint64(9000) || u(r.NVMLPeak) != uint64(9900) {
+		t.Fatalf("row after: %+v", r)
 	}
 }
 
