@@ -439,3 +439,32 @@ func TestRealOOMExplained(t *testing.T) {
 		t.Fatalf("CSV rows: %v", recs)
 	}
 }
+
+// The H200 recording of the usual OOM (bench/oom_check.py's fill scenario,
+// gputop record --source all): 1 GiB tensors until the GPU is full, within
+// tens of milliseconds. The OOM row's NVML figures are those of the OOM's
+// instant (the GPU full), not the last batch of NVML samples before it (the
+// GPU nearly empty), and export names live tensors as the cause.
+func TestRealFillOOMRow(t *testing.T) {
+	const rec = "../testdata/recordings/h200-oom-fill.gputop"
+	out := filepath.Join(t.TempDir(), "fill.csv")
+	msg, code := run(t, "export", rec, "--csv", out)
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, msg)
+	}
+	for _, w := range []string{"asked for 1.00 GiB, 201.1 MiB free on the GPU (CUDA)", "Live tensors fill the GPU",
+		"torch held 139.0 GiB in tensors", "outside its cache 618.8 MiB"} {
+		if !strings.Contains(msg, w) {
+			t.Fatalf("export output lacks %q:\n%s", w, msg)
+		}
+	}
+	recs := readCSV(t, out)
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	if len(recs) != 2 || recs[1][col["label"]] != "OOM" || recs[1][col["reserved_mb"]] != "142336.00" ||
+		recs[1][col["nvml_used_mb"]] != "142954.81" || recs[1][col["nvml_peak_mb"]] != "142954.81" {
+		t.Fatalf("CSV rows: %v", recs)
+	}
+}
