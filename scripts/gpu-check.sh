@@ -302,7 +302,9 @@ oom_screen() { # RECORDING: the TUI explains its OOM under the snapshot table
 	command -v tmux >/dev/null || { result 33-oom-screen SKIP "tmux not installed"; return; }
 	tmux -L "$TMUXL" -f /dev/null new-session -d -s oom -x 160 -y 50 \
 		"exec $GPUTOP --replay $1 2>$L/oom-replay.stderr"
-	sleep 3
+	sleep 1
+	tmux -L "$TMUXL" send-keys -t oom End # the end of the recording, past the OOM
+	sleep 2
 	tmux -L "$TMUXL" capture-pane -p -t oom >"$L/oom-screen.txt" 2>&1
 	tmux -L "$TMUXL" kill-session -t oom 2>/dev/null
 	cat "$L/oom-screen.txt"
