@@ -418,25 +418,9 @@ func TestRealOOMExplained(t *testing.T) {
 			t.Fatalf("screen lacks %q:\n%s", w, scr)
 		}
 	}
-	out := filepath.Join(t.TempDir(), "oom.csv")
-	msg, code := run(t, "export", rec, "--csv", out)
-	if code != 0 {
-		t.Fatalf("export: exit %d: %s", code, msg)
-	}
-	for _, w := range append(want, "GPU 0 (NVIDIA H200): ✗ OOM at 2026-11-30T07:14:42.705Z in pid 556") {
-		if !strings.Contains(msg, w) {
-			t.Fatalf("export output lacks %q:\n%s", w, msg)
-		}
-	}
-	recs := readCSV(t, out)
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
-	if len(recs) != 2 || recs[1][col["label"]] != "OOM" ||
-		recs[1][col["allocated_bytes"]] != "1073741824" ||
-		recs[1][col["oom_requested_bytes"]] != "300219891712" {
-		t.Fatalf("CSV rows: %v", recs)
+	row := exportOOM(t, rec, append(want, "GPU 0 (NVIDIA H200): ✗ OOM at 2026-11-30T07:14:42.705Z in pid 556")...)
+	if row["allocated_bytes"] != "1073741824" || row["oom_requested_bytes"] != "300219891712" {
+		t.Fatalf("CSV row: %v", row)
 	}
 }
 
@@ -446,25 +430,39 @@ func TestRealOOMExplained(t *testing.T) {
 // instant (the GPU full), not the last batch of NVML samples before it (the
 // GPU nearly empty), and export names live tensors as the cause.
 func TestRealFillOOMRow(t *testing.T) {
-	const rec = "../testdata/recordings/h200-oom-fill.gputop"
-	out := filepath.Join(t.TempDir(), "fill.csv")
+	row := exportOOM(t, "../testdata/recordings/h200-oom-fill.gputop",
+		"asked for 1.00 GiB, 201.1 MiB free on the GPU (CUDA)", "Live tensors fill the GPU",
+		"torch held 139.0 GiB in tensors", "outside its cache 618.8 MiB")
+	if row["reserved_mb"] != "142336.00" || row["nvml_used_mb"] != "142954.81" || row["nvml_peak_mb"] != "142954.81" {
+		t.Fatalf("CSV row: %v", row)
+	}
+}
+
+// exportOOM runs gputop export on a recording of one OOM: its output must
+// hold every string in want, and its CSV one row, the OOM, returned by
+// column name.
+func exportOOM(t *testing.T, rec string, want ...string) map[string]string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "oom.csv")
 	msg, code := run(t, "export", rec, "--csv", out)
 	if code != 0 {
 		t.Fatalf("export: exit %d: %s", code, msg)
 	}
-	for _, w := range []string{"asked for 1.00 GiB, 201.1 MiB free on the GPU (CUDA)", "Live tensors fill the GPU",
-		"torch held 139.0 GiB in tensors", "outside its cache 618.8 MiB"} {
+	for _, w := range want {
 		if !strings.Contains(msg, w) {
 			t.Fatalf("export output lacks %q:\n%s", w, msg)
 		}
 	}
 	recs := readCSV(t, out)
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
-	if len(recs) != 2 || recs[1][col["label"]] != "OOM" || recs[1][col["reserved_mb"]] != "142336.00" ||
-		recs[1][col["nvml_used_mb"]] != "142954.81" || recs[1][col["nvml_peak_mb"]] != "142954.81" {
+	if len(recs) != 2 {
 		t.Fatalf("CSV rows: %v", recs)
 	}
+	row := map[string]string{}
+	for i, h := range recs[0] {
+		row[h] = recs[1][i]
+	}
+	if row["label"] != "OOM" {
+		t.Fatalf("CSV row: %v", row)
+	}
+	return row
 }
