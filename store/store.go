@@ -687,7 +687,13 @@ func (s *Store) nvmlFigures(row *wire.Snapshot, sr *series, before int) {
 				break
 			}
 		}
-		if pk, ok := sr.maxIn(from, row.T+1); ok {
+		// the level at from counts: it held until the next sample, which
+		// may be after the row (two rows a few µs apart)
+		pk, ok := sr.maxIn(from, row.T+1)
+		if v, _, held := sr.valueAt(from); held && (!ok || v > pk) {
+			pk, ok = v, true
+		}
+		if ok {
 			row.NVMLPeak = &pk
 		}
 	}

@@ -496,6 +496,23 @@ func TestTapReceivesFrames(t *testing.T) {
 	}
 }
 
+// Two rows between the same two NVML samples (Training end a few µs after
+// Epoch 10): the second's peak since the first is the level held between
+// them, not unknown.
+func TestPeakBetweenSamples(t *testing.T) {
+	st := New(DefaultOptions())
+	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
+	st.AddNVML(0, 10, 500, 5)
+	st.AddNVML(0, 20, 700, 5)
+	st.TakeSnapshot("a", 0, 0, 21, "key")
+	st.TakeSnapshot("b", 0, 0, 22, "key")
+	st.AddNVML(0, 30, 600, 5)
+	rows := st.Snapshots()
+	if u(rows[0].NVMLPeak) != uint64(700) || u(rows[1].NVMLUsed) != uint64(700) || u(rows[1].NVMLPeak) != uint64(700) {
+		t.Fatalf("rows %+v / %+v: want peaks 700", rows[0], rows[1])
+	}
+}
+
 // A row newer than the newest NVML sample (an agent's mark or OOM arrives
 // before the sampler's batch of that instant) takes the NVML figures of its
 // own time once the samples are in, not the stale ones at hand.
