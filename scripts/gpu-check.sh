@@ -219,17 +219,21 @@ replay_smoke() { # RECORDING: the TUI replays it in a real terminal; its screen 
 	command -v tmux >/dev/null || { result 13-replay-screen SKIP "tmux not installed"; return; }
 	tmux -L "$TMUXL" -f /dev/null new-session -d -s replay -x 160 -y 50 \
 		"exec $GPUTOP --replay $1 2>$L/replay.stderr"
-	sleep 4
+	sleep 2
+	tmux -L "$TMUXL" send-keys -t replay End # the end of the run: every row is in the table
+	sleep 2
 	tmux -L "$TMUXL" capture-pane -p -t replay >"$L/replay-screen.txt" 2>&1
 	tmux -L "$TMUXL" capture-pane -e -p -t replay >"$L/replay-screen.ansi" 2>&1
-	tmux -L "$TMUXL" kill-server 2>/dev/null
+	tmux -L "$TMUXL" kill-session -t replay 2>/dev/null
 	cat "$L/replay-screen.txt"
-	local lines
-	lines=$(grep -c '[^[:space:]]' "$L/replay-screen.txt")
-	if [ "$lines" -gt 5 ]; then
-		result 13-replay-screen INFO "gputop --replay drew $lines lines at 160x50 after 4 s (logs/replay-screen.txt); 'Training start' on screen: $(grep -q 'Training start' "$L/replay-screen.txt" && echo yes || echo no)"
+	local label missing=""
+	for label in "Training start" "Epoch 5" "Epoch 10" "Training end" "Before cleanup" "After cleanup" "leak check"; do
+		grep -q "$label" "$L/replay-screen.txt" || missing="$missing '$label'"
+	done
+	if [ -z "$missing" ]; then
+		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six snapshot rows and the leak check on screen ($(grep -o '[✓✗] leak check: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
 	else
-		result 13-replay-screen FAIL "gputop --replay drew nothing (logs/replay-screen.txt, replay.stderr)"
+		result 13-replay-screen FAIL "gputop --replay at 160x50, at the end of the run: not on screen:$missing (logs/replay-screen.txt, replay.stderr)"
 	fi
 }
 
