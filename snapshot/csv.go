@@ -18,7 +18,7 @@ var Header = []string{
 	"nvml_peak_mb", "delta_allocated_mb", "delta_nvml_used_mb",
 	"device_name", "pid", "source",
 	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
-	"oom_requested_bytes", "oom_free_bytes",
+	"oom_requested_bytes", "oom_free_bytes", "oom_limit_bytes",
 }
 
 // Records returns the CSV records (header first) for the summary rows.
@@ -30,10 +30,13 @@ func Records(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) [][]str
 		if r.PID != 0 {
 			pid = strconv.Itoa(r.PID)
 		}
-		req, free := "", ""
+		req, free, limit := "", "", ""
 		if r.Source == "oom" && ooms != nil {
 			if o, ok := ooms(r.PID, r.T); ok {
 				req, free = strconv.FormatUint(o.Requested, 10), strconv.FormatUint(o.Free, 10)
+				if o.Limit > 0 {
+					limit = strconv.FormatUint(o.Limit, 10)
+				}
 			}
 		}
 		recs = append(recs, []string{
@@ -42,7 +45,7 @@ func Records(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) [][]str
 			OptMiB(r.NVMLPeak), optDelta(r.DAllocated), optDelta(r.DNVML),
 			r.DevName, pid, r.Source,
 			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
-			req, free,
+			req, free, limit,
 		})
 	}
 	return recs

@@ -157,7 +157,7 @@ func TestCSVOOMColumns(t *testing.T) {
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200"})
 	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
 	st.AgentMark(9, wire.Mark{T: 100, Label: "Epoch 1", Devs: []wire.DevStats{{Dev: 0, Allocated: 1, Reserved: 2, Peak: 1}}})
-	st.AgentOOM(9, wire.OOM{T: 200, Dev: 0, Requested: 80 << 30, Free: 5 << 20, Allocated: 3, Reserved: 4, Peak: 3})
+	st.AgentOOM(9, wire.OOM{T: 200, Dev: 0, Requested: 80 << 30, Free: 5 << 20, Limit: 70 << 30, Allocated: 3, Reserved: 4, Peak: 3})
 	path := filepath.Join(t.TempDir(), "oom.csv")
 	if err := WriteCSV(path, st.Snapshots(), st.Devices(), st.OOM); err != nil {
 		t.Fatal(err)
@@ -166,12 +166,35 @@ func TestCSVOOMColumns(t *testing.T) {
 	if len(recs) != 3 {
 		t.Fatalf("%d records", len(recs))
 	}
-	if r := recs[1]; r[0] != "Epoch 1" || r[col["oom_requested_bytes"]] != "" || r[col["oom_free_bytes"]] != "" {
+	if r := recs[1]; r[0] != "Epoch 1" || r[col["oom_requested_bytes"]] != "" || r[col["oom_free_bytes"]] != "" || r[col["oom_limit_bytes"]] != "" {
 		t.Fatalf("a snapshot row has no OOM figures: %v", r)
 	}
 	if r := recs[2]; r[0] != "OOM" || r[col["oom_requested_bytes"]] != "85899345920" || r[col["oom_free_bytes"]] != "5242880" ||
+		r[col["oom_limit_bytes"]] != "75161927680" ||
 		r[col["allocated_bytes"]] != "3" {
 		t.Fatalf("OOM row %v", r)
+	}
+}
+
+// Under torch.cuda.set_per_process_memory_fraction an OOM comes with free
+// memory on the GPU: the explanation names the fraction, not the cache or
+// live tensors; without one (limit = the total) the usual causes stand.
+func TestExplainOOMLimit(t *testing.T) {
+	const total = 140 << 30
+	used := uint64(10 << 30)
+	row := Row{Snapshot: wire.Snapshot{NVMLUsed: &used}}
+	o := wire.OOM{Requested: 4 << 30, Free: 120 << 30, Limit: 14 << 30, Allocated: 11 << 30, Reserved: 12 << 30}
+	e := ExplainOOM(row, o, total)
+	if !strings.HasPrefix(e.Cause, "torch may use only 14.00 GiB of this GPU's 140.0 GiB (torch.cuda.set_per_process_memory_fraction)") {
+		t.Fatalf("cause %q", e.Cause)
+	}
+	o.Limit = total
+	if e := ExplainOOM(row, o, total); !strings.HasPrefix(e.Cause, "Live tensors") {
+		t.Fatalf("limit = total: cause %q", e.Cause)
+	}
+	o.Limit, o.Requested = 14<<30, 1<<30 // within the cache's room: fragmentation, not the fraction
+	if e := ExplainOOM(row, o, total); !strings.Contains(e.Cause, "fragmentation") {
+		t.Fatalf("request within the limit: cause %q", e.Cause)
 	}
 }
 

@@ -161,6 +161,9 @@ type OOM struct {
 	Dev       int    `json:"dev"`
 	Requested uint64 `json:"requested,omitempty"` // bytes the failed allocation asked for
 	Free      uint64 `json:"free,omitempty"`      // device free bytes as torch saw them
+	// the most torch may hold on the device: its total memory, or less under
+	// torch.cuda.set_per_process_memory_fraction
+	Limit     uint64 `json:"limit,omitempty"`
 	Allocated uint64 `json:"allocated"`
 	Reserved  uint64 `json:"reserved"`
 	Peak      uint64 `json:"peak"`

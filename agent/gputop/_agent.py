@@ -647,9 +647,13 @@ def _register_oom_observer(src: _stats.Source) -> None:
         pass
 
 
-def _on_oom(device: int, alloc: int, device_allocated: int, device_free: int) -> None:
+def _on_oom(device: int, alloc: int, device_limit: int, device_free: int) -> None:
     """torch's out-of-memory observer; runs in the thread whose allocation
-    failed, so it reads one device and queues: nothing that can raise or wait."""
+    failed, so it reads one device and queues: nothing that can raise or wait.
+
+    torch passes the device, the size asked for, the most it may hold on the
+    device (its total memory, or less under set_per_process_memory_fraction)
+    and CUDA's free memory."""
     try:
         ag = _current
         if ag is None or not ag.alive:
@@ -660,7 +664,7 @@ def _on_oom(device: int, alloc: int, device_allocated: int, device_free: int) ->
             c = _stats.ZERO
         ag.post({
             "type": "oom", "t": time.time_ns(), "dev": int(device),
-            "requested": int(alloc), "free": int(device_free),
+            "requested": int(alloc), "free": int(device_free), "limit": int(device_limit),
             "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
         }, urgent=True)
     except BaseException:

@@ -138,8 +138,9 @@ class Source:
         pass
 
     def oom_observer(self, cb: Callable[[int, int, int, int], None]) -> bool:
-        """Register cb(device, alloc, device_allocated, device_free) for
-        CUDA out-of-memory errors; True when registered."""
+        """Register cb(device, alloc, device_limit, device_free) for CUDA
+        out-of-memory errors (device_limit: the device's total memory, or
+        the per-process fraction of it); True when registered."""
         return False
 
 
@@ -349,10 +350,10 @@ class InjectedSource(Source):
         self.oom_callbacks.append(cb)
         return True
 
-    def oom(self, device: int, alloc: int, device_allocated: int, device_free: int) -> None:
+    def oom(self, device: int, alloc: int, device_limit: int, device_free: int) -> None:
         """Call the registered observers as torch's allocator would on OOM."""
         for cb in list(self.oom_callbacks):
-            cb(device, alloc, device_allocated, device_free)
+            cb(device, alloc, device_limit, device_free)
 
 
 _lock = threading.Lock()

@@ -62,7 +62,7 @@ SCHEMAS: dict[str, tuple] = {
     ),
     "oom": (
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("dev", "i"),
-        _f("requested", "i", True), _f("free", "i", True),
+        _f("requested", "i", True), _f("free", "i", True), _f("limit", "i", True),
         _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"),
     ),
     "holders": (

@@ -109,9 +109,11 @@ class FakeGPU:
             ipc_collect=self.ipc_collect, torch_version="2.11.0+fake")
         return self.source
 
-    def oom(self, dev: int, requested: int) -> None:
-        """What torch does when an allocation fails: count it, call observers."""
+    def oom(self, dev: int, requested: int, limit: int = 150754820096) -> None:
+        """What torch does when an allocation fails: count it, call observers
+        with the most it may hold on the device (its total, or less under
+        set_per_process_memory_fraction)."""
         with self.lock:
             self.c[dev]["ooms"] += 1
             free = 1 * MiB
-        self.source.oom(dev, requested, 150754820096, free)
+        self.source.oom(dev, requested, limit, free)

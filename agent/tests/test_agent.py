@@ -391,6 +391,7 @@ def test_oom_reaches_gputop_with_the_allocator_state(server: LineServer):
     o = of_type(server.lines(), "oom")
     assert len(o) == 1
     assert o[0]["dev"] == 0 and o[0]["requested"] == 1 << 40 and o[0]["free"] == 1 << 20
+    assert o[0]["limit"] == 150754820096  # the observer's third argument: the device's total here
     assert (o[0]["allocated"], o[0]["reserved"], o[0]["peak"]) == (7 << 20, 8 << 20, 7 << 20)
     assert server.wait(lambda: of_type(server.lines(), "sample")[-1].get("ooms") == 1)
 
