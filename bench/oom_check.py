@@ -5,14 +5,17 @@ and gputop must explain it.
 
     PYTHONPATH=agent python3 bench/oom_check.py --gputop bin/gputop [--results-dir DIR]
 
-Two scenarios, each a child process with the agent attached, beside its own
-`gputop record --source all`:
+Three scenarios, each a child process with the agent attached, beside its
+own `gputop record --source all`:
 
   huge  1 GiB held, then twice the GPU's memory asked for at once: the
         explanation must be that the request alone exceeds the GPU;
   fill  1 GiB tensors kept until the GPU is full, the usual OOM: the
         explanation must be live tensors (torch frees its cache before
-        giving up, so no cached memory is left to blame).
+        giving up, so no cached memory is left to blame);
+  limit torch.cuda.set_per_process_memory_fraction(0.05), then 8 GiB asked
+        for: an OOM with most of the GPU free, whose explanation must name
+        the fraction (the frame's limit below the GPU's total).
 
 torch raises OutOfMemoryError and calls its out-of-memory observers (the
 agent's among them) first. For each: one `oom` frame from the child, its
@@ -40,15 +43,18 @@ import json, os, sys, time
 import torch, gputop
 mode = sys.argv[2]
 ag = gputop.attach(socket=sys.argv[1])
+if mode == "limit":
+    torch.cuda.set_per_process_memory_fraction(0.05, 0)
 keep = [torch.ones(1 << 28, device="cuda")]  # 1 GiB of float32
 t0 = time.time()
 while not gputop.status().get("connected") and time.time() - t0 < 5:
     time.sleep(0.05)
 time.sleep(0.2)  # NVML sees the process before the error
-want = torch.cuda.get_device_properties(0).total_memory * 2 if mode == "huge" else 1 << 30
+total = torch.cuda.get_device_properties(0).total_memory
+want = {"huge": total * 2, "fill": 1 << 30, "limit": 8 << 30}[mode]
 raised = False
 try:
-    if mode == "huge":
+    if mode != "fill":
         torch.empty(want, dtype=torch.uint8, device="cuda")
     else:
         while len(keep) < 100000:
@@ -60,12 +66,13 @@ time.sleep(0.3)  # the OOM frame goes out at once; leave time for it to land
 status = gputop.status()
 del keep
 gputop.detach()
-print(json.dumps({"pid": os.getpid(), "raised": raised, "want": want,
+print(json.dumps({"pid": os.getpid(), "raised": raised, "want": want, "total": total,
                   "after": after, "status": status}))
 """
 
 # what `gputop export` must say of each scenario's OOM (snapshot/oom.go)
-CAUSE = {"huge": "more than the whole GPU", "fill": "Live tensors fill the GPU"}
+CAUSE = {"huge": "more than the whole GPU", "fill": "Live tensors fill the GPU",
+         "limit": "set_per_process_memory_fraction"}
 GIB = 1 << 30
 
 
@@ -99,6 +106,8 @@ def scenario(a, mode: str, work: str) -> tuple[list[str], str, dict]:
     if ooms and (o.get("allocated"), o.get("reserved")) != (got["after"]["allocated"], got["after"]["reserved"]):
         problems.append(f"{mode}: oom frame allocated/reserved {o.get('allocated')}/{o.get('reserved')} B, "
                         f"torch after the error {got['after']['allocated']}/{got['after']['reserved']} B")
+    if ooms and mode == "limit" and not 0 < o.get("limit", 0) < got["total"]:
+        problems.append(f"{mode}: oom frame limit {o.get('limit')} B, want below the GPU's {got['total']} B")
     out = os.path.join(work, f"{name}.csv")
     ex = subprocess.run([a.gputop, "export", rec, "--csv", out], capture_output=True, text=True)
     with open(os.path.join(work, f"{name}-export.txt"), "w") as fh:
@@ -117,7 +126,8 @@ def scenario(a, mode: str, work: str) -> tuple[list[str], str, dict]:
         problems.append(f"{mode}: CSV oom_requested_bytes {rows[0].get('oom_requested_bytes')!r}, "
                         f"frame {o.get('requested')}")
     txt = (f"{mode}: torch raised OutOfMemoryError for {got['want'] / GIB:.1f} GiB; oom frame: requested "
-           f"{o.get('requested', 0) / GIB:.1f} GiB, free {o.get('free', 0) / GIB:.2f} GiB, allocated "
+           f"{o.get('requested', 0) / GIB:.1f} GiB, free {o.get('free', 0) / GIB:.2f} GiB, limit "
+           f"{o.get('limit', 0) / GIB:.2f} GiB, allocated "
            f"{o.get('allocated')} B, reserved {o.get('reserved')} B (torch after the error: "
            f"{got['after']['allocated']} / {got['after']['reserved']} B); OOM rows in the CSV: {len(rows)}; "
            f"export's cause: {'yes' if explained else 'no'}")
@@ -134,7 +144,7 @@ def main() -> int:
     work = a.workdir or tempfile.mkdtemp(prefix="gputop-oom.")
     os.makedirs(work, exist_ok=True)
     problems, texts, details = [], [], {}
-    for mode in ("huge", "fill"):
+    for mode in ("huge", "fill", "limit"):
         p, txt, d = scenario(a, mode, work)
         problems += p
         texts.append(txt)

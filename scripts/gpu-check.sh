@@ -15,7 +15,8 @@
 #   sigkill     a training job killed with SIGKILL mid-run: its history stays,
 #               an "ended" frame marks it; `gputop snap LABEL` from the shell
 #   oom         bench/oom_check.py: real CUDA out-of-memory errors (one request
-#               larger than the GPU; the GPU filled with tensors) reach the
+#               larger than the GPU; the GPU filled with tensors; a request past
+#               set_per_process_memory_fraction) reach the
 #               recording with torch's allocator state, the CSV as a row, and
 #               `gputop export` gives each its cause; the replayed TUI too
 #   overhead    bench/overhead.py: the agent's cost, snapshot() latency;
@@ -381,7 +382,7 @@ step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
-step oom 45 32-oom 33-oom-screen
+step oom 60 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
