@@ -708,15 +708,24 @@ func (s *Store) fillDue(dev int, t int64) {
 			keep = append(keep, d)
 			continue
 		}
-		sr := s.series[Key{dev, 0, NVMLUsed}]
-		for i := range s.snapshots {
-			if r := &s.snapshots[i]; r.Dev == dev && r.T == d.t && r.NVMLUsed == nil && r.NVMLPeak == nil {
-				s.nvmlFigures(r, sr, i)
-			}
-		}
+		s.fillRows(s.snapshots, d)
 		s.gen++
 	}
 	s.nvmlDue = keep
+}
+
+// fillRows gives the rows of d in rows (s.snapshots or a copy of it, in
+// the same order) their NVML figures from the samples at hand.
+func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
+	sr := s.series[Key{d.dev, 0, NVMLUsed}]
+	if sr == nil {
+		return
+	}
+	for i := range rows {
+		if r := &rows[i]; r.Dev == d.dev && r.T == d.t && r.NVMLUsed == nil && r.NVMLPeak == nil {
+			s.nvmlFigures(r, sr, i)
+		}
+	}
 }
 
 // TakeSnapshot records a snapshot of device dev at time t from what the store
@@ -815,13 +824,7 @@ func (s *Store) Snapshots() []wire.Snapshot {
 	// rows still waiting for their NVML sample show the newest one before
 	// it (a source that stopped may never send the one they wait for)
 	for _, d := range s.nvmlDue {
-		for i := range rows {
-			if r := &rows[i]; r.Dev == d.dev && r.T == d.t && r.NVMLUsed == nil && r.NVMLPeak == nil {
-				if sr := s.series[Key{d.dev, 0, NVMLUsed}]; sr != nil {
-					s.nvmlFigures(r, sr, i)
-				}
-			}
-		}
+		s.fillRows(rows, d)
 	}
 	return rows
 }
