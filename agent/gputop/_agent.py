@@ -181,7 +181,7 @@ class Agent:
         except BaseException as e:  # the thread must end quietly, whatever happened
             self.last_error = f"agent stopped: {e!r}"
         finally:
-            # what snapshot() looks at, rather than the thread's liveness
+            # what current() looks at, rather than the thread's liveness
             # (several Python calls); set before the thread ends
             self._stopping = True
             try:
@@ -621,7 +621,9 @@ def current(auto: bool = True) -> Agent | None:
     """The running agent; with auto, start one (unless GPUTOP=0 or after
     an explicit detach) so that snapshot() alone reaches gputop."""
     ag = _current
-    if ag is not None and ag.alive:
+    # _stopping, not alive: the thread sets it as it ends, and snapshot()
+    # comes here, often cold, where each Python call costs
+    if ag is not None and not ag._stopping:
         return ag
     if not auto or _detached or not _env.enabled():
         return None

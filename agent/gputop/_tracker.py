@@ -43,9 +43,7 @@ def _take(label: str, kind: str, devs: list[int] | None = None
         return vals, t
     if vals:
         try:
-            ag = _agent._current
-            if ag is None or ag._stopping:
-                ag = _agent.current(auto=True)
+            ag = _agent.current(auto=True)
             if ag is not None:
                 ag.post({
                     "type": "mark", "t": t, "label": label, "kind": kind,
