@@ -157,6 +157,9 @@ class Agent:
             "rate_hz": self.rate_hz,
             "pid": self.pid,
             "devices": list(self._devs),
+            # how the tick reads the allocator: "direct" (its counters copied
+            # in place), or "stats call" and why not direct
+            "reading": self._src.reading(),
             "connects": self.connects,
             "samples_sent": self.samples_sent,
             "marks_sent": self.marks_sent,
@@ -287,8 +290,7 @@ class Agent:
         thread may be waiting for the GIL. _loop() handles everything else.
         """
         period = 1.0 / self.rate_hz
-        read = self._src.read_raw
-        devs = tuple(self._devs)
+        readers = self._src.tick_readers(self._devs)
         raw = self._raw
         mono, stamp, wait = time.monotonic, time.time_ns, poller.poll
         marks = self._marks
@@ -299,9 +301,9 @@ class Agent:
             now = mono()
             if now >= until or marks or self._stopping:
                 return next_tick
-            for d in devs:
+            for d, read in readers:
                 try:
-                    raw.append((stamp(), d, read(d)))
+                    raw.append((stamp(), d, read()))
                 except Exception:
                     pass
             next_tick += period
@@ -368,6 +370,10 @@ class Agent:
         if devs and not self._devs:
             _register_oom_observer(self._src)
         self._devs = devs
+        try:
+            self._src.maintain(devs)
+        except Exception:
+            pass
         if self._sock is not None and frozenset(devs) != self._hello_devs:
             self._hello()
 
@@ -396,11 +402,10 @@ class Agent:
         # several times slower than warm, with the GIL taken from the
         # training thread: it only calls the stats function and keeps what it
         # returned. _convert() does the rest for the whole batch at send time.
-        read = self._src.read_raw
         raw = self._raw
-        for d in self._devs:
+        for d, read in self._src.tick_readers(self._devs):
             try:
-                raw.append((time.time_ns(), d, read(d)))
+                raw.append((time.time_ns(), d, read()))
             except Exception:
                 pass
         if len(raw) >= RAW_LIMIT:

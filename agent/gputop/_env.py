@@ -13,6 +13,12 @@ def enabled() -> bool:
     return os.environ.get("GPUTOP", "").strip().lower() not in _OFF
 
 
+def direct() -> bool:
+    """False when GPUTOP_DIRECT is 0 / false / no / off: the agent then reads
+    the allocator through torch's stats call only (see _direct)."""
+    return os.environ.get("GPUTOP_DIRECT", "").strip().lower() not in _OFF
+
+
 def socket_path() -> str:
     """Where gputop listens, by the same rule as the gputop binary.
 

@@ -15,10 +15,13 @@ half-finished import in another thread is never touched.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+from . import _direct, _env
 
 
 class Counters(NamedTuple):
@@ -47,8 +50,11 @@ def _stat(stats: Mapping[str, Any], name: str, field: str) -> int:
     return int(stats.get(f"{name}.all.{field}", 0))
 
 
-def counters(stats: Mapping[str, Any]) -> Counters:
-    """Pick the counters gputop streams out of a torch memory-stats dict."""
+def counters(stats: Mapping[str, Any] | bytes) -> Counters:
+    """Pick the counters gputop streams out of a torch memory-stats dict, or
+    out of the allocator's own counters copied by a direct reading."""
+    if type(stats) is bytes:
+        return Counters(*_direct.counters(stats))
     try:
         # the agent thread's hot path: the nested dict _cuda_memoryStats returns
         a = stats["allocated_bytes"]["all"]
@@ -109,14 +115,45 @@ class Source:
         raise NotImplementedError
 
     def read(self, index: int) -> Counters:
-        """One reading of one device's allocator."""
+        """One reading of one device's allocator: in place where the direct
+        reading is trusted and the counters held still, else a stats call."""
+        direct = self._in_place
+        if direct is not None:
+            c = direct.read(index)
+            if c is not None:
+                return Counters(*c)
         return counters(self.read_raw(index))
 
     def read_raw(self, index: int) -> Mapping[str, Any]:
-        """The stats mapping read() takes its counters from: the agent
-        thread's tick only stores it, and picks the counters out when it
-        sends a batch, with the code warm."""
+        """The stats mapping read() takes its counters from: one stats call."""
         raise NotImplementedError
+
+    # The direct reading of the allocator's counters, once set up (_direct).
+    _in_place: _direct.Direct | None = None
+
+    def tick_readers(self, devs: Sequence[int]) -> tuple[tuple[int, Callable[[], Any]], ...]:
+        """(device, reader) pairs for the agent thread's tick: a reader
+        returns what counters() takes, and the tick only stores it, so the
+        counters are picked out at send time with the code warm. A copy of
+        the allocator's counters where the direct reading is trusted, else
+        the stats call's dict."""
+        direct = self._in_place
+        views = direct.views if direct is not None else {}
+        read = self.read_raw
+        return tuple((d, views[d].tobytes) if d in views else (d, functools.partial(read, d))
+                     for d in devs)
+
+    def maintain(self, devs: Sequence[int]) -> None:
+        """Set up and check the direct reading; the agent thread calls this
+        about once a second with the initialised devices."""
+        d = self._in_place
+        if d is not None:
+            d.maintain(devs)
+
+    def reading(self) -> str:
+        """How the tick reads the allocator: "direct", or "stats call" and why."""
+        d = self._in_place
+        return d.state if d is not None else "stats call"
 
     def current(self) -> int | None:
         """The current device index, or None before CUDA is initialised."""
@@ -170,6 +207,7 @@ class TorchSource(Source):
         self._devprobe: tuple[range, Callable[[int], bool]] | None = None
 
     def forget(self) -> None:
+        self._in_place = None
         self._memstats = None
         self._devprobe = None
         self._info = {}
@@ -236,9 +274,26 @@ class TorchSource(Source):
         return f(index)
 
     def read(self, index: int) -> Counters:
-        # snapshot()'s path, usually taken cold: one Python frame fewer
+        # snapshot()'s path, usually taken cold: as few Python frames as can be
+        direct = self._in_place
+        if direct is not None:
+            c = direct.read(index)
+            if c is not None:
+                return Counters(*c)
         f = self._memstats
         return counters(f(index) if f is not None else self.read_raw(index))
+
+    def maintain(self, devs: Sequence[int]) -> None:
+        d = self._in_place
+        if d is None:
+            t = self._initialized()
+            if t is None or not devs:
+                return
+            d = self._in_place = _direct.Direct(_direct.torch_root(t), t.cuda.device_count,
+                                                self.read_raw)
+            if not _env.direct():
+                d.stop("turned off by GPUTOP_DIRECT=0")
+        d.maintain(devs)
 
     def current(self) -> int | None:
         t = self._initialized()
@@ -292,6 +347,7 @@ class InjectedSource(Source):
         reset_peak: Callable[[int], None] | None = None,
         ipc_collect: Callable[[], None] | None = None,
         torch_version: str = "",
+        allocator_root: Callable[[], int | None] | None = None,
     ) -> None:
         self._stats = stats
         self._devices = devices
@@ -301,6 +357,11 @@ class InjectedSource(Source):
         }
         self._torch_version = torch_version
         self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
+        if allocator_root is not None:
+            # the direct reading, over memory the test laid out as torch's
+            self._in_place = _direct.Direct(allocator_root, lambda: len(self._list()), stats)
+            if not _env.direct():
+                self._in_place.stop("turned off by GPUTOP_DIRECT=0")
 
     def _list(self) -> list[dict[str, Any]]:
         d = self._devices() if callable(self._devices) else self._devices
@@ -375,7 +436,9 @@ def set_source(
     devices lists {index, uuid, name, total} (or is a callable returning such
     a list, to simulate devices being initialised later). Keyword hooks:
     synchronize(i), empty_cache(), reset_peak(i), ipc_collect(),
-    torch_version. stats=None restores torch. Returns the new source.
+    torch_version, and allocator_root(): the address of an object laid out
+    as torch's native allocator, for the direct reading (_direct).
+    stats=None restores torch. Returns the new source.
     """
     global _source
     with _lock:

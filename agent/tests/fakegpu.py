@@ -1,10 +1,16 @@
 """A pretend CUDA caching allocator for tests: it keeps torch's counters the
 way torch does (peaks, reserved rounded to 2 MiB segments, empty_cache,
 reset_peak_memory_stats) and is injected with gputop._stats.set_source, so
-everything above the stats call runs for real on a machine without a GPU."""
+everything above the stats call runs for real on a machine without a GPU.
+
+With in_memory=True it also keeps them where torch keeps them: in memory
+laid out as the native allocator (AllocatorMemory), whose stats call copies
+them from there, so the agent's direct reading runs for real too."""
 
 from __future__ import annotations
 
+import ctypes
+import struct
 import threading
 from typing import Any
 
@@ -20,13 +26,58 @@ UUIDS = [
 ]
 
 
+POOLS = ("all", "small_pool", "large_pool")
+FIELDS = ("current", "peak", "allocated", "freed")
+# DeviceStats from allocated_bytes to requested_bytes, as the direct reading expects them
+ARRAYS = ("allocated_bytes", "reserved_bytes", "active_bytes", "inactive_split_bytes",
+          "requested_bytes")
+WORDS = len(ARRAYS) * 12 + 2
+
+
+class AllocatorMemory:
+    """Memory laid out as torch's native caching allocator: an object whose
+    std::vector (begin, end, capacity) points to per-device objects, each
+    holding its DeviceStats after a mutex and four count StatArrays. Before
+    the vector, a decoy of the same length whose pointers lead nowhere."""
+
+    DECOY_AT = 64
+    VECTOR_AT = 7104
+    STATS_AT = 40 + 4 * 96  # where allocated_bytes starts in a per-device object
+
+    def __init__(self, ndev: int) -> None:
+        self.objects = [ctypes.create_string_buffer(2048) for _ in range(ndev)]
+        self.table = (ctypes.c_uint64 * ndev)(*(ctypes.addressof(o) for o in self.objects))
+        self.decoy = (ctypes.c_uint64 * ndev)(*([0x1000] * ndev))  # never mapped
+        self.root = ctypes.create_string_buffer(8192)
+        for at, arr in ((self.DECOY_AT, self.decoy), (self.VECTOR_AT, self.table)):
+            a = ctypes.addressof(arr)
+            struct.pack_into("<3Q", self.root, at, a, a + 8 * ndev, a + 8 * ndev)
+        self.stats_at = self.STATS_AT
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.root)
+
+    def counters_address(self, dev: int) -> int:
+        return ctypes.addressof(self.objects[dev]) + self.stats_at
+
+    def write(self, dev: int, words: list[int]) -> None:
+        struct.pack_into(f"<{WORDS}q", self.objects[dev], self.stats_at, *words)
+
+    def read(self, dev: int) -> tuple[int, ...]:
+        return struct.unpack_from(f"<{WORDS}q", self.objects[dev], self.stats_at)
+
+
 class FakeGPU:
-    def __init__(self, ndev: int = 1, initialised: int | None = None) -> None:
+    def __init__(self, ndev: int = 1, initialised: int | None = None,
+                 in_memory: bool = False) -> None:
         self.lock = threading.Lock()
         self.ndev = ndev
         self.initialised = ndev if initialised is None else initialised
         self.c = [dict(allocated=0, reserved=0, peak=0, reserved_peak=0, inactive=0,
-                       retries=0, ooms=0) for _ in range(ndev)]
+                       retries=0, ooms=0, alloc_total=0, free_total=0, segments_total=0)
+                  for _ in range(ndev)]
+        self.mem = AllocatorMemory(ndev) if in_memory else None
         self.calls = 0
         self.log: list[str] = []
         self.source: Any = None
@@ -37,22 +88,47 @@ class FakeGPU:
         with self.lock:
             c = self.c[dev]
             c["allocated"] += n
+            c["alloc_total"] += n
             need = -(-c["allocated"] // SEGMENT) * SEGMENT
             if need > c["reserved"]:
+                c["segments_total"] += need - c["reserved"]
                 c["reserved"] = need
             c["inactive"] = c["reserved"] - c["allocated"]
             c["peak"] = max(c["peak"], c["allocated"])
             c["reserved_peak"] = max(c["reserved_peak"], c["reserved"])
+            self._store(dev)
 
     def free(self, dev: int, n: int) -> None:
         with self.lock:
             c = self.c[dev]
             c["allocated"] -= n
+            c["free_total"] += n
             c["inactive"] = c["reserved"] - c["allocated"]
+            self._store(dev)
 
     def set(self, dev: int, **kw: int) -> None:
         with self.lock:
             self.c[dev].update(kw)
+            self._store(dev)
+
+    def _store(self, dev: int) -> None:
+        """The counters into the allocator's memory, as torch keeps them."""
+        if self.mem is None:
+            return
+        c = self.c[dev]
+
+        def arr(cur: int, peak: int, total: int, freed: int) -> list[int]:
+            # all, small_pool (unused here), large_pool
+            return [cur, peak, total, freed, 0, 0, 0, 0, cur, peak, total, freed]
+
+        words = (arr(c["allocated"], c["peak"], c["alloc_total"], c["free_total"])
+                 + arr(c["reserved"], c["reserved_peak"], c["segments_total"],
+                       c["segments_total"] - c["reserved"])
+                 + arr(c["allocated"], c["peak"], c["alloc_total"], c["free_total"])
+                 + arr(c["inactive"], c["inactive"], 0, 0)
+                 + arr(c["allocated"], c["peak"], c["alloc_total"], c["free_total"])
+                 + [c["retries"], c["ooms"]])
+        self.mem.write(dev, words)
 
     # ---- what torch offers ----
 
@@ -61,6 +137,8 @@ class FakeGPU:
         with self.lock:
             self.calls += 1
             c = dict(self.c[i])
+            if self.mem is not None:
+                return self._copied(self.mem.read(i))
 
         def stat(cur: int, peak: int) -> dict[str, Any]:
             return {"all": {"current": cur, "peak": peak, "allocated": 0, "freed": 0},
@@ -77,6 +155,17 @@ class FakeGPU:
             "num_device_alloc": 0,
         }
 
+    @staticmethod
+    def _copied(words: tuple[int, ...]) -> dict[str, Any]:
+        """The whole nested dict, built from the counters in memory."""
+        out: dict[str, Any] = {}
+        for k, name in enumerate(ARRAYS):
+            w = words[12 * k:12 * k + 12]
+            out[name] = {p: dict(zip(FIELDS, w[4 * j:4 * j + 4])) for j, p in enumerate(POOLS)}
+        out["num_alloc_retries"], out["num_ooms"] = words[-2], words[-1]
+        out["num_device_alloc"] = 0
+        return out
+
     def devices(self) -> list[dict[str, Any]]:
         return [{"index": i, "uuid": UUIDS[i % len(UUIDS)], "name": "Fake H200",
                  "total": 150754820096} for i in range(self.initialised)]
@@ -84,15 +173,17 @@ class FakeGPU:
     def empty_cache(self) -> None:
         with self.lock:
             self.log.append("empty_cache")
-            for c in self.c:
+            for dev, c in enumerate(self.c):
                 c["reserved"] = -(-c["allocated"] // SEGMENT) * SEGMENT
                 c["inactive"] = c["reserved"] - c["allocated"]
+                self._store(dev)
 
     def reset_peak(self, i: int) -> None:
         with self.lock:
             self.log.append(f"reset_peak {i}")
             c = self.c[i]
             c["peak"], c["reserved_peak"] = c["allocated"], c["reserved"]
+            self._store(i)
 
     def synchronize(self, i: int) -> None:
         with self.lock:
@@ -106,7 +197,8 @@ class FakeGPU:
         self.source = _stats.set_source(
             self.stats, self.devices, synchronize=self.synchronize,
             empty_cache=self.empty_cache, reset_peak=self.reset_peak,
-            ipc_collect=self.ipc_collect, torch_version="2.11.0+fake")
+            ipc_collect=self.ipc_collect, torch_version="2.11.0+fake",
+            allocator_root=(lambda: self.mem.address) if self.mem is not None else None)
         return self.source
 
     def oom(self, dev: int, requested: int, limit: int = 150754820096) -> None:
@@ -115,5 +207,6 @@ class FakeGPU:
         set_per_process_memory_fraction)."""
         with self.lock:
             self.c[dev]["ooms"] += 1
+            self._store(dev)
             free = 1 * MiB
         self.source.oom(dev, requested, limit, free)
