@@ -19,9 +19,12 @@ Measures, on a CUDA device:
          memory_reserved + max_memory_allocated at 100 Hz and 1 kHz;
   floor  (with --rounds-floor) what any sampling thread at the agent's rate
          costs that loop, toggled against the idle agent like "toggle": the
-         agent on; the agent at half its rate ("half"); a bare thread that
-         wakes from poll() and only calls torch._C._cuda_memoryStats
-         ("read"); one that only wakes ("wake");
+         agent on; the same agent reading through torch's stats call
+         instead of in place ("stats", as with GPUTOP_DIRECT=0); a bare
+         thread that wakes from poll() and only calls
+         torch._C._cuda_memoryStats ("read"); one that only wakes ("wake").
+         Results stored before "stats" existed have "half" (the agent at
+         half its rate) in its place;
   gpu    a GPU-bound bf16 MLP (8 layers of 8192 x 8192, batch 8192), without
          and with the agent;
   snap   gputop.snapshot() call latency, and the time until the snapshot is a
@@ -70,7 +73,11 @@ ROUND = {"cpu": ["agent", "none"],
          "toggle": ["on", "idle", "idle", "on"],
          "naive": ["naive100", "none", "naive1000", "none"],
          "gpu": ["agent", "none"],
-         "floor": ["on", "idle", "half", "idle", "read", "idle", "wake", "idle"]}
+         "floor": ["on", "idle", "stats", "idle", "read", "idle", "wake", "idle"]}
+# the floor's conditions, as the analysis names them
+FLOOR = (("on", "the agent"), ("stats", "the agent, stats call"),
+         ("half", "the agent at half the rate"), ("read", "bare: poll + _cuda_memoryStats"),
+         ("wake", "bare: poll only"))
 
 
 # ================================================================ worker side
@@ -212,6 +219,20 @@ def run_segment(torch, step, seconds: float) -> dict:
     return r
 
 
+def stats_call(on: bool) -> None:
+    """Make the attached agent's ticks read through torch's stats call (as
+    GPUTOP_DIRECT=0 does from the start), or in place again. The next batch
+    of ticks (at most 100 ms away) takes it up."""
+    from gputop import _stats
+    d = _stats.source()._in_place
+    if d is None:
+        return
+    if on and not d.off:
+        d.saved, d.views, d.off = d.views, {}, "paused by overhead.py"
+    elif not on and d.off == "paused by overhead.py":
+        d.views, d.off = d.saved, ""
+
+
 def worker_train(a, torch, nn) -> dict:
     step = setup_gpu(torch, nn) if a.kind == "gpu" else setup_cpu(torch, nn, a.device)
     for _ in range(5):
@@ -222,7 +243,7 @@ def worker_train(a, torch, nn) -> dict:
     conds = a.conds.split(",")
     held = None  # the agent attached throughout for "on" / "idle"
     rate = {"rate_hz": a.rate} if a.rate else {}
-    if {"on", "half", "idle"} & set(conds):
+    if {"on", "stats", "half", "idle"} & set(conds):
         import gputop
         held = gputop.attach(**rate)
         on_hz = held.rate_hz  # --rate, else attach()'s default
@@ -240,9 +261,10 @@ def worker_train(a, torch, nn) -> dict:
             naive.start()
             run_segment(torch, step, 0.05)
             agent_tid = naive.native_id
-        elif cond in ("on", "half", "idle"):
-            held.configure(rate_hz={"on": on_hz, "half": on_hz / 2}.get(cond, IDLE_HZ))
-            run_segment(torch, step, 0.05)  # the switch settles, untimed
+        elif cond in ("on", "stats", "half", "idle"):
+            held.configure(rate_hz={"on": on_hz, "stats": on_hz, "half": on_hz / 2}.get(cond, IDLE_HZ))
+            stats_call(cond == "stats")
+            run_segment(torch, step, 0.2 if cond == "stats" else 0.05)  # the switch settles, untimed
             agent_tid = getattr(getattr(held, "_thread", None), "native_id", None)
         elif cond == "agent":
             import gputop
@@ -266,6 +288,9 @@ def worker_train(a, torch, nn) -> dict:
             # the GIL time it can have taken from the training thread is at
             # most this (plus the hand-offs)
             extra["agent_thread_cpu_pct"] = round((cpu1 - cpu0) / 1e7 / (time.perf_counter() - t_seg), 3)
+        if cond in ("on", "stats", "half"):
+            extra["reading"] = held.status().get("reading")
+            stats_call(False)
         if naive is not None:
             naive.halt.set()
             naive.join()
@@ -273,14 +298,15 @@ def worker_train(a, torch, nn) -> dict:
         if cond == "agent":
             st = gputop.status()
             extra.update({k: st.get(k) for k in ("connected", "samples_sent", "dropped",
-                                                   "last_error")})
+                                                   "last_error", "reading")})
             gputop.detach()
         segs.append({"cond": cond, **r, **extra})
     if held is not None:
         st = gputop.status()
         held.detach()
         return {"pid": os.getpid(), "kind": a.kind, "segments": segs,
-                "agent": {k: st.get(k) for k in ("connected", "samples_sent", "dropped", "last_error")}}
+                "agent": {k: st.get(k) for k in ("connected", "samples_sent", "dropped", "last_error",
+                                                  "reading")}}
     return {"pid": os.getpid(), "kind": a.kind, "segments": segs}
 
 
@@ -640,7 +666,7 @@ def analyse(a, res: dict) -> None:
     floor = (res.get("floor") or {}).get("segments", [])
     if floor:
         summary["floor"] = fl = {}
-        for cond in ("on", "half", "read", "wake"):
+        for cond, _ in FLOOR:
             v = slowdowns(floor, cond, base="idle")
             fl[f"{cond}_pct"] = median_or_none(v)
             fl[f"{cond}_pct_mean"], fl[f"{cond}_pct_sem"] = mean_sem(v)
@@ -654,7 +680,8 @@ def analyse(a, res: dict) -> None:
         txt = "; ".join(
             f"{name} {fl[c + '_pct'] or 0:+.2f}% (mean {fl[c + '_pct_mean'] or 0:+.2f} ± "
             f"{fl[c + '_pct_sem'] or 0:.2f}, thread {fl[c + '_thread_cpu_pct'] or 0:.2f}% of a core)"
-            for c, name in (("on", "agent"), ("half", "agent at half the rate"),
+            for c, name in (("on", "agent"), ("stats", "agent reading through the stats call"),
+                            ("half", "agent at half the rate"),
                             ("read", "bare thread with the stats call"),
                             ("wake", "bare thread, wake-ups only")) if fl[c + "_pct"] is not None)
         write_result(d, f"{p}overhead-floor", "INFO",
@@ -733,9 +760,9 @@ def print_table(summary: dict, lat: dict | None) -> None:
               f"against the idle agent)")
         print(f"{'thread':32} {'median %':>9} {'mean %':>8} {'± sem':>6} {'asleep +pts':>11} "
               f"{'its CPU %':>9}")
-        for c, name in (("on", "the agent"), ("half", "the agent at half the rate"),
-                        ("read", "bare: poll + _cuda_memoryStats"),
-                        ("wake", "bare: poll only")):
+        for c, name in FLOOR:
+            if fl[c + "_pct"] is None:
+                continue
             print(f"{name:32} {f(fl[c + '_pct'], '+9.2f')} {f(fl[c + '_pct_mean'], '+8.2f')} "
                   f"{f(fl[c + '_pct_sem'], '6.2f')} {f(fl[c + '_asleep_added_pts'], '+11.2f')} "
                   f"{f(fl[c + '_thread_cpu_pct'], '9.2f')}")

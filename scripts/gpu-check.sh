@@ -10,6 +10,9 @@
 #               CSV allocated/reserved/peak == torch's own to the byte, After
 #               cleanup back at the Training start baseline; NVML used vs
 #               nvidia-smi; achieved sample rate; the recording is the demo
+#   direct      bench/direct_check.py: the agent finds torch's allocator counters
+#               in place; they agree word for word with the stats call after
+#               every step and from a second thread; what a copy costs
 #   spikes      20 x 4 GiB for 5 ms beside `gputop record`: all 20 seen? and
 #               what a 10 Hz / 4 Hz sampler would have seen
 #   sigkill     a training job killed with SIGKILL mid-run: its history stays,
@@ -238,6 +241,10 @@ replay_smoke() { # RECORDING: the TUI replays it in a real terminal; its screen 
 	fi
 }
 
+step_direct() {
+	timeout 150 "$PY" bench/direct_check.py --results-dir "$R" --name 15-direct
+}
+
 step_spikes() {
 	have_gputop || { result 20-spikes FAIL "no gputop binary"; return 1; }
 	start_record spikes --source nvml || { result 20-spikes FAIL "gputop record did not start"; return 1; }
@@ -380,6 +387,7 @@ step_holders() {
 echo "gputop GPU check: work dir $W, results to $OUT, budget $BUDGET s"
 step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
+step direct 30 15-direct
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
 step oom 60 32-oom 33-oom-screen

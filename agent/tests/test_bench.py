@@ -59,11 +59,12 @@ def test_overhead_floor_mechanics(gputop_bin: str, tmp_path: Path) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     fl = json.loads((tmp_path / "res" / "overhead-floor.json").read_text())
     assert fl["rounds"] == 2, fl
-    for cond in ("on", "half", "read", "wake"):
+    for cond in ("on", "stats", "read", "wake"):
         assert fl[f"{cond}_pct"] is not None and fl[f"{cond}_thread_cpu_pct"] is not None, (cond, fl)
     assert 50 <= fl["read_thread_hz"] <= 150, fl
     assert not (tmp_path / "res" / "overhead-cpu.json").exists()
-    assert "bare: poll only" in p.stdout
+    assert "bare: poll only" in p.stdout and "the agent, stats call" in p.stdout
+    assert fl["half_pct"] is None
 
 
 def test_overhead_analysis_of_a_real_h200_run(tmp_path: Path, capsys) -> None:
