@@ -62,12 +62,18 @@ func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 			HumanBytes(outside)))
 	}
 	e.Where = strings.Join(parts, "; ") + "."
-	limited := o.Limit > 0 && total > 0 && o.Limit < total
+	// what a memory fraction is a fraction of: torch's total, where the
+	// process said it, is a little less than NVML's
+	whole := total
+	if o.DeviceTotal > 0 {
+		whole = o.DeviceTotal
+	}
+	limited := o.Limit > 0 && whole > 0 && o.Limit < whole
 	switch {
 	case total > 0 && o.Requested > total:
 		e.Cause = "That is more than the whole GPU (" + HumanBytes(total) + "): the size itself is wrong, or the work must be split."
 	case limited && o.Reserved+o.Requested > o.Limit:
-		e.Cause = "torch may use only " + HumanBytes(o.Limit) + " of this GPU's " + HumanBytes(total) +
+		e.Cause = "torch may use only " + HumanBytes(o.Limit) + " of this GPU's " + HumanBytes(whole) +
 			" (torch.cuda.set_per_process_memory_fraction), and this would take it past that: raise the fraction, or need less."
 	case o.Requested > 0 && o.Requested <= unused:
 		e.Cause = "The cache had room but no free block that large: fragmentation. " +

@@ -198,6 +198,30 @@ func TestExplainOOMLimit(t *testing.T) {
 	}
 }
 
+// The H200's figures from a real fill-the-GPU OOM: torch's total (and so
+// the observer's limit with no fraction set) is below NVML's total, which
+// is no memory fraction; the store takes torch's total from the hello.
+func TestExplainOOMTorchTotalBelowNVMLTotal(t *testing.T) {
+	const nvmlTotal, torchTotal = 150754820096, 150110011392
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200", Total: nvmlTotal})
+	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0", Total: torchTotal}}})
+	st.AgentOOM(9, wire.OOM{T: 200, Dev: 0, Requested: 1 << 30, Free: 210845696, Limit: torchTotal,
+		Allocated: 149250113536, Reserved: 149250113536, Peak: 149250113536})
+	row, o, ok := LatestOOM(Rows(st.Snapshots(), st.Devices()), 0, st.OOM)
+	if !ok || o.DeviceTotal != torchTotal {
+		t.Fatalf("oom frame %+v (found %v): torch's total from the hello wanted", o, ok)
+	}
+	if e := ExplainOOM(row, o, nvmlTotal); !strings.HasPrefix(e.Cause, "Live tensors") {
+		t.Fatalf("cause %q", e.Cause)
+	}
+	o.Limit = torchTotal / 20 // set_per_process_memory_fraction(0.05)
+	o.Requested = 8 << 30
+	if e := ExplainOOM(row, o, nvmlTotal); !strings.HasPrefix(e.Cause, "torch may use only 6.99 GiB of this GPU's 139.8 GiB") {
+		t.Fatalf("cause %q", e.Cause)
+	}
+}
+
 func TestFindings(t *testing.T) {
 	st := store.New(store.DefaultOptions())
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200", Total: 140 << 30})

@@ -545,6 +545,11 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) {
 	a.OOMs++
 	s.agentsVer++
 	o.PID = pid
+	for _, ad := range a.Hello.Devices {
+		if ad.Index == o.Dev {
+			o.DeviceTotal = ad.Total
+		}
+	}
 	s.ooms[oomKey{pid, o.T}] = o
 	s.frame(o)
 	al, re, pk := o.Allocated, o.Reserved, o.Peak

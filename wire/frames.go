@@ -167,6 +167,11 @@ type OOM struct {
 	Allocated uint64 `json:"allocated"`
 	Reserved  uint64 `json:"reserved"`
 	Peak      uint64 `json:"peak"`
+	// torch's total memory of the device, from the process's hello: never
+	// sent, the store fills it in. A Limit below it is a memory fraction;
+	// a Limit equal to it is no limit at all, though it is less than
+	// NVML's total (the driver keeps some memory back from CUDA).
+	DeviceTotal uint64 `json:"-"`
 }
 
 // HolderGroup is one kind of reference keeping CUDA memory alive.
