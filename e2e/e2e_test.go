@@ -438,6 +438,24 @@ func TestRealFillOOMRow(t *testing.T) {
 	}
 }
 
+// Two H200 recordings with the observer's limit (bench/oom_check.py, 08:56):
+// the fill OOM, whose limit is torch's total of the device (139.8 GiB, less
+// than NVML's 140.4 GiB: no memory fraction), and an OOM past
+// set_per_process_memory_fraction(0.05), which must be blamed on it.
+func TestRealOOMLimit(t *testing.T) {
+	row := exportOOM(t, "../testdata/recordings/h200-oom-fill-limit.gputop",
+		"asked for 1.00 GiB, 201.1 MiB free on the GPU (CUDA)", "Live tensors fill the GPU")
+	if row["oom_limit_bytes"] != "150109880320" || row["allocated_bytes"] != "149250113536" {
+		t.Fatalf("fill CSV row: %v", row)
+	}
+	row = exportOOM(t, "../testdata/recordings/h200-oom-fraction.gputop",
+		"asked for 8.00 GiB, 138.2 GiB free on the GPU (CUDA)",
+		"torch may use only 6.99 GiB of this GPU's 139.8 GiB (torch.cuda.set_per_process_memory_fraction)")
+	if row["oom_limit_bytes"] != "7505494016" || row["oom_requested_bytes"] != "8589934592" {
+		t.Fatalf("fraction CSV row: %v", row)
+	}
+}
+
 // exportOOM runs gputop export on a recording of one OOM: its output must
 // hold every string in want, and its CSV one row, the OOM, returned by
 // column name.
