@@ -111,7 +111,8 @@ def main() -> int:
     def copier() -> None:
         pick = _direct._PICK
         while not halt.is_set():
-            for _ in range(1000):
+            time.sleep(0.0001)  # gives the GIL back: training must run meanwhile
+            for _ in range(200):
                 raw = view.tobytes()
                 al, ap_, rs, _rp, _i, _r, _o = pick.unpack(raw)
                 copies["n"] += 1
@@ -132,6 +133,7 @@ def main() -> int:
         halt.set()
         th.join()
         print(f"{target.__name__}: {n} steps beside it")
+        r[f"steps_beside_{target.__name__}"] = n
     r["thread_agree"], r["thread_disagree"], r["thread_unstable"] = side[True], side[False], side[None]
     r.update({f"copies_{k}": v for k, v in copies.items()})
 
@@ -167,6 +169,8 @@ def main() -> int:
                         f"{side[False]} from the second thread")
     if tally[True] < a.steps // 2:
         problems.append(f"only {tally[True]}/{a.steps} checks after a step could tell")
+    if r["steps_beside_copier"] < 100:
+        problems.append(f"only {r['steps_beside_copier']} training steps ran beside the copying thread")
     if side[True] < 100:
         problems.append(f"only {side[True]} checks from the second thread could tell")
     if not all(v is True for v in r["follows"].values()):
@@ -179,8 +183,8 @@ def main() -> int:
           f"{tally[None]} could not tell")
     print(f"{'second thread, every 1 ms':34} {side[True]} agree, {side[False]} disagree, "
           f"{side[None]} could not tell")
-    print(f"{'copies while training':34} {copies['n']}: peak < current {copies['torn_peak']}, "
-          f"allocated > reserved {copies['over_reserved']}")
+    print(f"{'copies while training':34} {copies['n']} beside {r['steps_beside_copier']} steps: "
+          f"peak < current {copies['torn_peak']}, allocated > reserved {copies['over_reserved']}")
     print(f"{'empty_cache, OOM':34} {r['follows']}")
     print(f"{'cudaMallocAsync child':34} {r['async']}")
     for k, v in r["cost_us"].items():
