@@ -116,3 +116,31 @@ def test_floor_analysis_of_real_h200_runs(tmp_path: Path, capsys) -> None:
     assert len(tg) == 200
     assert overhead.mean_sem(tg) == (0.108, 0.577)
     assert overhead.mean_sem(overhead.differences(seg, "on", "train_asleep_pct", "idle")) == (0.492, 0.181)
+
+
+def test_direct_reading_figures_of_real_h200_runs() -> None:
+    # the agent reading torch's counters in place (ded1707), on vs idle, in
+    # the four H200 runs after it (08:47 gpu-check, the floor at 08:43 and
+    # 08:57, 150 toggle rounds at 09:01), and the same agent on the stats
+    # call in the floor runs: the figures BENCHMARKS.md quotes
+    overhead = _bench_module("overhead")
+    runs = json.loads((REPO / "bench" / "results" / "2026-11-30-overhead-direct.json").read_text())
+    assert list(runs) == ["toggle_0847", "floor_0843", "floor_0857", "toggle_0901"]
+    on: list[float] = []
+    stats: list[float] = []
+    for name, run in runs.items():
+        segs = run["segments"]
+        # every "on" block read in place; "stats" blocks through the stats call
+        assert {x.get("reading") for x in segs if x["cond"] == "on"} == {"direct"}, name
+        assert {x.get("reading") for x in segs if x["cond"] == "stats"} <= {"stats call: paused by overhead.py"}
+        on += overhead.slowdowns(segs, "on", base="idle")
+        stats += overhead.slowdowns(segs, "stats", base="idle")
+    mean, sem = overhead.mean_sem(on)
+    assert (len(on), round(overhead.median_or_none(on), 2), round(mean, 2), round(sem, 2)) == (530, 0.35, 0.9, 0.45)
+    mean, sem = overhead.mean_sem(stats)
+    assert (len(stats), round(mean, 2), round(sem, 2)) == (130, 1.66, 0.72)
+    big = runs["toggle_0901"]["segments"]
+    tg = overhead.slowdowns(big, "on", base="idle")
+    assert (len(tg), round(overhead.median_or_none(tg), 2)) == (300, 0.45)
+    assert [round(x, 2) for x in overhead.mean_sem(
+        overhead.differences(big, "on", "train_asleep_pct", "idle"))] == [0.05, 0.21]
