@@ -400,8 +400,9 @@ class Agent:
     def _sample(self) -> None:
         # The tick wakes after 10 ms asleep, when every line of Python runs
         # several times slower than warm, with the GIL taken from the
-        # training thread: it only calls the stats function and keeps what it
-        # returned. _convert() does the rest for the whole batch at send time.
+        # training thread: it only reads (copies the counters in place, or
+        # calls the stats function) and keeps what it got. _convert() does
+        # the rest for the whole batch at send time.
         raw = self._raw
         for d, read in self._src.tick_readers(self._devs):
             try:

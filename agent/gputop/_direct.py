@@ -15,8 +15,8 @@ libc10_cuda.so, points to the native allocator object; that object holds a
 holds its ``DeviceStats``. Nothing is assumed about these objects' layouts:
 the vector is recognised by its length (the device count) and the counters
 by their values. Only ``DeviceStats``' own order is relied on, from
-``allocated_bytes`` to ``num_ooms`` (the same throughout torch 2.x), and it is
-checked against the stats call before use. While searching, memory is read
+``allocated_bytes`` to ``num_ooms`` (as in torch 2.11), and it is checked
+against the stats call before use. While searching, memory is read
 through /proc/self/mem, which fails cleanly where a pointer leads nowhere.
 
 The reading is trusted only while it agrees with the stats call: once a
@@ -30,6 +30,8 @@ from __future__ import annotations
 import os
 import struct
 from typing import Any, Callable, Mapping, Sequence
+
+from . import _env
 
 SYMBOL = "_ZN3c104cuda20CUDACachingAllocator9allocatorE"
 
@@ -241,6 +243,8 @@ class Direct:
         self._attempts = 0
         self._disagree = 0
         self._next = 0  # the device the next check looks at
+        if not _env.direct():
+            self.stop("turned off by GPUTOP_DIRECT=0")
 
     @property
     def state(self) -> str:

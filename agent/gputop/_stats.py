@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
-from . import _direct, _env
+from . import _direct
 
 
 class Counters(NamedTuple):
@@ -117,12 +117,13 @@ class Source:
     def read(self, index: int) -> Counters:
         """One reading of one device's allocator: in place where the direct
         reading is trusted and the counters held still, else a stats call."""
+        c = self._read_in_place(index)
+        return c if c is not None else counters(self.read_raw(index))
+
+    def _read_in_place(self, index: int) -> Counters | None:
         direct = self._in_place
-        if direct is not None:
-            c = direct.read(index)
-            if c is not None:
-                return Counters(*c)
-        return counters(self.read_raw(index))
+        c = direct.read(index) if direct is not None else None
+        return Counters(*c) if c is not None else None
 
     def read_raw(self, index: int) -> Mapping[str, Any]:
         """The stats mapping read() takes its counters from: one stats call."""
@@ -274,12 +275,10 @@ class TorchSource(Source):
         return f(index)
 
     def read(self, index: int) -> Counters:
-        # snapshot()'s path, usually taken cold: as few Python frames as can be
-        direct = self._in_place
-        if direct is not None:
-            c = direct.read(index)
-            if c is not None:
-                return Counters(*c)
+        # snapshot()'s path, usually taken cold: one Python frame fewer
+        c = self._read_in_place(index)
+        if c is not None:
+            return c
         f = self._memstats
         return counters(f(index) if f is not None else self.read_raw(index))
 
@@ -291,8 +290,6 @@ class TorchSource(Source):
                 return
             d = self._in_place = _direct.Direct(_direct.torch_root(t), t.cuda.device_count,
                                                 self.read_raw)
-            if not _env.direct():
-                d.stop("turned off by GPUTOP_DIRECT=0")
         d.maintain(devs)
 
     def current(self) -> int | None:
@@ -360,8 +357,6 @@ class InjectedSource(Source):
         if allocator_root is not None:
             # the direct reading, over memory the test laid out as torch's
             self._in_place = _direct.Direct(allocator_root, lambda: len(self._list()), stats)
-            if not _env.direct():
-                self._in_place.stop("turned off by GPUTOP_DIRECT=0")
 
     def _list(self) -> list[dict[str, Any]]:
         d = self._devices() if callable(self._devices) else self._devices
