@@ -81,26 +81,10 @@ func (s *session) admit(f any) error {
 	return nil
 }
 
+// frameType names a decoded frame, for reasons given to the peer.
 func frameType(f any) string {
-	switch f.(type) {
-	case wire.Hello:
-		return wire.TypeHello
-	case wire.Sample:
-		return wire.TypeSample
-	case wire.Mark:
-		return wire.TypeMark
-	case wire.OOM:
-		return wire.TypeOOM
-	case wire.Holders:
-		return wire.TypeHolders
-	case wire.Bye:
-		return wire.TypeBye
-	case wire.Snap:
-		return wire.TypeSnap
-	case wire.Reply:
-		return wire.TypeReply
-	case wire.Request:
-		return wire.TypeRequest
+	if fr, ok := f.(wire.Frame); ok {
+		return fr.FrameType()
 	}
 	return fmt.Sprintf("%T", f)
 }

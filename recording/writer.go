@@ -269,25 +269,6 @@ func (w *Writer) sample(v wire.Sample) {
 	}
 }
 
-// framePID is the agent process a frame is about, or 0.
-func framePID(f any) int {
-	switch v := f.(type) {
-	case wire.Hello:
-		return v.PID
-	case wire.OOM:
-		return v.PID
-	case wire.Holders:
-		return v.PID
-	case wire.Bye:
-		return v.PID
-	case wire.Ended:
-		return v.PID
-	case wire.Snapshot:
-		return v.PID
-	}
-	return 0
-}
-
 // push queues an item and wakes the goroutine. Caller holds mu.
 func (w *Writer) push(it item) bool {
 	if w.err != nil || len(w.queue) >= maxQueue {
@@ -326,10 +307,10 @@ func (w *Writer) Frame(f any) {
 		w.sample(v)
 		return
 	}
-	if pid := framePID(f); pid > 0 {
+	if o, ok := f.(wire.Owned); ok && o.FramePID() > 0 {
 		// a process's samples go before what it said next (a bye, an
 		// ended, a new hello), as they arrived
-		w.sealSamples(pid)
+		w.sealSamples(o.FramePID())
 	}
 	switch v := f.(type) {
 	case wire.OOM:
@@ -351,63 +332,23 @@ func isOOMRow(row wire.Snapshot, pid int, t int64) bool {
 	return row.Source == "oom" && row.Label == "OOM" && row.PID == pid && row.T == t
 }
 
+// recorded are the frame types Frame writes. Marks become the store's
+// snapshot rows, which are written instead; socket control frames are not
+// kept; the header and the batches are the writer's own.
+var recorded = map[string]bool{
+	wire.TypeDevice: true, wire.TypeProcs: true, wire.TypeDevError: true, wire.TypeHello: true,
+	wire.TypeSample: true, wire.TypeSnapshot: true, wire.TypeOOM: true, wire.TypeHolders: true,
+	wire.TypeBye: true, wire.TypeEnded: true,
+}
+
 // normalize dereferences pointers, fills in the Type field and returns the
-// frame type, or "" for values that are not recording frames (marks, socket
-// control frames, anything else).
-func normalize(f any) (any, string) {
-	switch v := f.(type) {
-	case *wire.Device:
-		return normalize(*v)
-	case *wire.Procs:
-		return normalize(*v)
-	case *wire.DevError:
-		return normalize(*v)
-	case *wire.Hello:
-		return normalize(*v)
-	case *wire.Sample:
-		return normalize(*v)
-	case *wire.Snapshot:
-		return normalize(*v)
-	case *wire.OOM:
-		return normalize(*v)
-	case *wire.Holders:
-		return normalize(*v)
-	case *wire.Bye:
-		return normalize(*v)
-	case *wire.Ended:
-		return normalize(*v)
-	case wire.Device:
-		v.Type = wire.TypeDevice
-		return v, v.Type
-	case wire.Procs:
-		v.Type = wire.TypeProcs
-		return v, v.Type
-	case wire.DevError:
-		v.Type = wire.TypeDevError
-		return v, v.Type
-	case wire.Hello:
-		v.Type = wire.TypeHello
-		return v, v.Type
-	case wire.Sample:
-		v.Type = wire.TypeSample
-		return v, v.Type
-	case wire.Snapshot:
-		v.Type = wire.TypeSnapshot
-		return v, v.Type
-	case wire.OOM:
-		v.Type = wire.TypeOOM
-		return v, v.Type
-	case wire.Holders:
-		v.Type = wire.TypeHolders
-		return v, v.Type
-	case wire.Bye:
-		v.Type = wire.TypeBye
-		return v, v.Type
-	case wire.Ended:
-		v.Type = wire.TypeEnded
-		return v, v.Type
+// frame type, or "" for values that are not recording frames.
+func normalize(f any) (wire.Frame, string) {
+	fr, ok := f.(wire.Frame)
+	if !ok || !recorded[fr.FrameType()] {
+		return nil, ""
 	}
-	return nil, ""
+	return fr.Typed(), fr.FrameType()
 }
 
 // Flush writes every pending batch and queued frame and waits until they
