@@ -17,7 +17,8 @@ check, from the recording and `gputop export`'s CSV:
   * each row's allocated / reserved / peak equal what snapshot() returned
     and what torch reported right after it, to the byte;
   * each rank's pid is in NVML's process list of its GPU, never of the other;
-  * a hello from each rank names its GPU's UUID.
+  * a hello from each rank names its GPU's UUID;
+  * each rank's agent reads torch's counters in place (status "direct").
 
 With fewer than two GPUs it records SKIP. NVLink multicast stays off
 (NCCL_NVLS_ENABLE=0 and friends): the GPU machines' hosts are shared.
@@ -205,8 +206,13 @@ def main() -> int:
             problems.append(f"rank {r}: pid {g['pid']} never in NVML's process list of device {dev}")
         if other is not None and other in seen:
             problems.append(f"rank {r}: pid {g['pid']} in NVML's process list of the other GPU ({other})")
+        # a rank under DDP and NCCL: its agent reads torch's counters in place
+        reading = (g.get("status") or {}).get("reading")
+        if reading != "direct":
+            problems.append(f"rank {r}: the agent reads through {reading!r}, not in place")
         placed.append(f"rank {r} (pid {g['pid']}, cuda:0 = nvidia-smi GPU {idx}) -> gputop device {dev}, "
-                      f"{len(g['rows'])} rows, allocated {g['rows'][-1]['torch']['allocated']} B")
+                      f"{len(g['rows'])} rows, allocated {g['rows'][-1]['torch']['allocated']} B, "
+                      f"reading {reading}")
     txt = "; ".join(placed) + (f"; {len(problems)} problems" if problems else "; rows, values and processes "
                                                                               "on the right GPU")
     write_result(a.results_dir, a.name, "FAIL" if problems else "PASS", txt, problems=problems,
