@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 
 
@@ -59,3 +61,21 @@ def write_result(d: str | None, name: str, status: str, summary: str, **kw) -> N
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, name + ".json"), "w") as fh:
             json.dump({"status": status, "summary": summary, **kw}, fh, indent=1)
+
+
+def check_args(doc: str, name: str, workdir_holds: str) -> argparse.Namespace:
+    """The options of a check that runs beside `gputop record`: the binary,
+    where results go, the result's name, and a work dir for what it holds."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--gputop", default="bin/gputop")
+    ap.add_argument("--results-dir")
+    ap.add_argument("--name", default=name)
+    ap.add_argument("--workdir", help=f"for {workdir_holds} (default: a temp dir)")
+    return ap.parse_args()
+
+
+def work_dir(a: argparse.Namespace, tag: str) -> str:
+    """--workdir, made if need be, else a new temp dir named for tag."""
+    work = a.workdir or tempfile.mkdtemp(prefix=f"gputop-{tag}.")
+    os.makedirs(work, exist_ok=True)
+    return work

@@ -25,20 +25,18 @@ With fewer than two GPUs it records SKIP. NVLink multicast stays off
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
 import socket
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import rec as recording  # noqa: E402
-from common import start_gputop, stop_proc, write_result  # noqa: E402
+from common import check_args, start_gputop, stop_proc, work_dir, write_result  # noqa: E402
 
 RANK = r"""
 import json, os, time
@@ -100,12 +98,7 @@ def free_port() -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gputop", default="bin/gputop")
-    ap.add_argument("--results-dir")
-    ap.add_argument("--name", default="70-ddp")
-    ap.add_argument("--workdir", help="for the recording, its CSV and logs (default: a temp dir)")
-    a = ap.parse_args()
+    a = check_args(__doc__, "70-ddp", "the recording, its CSV and logs")
     try:
         found = gpus()
     except (OSError, subprocess.SubprocessError):
@@ -113,8 +106,7 @@ def main() -> int:
     if len(found) < 2:
         write_result(a.results_dir, a.name, "SKIP", f"needs 2 GPUs; nvidia-smi lists {len(found)}")
         return 0
-    work = a.workdir or tempfile.mkdtemp(prefix="gputop-ddp.")
-    os.makedirs(work, exist_ok=True)
+    work = work_dir(a, "ddp")
     sock, rec = os.path.join(work, "ddp.sock"), os.path.join(work, "ddp.gputop")
     with open(os.path.join(work, "record.log"), "w") as log:
         p = start_gputop(a.gputop, rec, sock, "all", log)

@@ -25,18 +25,16 @@ and export's explanation.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import rec as recording  # noqa: E402
-from common import start_gputop, stop_proc, write_result  # noqa: E402
+from common import check_args, start_gputop, stop_proc, work_dir, write_result  # noqa: E402
 
 CHILD = r"""
 import json, os, sys, time
@@ -135,14 +133,8 @@ def scenario(a, mode: str, work: str) -> tuple[list[str], str, dict]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gputop", default="bin/gputop")
-    ap.add_argument("--results-dir")
-    ap.add_argument("--name", default="32-oom")
-    ap.add_argument("--workdir", help="for the recordings, their CSVs and logs (default: a temp dir)")
-    a = ap.parse_args()
-    work = a.workdir or tempfile.mkdtemp(prefix="gputop-oom.")
-    os.makedirs(work, exist_ok=True)
+    a = check_args(__doc__, "32-oom", "the recordings, their CSVs and logs")
+    work = work_dir(a, "oom")
     problems, texts, details = [], [], {}
     for mode in ("huge", "fill", "limit"):
         p, txt, d = scenario(a, mode, work)
