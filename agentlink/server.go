@@ -171,6 +171,9 @@ func Listen(path string, st *store.Store, opt Options) (*Server, error) {
 	if s.log == nil {
 		s.log = st.Log
 	}
+	// end rows taken from the store (a key, gputop snap) ask their agents
+	// for a holders walk through this server
+	st.SetAsker(s.RequestHeld)
 	return s, nil
 }
 
@@ -457,7 +460,13 @@ func (s *Server) writer(c *client) {
 
 // RequestHolders asks the agent of pid which references hold its CUDA
 // memory. It does not wait: the answer arrives later as st.AgentHolders.
-func (s *Server) RequestHolders(pid int) error {
+func (s *Server) RequestHolders(pid int) error { return s.request(pid, nil) }
+
+// RequestHeld asks the agent of pid for a holders walk whose attribution
+// is of torch device dev: the answer to an end row (store.SetAsker).
+func (s *Server) RequestHeld(pid, dev int) error { return s.request(pid, &dev) }
+
+func (s *Server) request(pid int, dev *int) error {
 	s.mu.Lock()
 	c := s.agents[pid]
 	s.nextID++
@@ -466,7 +475,7 @@ func (s *Server) RequestHolders(pid int) error {
 	if c == nil {
 		return fmt.Errorf("no agent with pid %d is attached", pid)
 	}
-	b, err := encodeLine(wire.Request{Type: wire.TypeRequest, What: "holders", ID: id})
+	b, err := encodeLine(wire.Request{Type: wire.TypeRequest, What: "holders", ID: id, Dev: dev})
 	if err != nil {
 		return err
 	}
@@ -494,7 +503,7 @@ func (s *Server) snap(c *client, f wire.Snap) {
 	}
 	t := s.now().UnixNano()
 	for _, d := range devs {
-		s.st.TakeSnapshot(f.Label, d.Index, 0, t, "cli")
+		s.st.TakeSnapshot(f.Label, d.Index, t, "cli", f.End)
 	}
 	s.reply(c, wire.Reply{Type: wire.TypeReply, OK: true})
 	s.log(fmt.Sprintf("snapshot %q from the shell on %d device(s)", f.Label, len(devs)))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -272,6 +273,22 @@ func TestSessionVectorInStore(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("snapshot rows\n got %v\nwant %v", got, want)
+	}
+	// the end rows carry their walk's attribution, and their verdicts
+	var ends []string
+	for _, r := range snapshot.Rows(st.Snapshots(), st.Devices()) {
+		if r.Verdict != nil {
+			ends = append(ends, fmt.Sprintf("%s/%d: %s", r.Label, r.Dev, r.Verdict.Line()))
+		}
+	}
+	wantEnds := []string{
+		"eval (end)/1: ✗ eval (end): 11.5 MiB still held: optimizer (Adam) (8 tensors) 7.6 MiB, model (4 tensors float32[1000, 1000]) 3.8 MiB: " +
+			"del optimizer; gputop.cleanup() (and 4.0 MiB cuBLAS workspaces, not a leak: gputop.cleanup() frees them; 570.5 KiB that nothing accounts for) [holders walk]",
+		"After cleanup/1: ✓ After cleanup: nothing of yours holds CUDA memory (0 B allocated) [holders walk]",
+		"After cleanup/0: ✓ After cleanup: nothing of yours holds CUDA memory (0 B allocated) [holders walk]",
+	}
+	if strings.Join(ends, "\n") != strings.Join(wantEnds, "\n") {
+		t.Errorf("end rows\n got %s\nwant %s", strings.Join(ends, "\n"), strings.Join(wantEnds, "\n"))
 	}
 	// The latest sample of cuda:0 is on NVML GPU 1.
 	if v, tt, ok := st.Latest(store.Key{Dev: 1, PID: 4242, Metric: store.Allocated}); !ok || v != 16785408 || tt != t0+30*ms {

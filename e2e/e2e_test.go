@@ -61,7 +61,7 @@ func writeRecording(t *testing.T, path string) {
 		}
 		st.AddNVML(0, base+int64(i)*int64(time.Millisecond), used, 512*mib)
 	}
-	st.TakeSnapshot("Recorded start", 0, 0, base+int64(time.Second), "key")
+	st.TakeSnapshot("Recorded start", 0, base+int64(time.Second), "key", nil)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func session(st *store.Store, n int) {
 		case 500:
 			st.AgentMark(4242, wire.Mark{Type: wire.TypeMark, T: t, Label: "Training start", Devs: devs})
 		case 800:
-			st.TakeSnapshot("snapshot 1", 0, 0, t, "key")
+			st.TakeSnapshot("snapshot 1", 0, t, "key", nil)
 		case 1000:
 			st.AgentMark(4242, wire.Mark{Type: wire.TypeMark, T: t, Label: "eval", Kind: wire.MarkPhaseStart, Devs: devs})
 		case 1200:
@@ -112,11 +112,27 @@ func session(st *store.Store, n int) {
 			st.AgentEnded(5151, t, false, "connection reset by peer")
 		case 2700:
 			st.AddSnapshot(wire.Snapshot{T: t, Label: "imported", Dev: 0, Source: "cli", Allocated: u64(1), Reserved: u64(2), Peak: u64(3)})
+		case 2600:
+			// an end row from a key: the agent is asked for a walk of
+			// each device; one request cannot be sent, one is answered
+			st.SetAsker(func(pid, dev int) error {
+				if dev == 1 {
+					return errors.New("pid 4242 is not reading requests")
+				}
+				return nil
+			})
+			st.TakeSnapshot("check", 1, t, "key", &[]bool{true}[0]) // torch cuda:0
+			st.TakeSnapshot("check", 2, t, "key", &[]bool{true}[0]) // torch cuda:1
+		case 2650:
+			st.AgentHolders(4242, wire.Holders{Type: wire.TypeHolders, T: t, Dev: 0, Groups: []wire.HolderGroup{},
+				Held: &wire.Held{T: t - ms, Allocated: alloc, Python: alloc - 32<<20, Internal: 32 << 20, Workspaces: 1,
+					Top: []wire.HolderGroup{{Kind: "parameters", Name: "model", Bytes: alloc - 32<<20, Tensors: 6}}}})
 		case 2900:
+			devs[0].Held = &wire.Held{T: t, Allocated: alloc, Internal: alloc, Workspaces: 2, TookMS: 41.5}
 			st.AgentMark(4242, wire.Mark{Type: wire.TypeMark, T: t, Label: "After cleanup", Devs: devs})
 			st.AgentEnded(4242, t, true, "")
 		case n - 10:
-			st.TakeSnapshot("from the shell", 1, 0, t, "cli")
+			st.TakeSnapshot("from the shell", 1, t, "cli", nil)
 		}
 	}
 }

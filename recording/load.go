@@ -188,6 +188,7 @@ type presence struct {
 	Source    json.RawMessage `json:"source"`
 	Skipped   json.RawMessage `json:"skipped"`
 	Groups    json.RawMessage `json:"groups"`
+	Held      json.RawMessage `json:"held"`
 }
 
 type field struct {
@@ -219,6 +220,7 @@ var (
 	fSource    = field{"source", func(p *presence) json.RawMessage { return p.Source }, false}
 	fSkipped   = field{"skipped", func(p *presence) json.RawMessage { return p.Skipped }, false}
 	fGroups    = field{"groups", func(p *presence) json.RawMessage { return p.Groups }, true}
+	fHeld      = field{"held", func(p *presence) json.RawMessage { return p.Held }, false}
 )
 
 // required lists, per frame type, the fields that must be present: those the
@@ -237,6 +239,7 @@ var required = map[string][]field{
 	wire.TypeHolders:   {fPID, fT, fDev, fSkipped, fGroups},
 	wire.TypeBye:       {fPID, fT},
 	wire.TypeEnded:     {fPID, fT},
+	wire.TypeRowHeld:   {fPID, fT, fDev, fHeld},
 }
 
 // decodeJSON unmarshals and words errors for people.
@@ -369,6 +372,10 @@ func (l *loader) frame(body []byte) *FormatError {
 				if oom.set && isOOMRow(f, oom.pid, oom.t) {
 					return nil // AgentOOM already made this row
 				}
+				if l.info.Header.V < 3 {
+					// before version 3 rows did not say; the label did
+					f.End = wire.IsEndLabel(f.Label)
+				}
 				l.st.AddSnapshot(f)
 			}
 		}
@@ -392,6 +399,17 @@ func (l *loader) frame(body []byte) *FormatError {
 		if err = decodeJSON(body, &f); err == nil {
 			if err = l.checkAgent(f.PID, f.T); err == nil {
 				l.st.AgentEnded(f.PID, f.T, true, "")
+			}
+		}
+	case wire.TypeRowHeld:
+		var f wire.RowHeld
+		if err = decodeJSON(body, &f); err == nil {
+			if err = l.check(f.Dev, f.T); err == nil {
+				if f.PID <= 0 {
+					err = fmt.Errorf("pid %d is not a process id", f.PID)
+				} else {
+					l.st.SetHeld(f.PID, f.Dev, f.T, f.Held)
+				}
 			}
 		}
 	case wire.TypeEnded:

@@ -32,7 +32,7 @@ func small(t testing.TB) []byte {
 		case 4:
 			st.AgentSample(7, wire.Sample{Type: wire.TypeSample, T: base + i*40*ms, Allocated: 1 << 20, Reserved: 2 << 20, Peak: 3 << 20})
 		case 6:
-			st.TakeSnapshot("Epoch 5", 0, 0, base+i*40*ms, "key")
+			st.TakeSnapshot("Epoch 5", 0, base+i*40*ms, "key", nil)
 		case 8:
 			st.AgentOOM(7, wire.OOM{Type: wire.TypeOOM, T: base + i*40*ms, Allocated: 1, Reserved: 2, Peak: 3})
 		case 10:
@@ -224,11 +224,12 @@ func TestSkipUnknown(t *testing.T) {
 
 func TestWrongVersion(t *testing.T) {
 	data := small(t)
-	in := bytes.Replace(data, []byte(`"v":2`), []byte(`"v":3`), 1)
+	cur, next := fmt.Sprintf(`"v":%d`, FormatVersion), fmt.Sprintf(`"v":%d`, FormatVersion+1)
+	in := bytes.Replace(data, []byte(cur), []byte(next), 1)
 	st := store.New(liveOptions())
-	info, err := LoadReader("v3.gputop", bytes.NewReader(in), st)
+	info, err := LoadReader("next.gputop", bytes.NewReader(in), st)
 	fe := asFormatError(t, err)
-	if fe.Offset != 0 || fe.Line != 1 || fe.Truncated || !strings.Contains(fe.Msg, "version 3 is not supported") {
+	if fe.Offset != 0 || fe.Line != 1 || fe.Truncated || !strings.Contains(fe.Msg, fmt.Sprintf("version %d is not supported", FormatVersion+1)) {
 		t.Fatalf("got %v", err)
 	}
 	if info.Frames != 0 || len(st.Devices()) != 0 || st.Start() != 0 {

@@ -3,6 +3,7 @@ package recording
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -68,6 +69,30 @@ func TestRoundTrip(t *testing.T) {
 	// a mark is never a line of its own: it is stored as the rows it made
 	if bytes.Contains(data, []byte(`"type":"mark"`)) {
 		t.Error("a mark frame was written")
+	}
+	// end rows come back with their attribution: from the mark, from a
+	// late answer (a held frame), or why there is none
+	var ends []string
+	for _, r := range loaded.Snapshots() {
+		if r.End {
+			what := "no attribution"
+			switch {
+			case r.Held == nil:
+			case r.Held.Skipped != "":
+				what = r.Held.Skipped
+			default:
+				what = fmt.Sprintf("python %d internal %d", r.Held.Python, r.Held.Internal)
+			}
+			ends = append(ends, fmt.Sprintf("%s/%d/%d: %s", r.Label, r.Dev, r.PID, what))
+		}
+	}
+	if got := strings.Join(ends, "; "); !strings.Contains(got, "check/1/4242: python") ||
+		!strings.Contains(got, "check/2/4242: could not ask for a holders walk: pid 4242 is not reading requests") ||
+		!strings.Contains(got, "After cleanup/1/4242: python 0 internal") || !strings.Contains(got, "eval (end)/1/4242: no attribution") {
+		t.Errorf("end rows after loading: %s", got)
+	}
+	if n := bytes.Count(data, []byte(`"type":"held"`)); n != 2 {
+		t.Errorf("%d held frames, want 2 (the answer, the failed request)", n)
 	}
 	// the device only the agent sees keeps its source
 	if d := loaded.Devices(); len(d) != 3 || d[2].Source != "agent" || d[0].Source != "nvml" {

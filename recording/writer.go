@@ -18,8 +18,10 @@ import (
 )
 
 // FormatVersion is the recording format written (the header's "v"). Version
-// 2 stores agent samples as wire.Samples batches; Load reads versions 1 and 2.
-const FormatVersion = 2
+// 2 stores agent samples as wire.Samples batches; version 3 says which rows
+// end a run (snapshot "end"), with their attribution ("held", and held
+// frames for one that came later); Load reads versions 1 to 3.
+const FormatVersion = 3
 
 const (
 	// batchSpan is how much sample time one NVML batch covers at most, and
@@ -338,7 +340,7 @@ func isOOMRow(row wire.Snapshot, pid int, t int64) bool {
 var recorded = map[string]bool{
 	wire.TypeDevice: true, wire.TypeProcs: true, wire.TypeDevError: true, wire.TypeHello: true,
 	wire.TypeSample: true, wire.TypeSnapshot: true, wire.TypeOOM: true, wire.TypeHolders: true,
-	wire.TypeBye: true, wire.TypeEnded: true,
+	wire.TypeBye: true, wire.TypeEnded: true, wire.TypeRowHeld: true,
 }
 
 // normalize dereferences pointers, fills in the Type field and returns the

@@ -57,7 +57,7 @@ func TestCreateTruncatesAndWritesHeader(t *testing.T) {
 	// the header is in the file before anything else happens
 	data := readFile(t, path)
 	ls := lines(data)
-	if len(ls) != 1 || !bytes.HasPrefix(data, []byte(`{"type":"recording","v":2,"start":`)) || !bytes.Contains(data, []byte(`"comment":"c"`)) {
+	if len(ls) != 1 || !bytes.HasPrefix(data, []byte(fmt.Sprintf(`{"type":"recording","v":%d,"start":`, FormatVersion))) || !bytes.Contains(data, []byte(`"comment":"c"`)) {
 		t.Fatalf("file after Create: %q", data)
 	}
 	if _, err := LoadReader("r", bytes.NewReader(data), store.New(liveOptions())); err != nil {
@@ -268,7 +268,7 @@ func childRecord(path string, limit uint64) {
 			st.AgentSample(7, wire.Sample{Type: wire.TypeSample, T: t, Allocated: uint64(i), Reserved: uint64(2 * i), Peak: uint64(3 * i)})
 		}
 		if i%200 == 0 {
-			st.TakeSnapshot("snapshot "+strconv.FormatInt(i, 10), 0, 0, t, "key")
+			st.TakeSnapshot("snapshot "+strconv.FormatInt(i, 10), 0, t, "key", nil)
 		}
 		if limit > 0 {
 			if err := w.Err(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -19,6 +20,8 @@ var Header = []string{
 	"device_name", "pid", "source",
 	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
 	"oom_requested_bytes", "oom_free_bytes", "oom_limit_bytes",
+	"verdict", "verdict_basis", "held_python_bytes", "held_torch_internal_bytes", "held_unaccounted_bytes",
+	"top_holder", "verdict_text",
 }
 
 // Records returns the CSV records (header first) for the summary rows.
@@ -39,16 +42,36 @@ func Records(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) [][]str
 				}
 			}
 		}
+		var verdict, basis, py, internal, unacc, top, text string
+		if v := r.Verdict; v != nil {
+			verdict, basis, top, text = v.Status.String(), v.Basis, v.Top, v.Text
+			if h := v.Held; h != nil && h.Skipped == "" {
+				py, internal, unacc = strconv.FormatUint(h.Python, 10), strconv.FormatUint(h.Internal, 10),
+					strconv.FormatUint(h.Unaccounted, 10)
+			}
+		}
 		recs = append(recs, []string{
-			r.Label, TimeString(r.T), strconv.Itoa(r.Dev),
+			textCell(r.Label), TimeString(r.T), strconv.Itoa(r.Dev),
 			OptMiB(r.Allocated), OptMiB(r.Reserved), OptMiB(r.Peak), OptMiB(r.NVMLUsed),
 			OptMiB(r.NVMLPeak), optDelta(r.DAllocated), optDelta(r.DNVML),
-			r.DevName, pid, r.Source,
+			textCell(r.DevName), pid, r.Source,
 			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
 			req, free, limit,
+			verdict, basis, py, internal, unacc, textCell(top), textCell(text),
 		})
 	}
 	return recs
+}
+
+// textCell keeps a spreadsheet from reading free text as a formula: text
+// that starts with =, +, -, @, a tab or a carriage return gets a leading
+// apostrophe, which spreadsheets hide and treat as "this is text".
+// Numbers are never changed.
+func textCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }
 
 func optDelta(d *int64) string {

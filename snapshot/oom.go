@@ -102,9 +102,9 @@ func HumanBytes(b uint64) string {
 	return fmt.Sprintf("%d B", b)
 }
 
-// Findings are the verdicts of a run, a few lines per device: the leak
-// check of its last end row and its latest OOM explained. For `gputop
-// export`, where no screen shows them.
+// Findings are the verdicts of a run, for `gputop export`, where no screen
+// shows them: per device, every end row's verdict (with the process's
+// baseline comparison under it) and the latest OOM explained.
 func Findings(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) []string {
 	rows := Rows(snaps, devs)
 	var out []string
@@ -119,12 +119,18 @@ func Findings(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) []stri
 			continue
 		}
 		name := fmt.Sprintf("GPU %d (%s)", dev, devs[dev].Name)
-		if v, ok := LeakVerdict(dr); ok {
-			mark := "✓"
-			if !v.Released {
-				mark = "✗"
+		for _, r := range dr {
+			if r.Verdict == nil {
+				continue
 			}
-			out = append(out, fmt.Sprintf("%s: %s leak check: %s", name, mark, v.Text))
+			who := name
+			if r.PID != 0 {
+				who += fmt.Sprintf(", pid %d", r.PID)
+			}
+			out = append(out, who+": "+r.Verdict.Line())
+			if r.Verdict.Baseline != "" {
+				out = append(out, "  "+r.Verdict.Baseline)
+			}
 		}
 		if r, o, ok := LatestOOM(dr, dev, ooms); ok {
 			e := ExplainOOM(r, o, devs[dev].Total)

@@ -4,46 +4,63 @@ package snapshot
 
 import (
 	"fmt"
-	"regexp"
+	"sort"
 	"time"
 
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
-// Row is one summary row with its changes since the previous row of the same
-// device. A delta is nil when either side lacks that value.
+// Row is one summary row with its changes since the previous row of the
+// same device and process, and, on an end row, its verdict. A delta is nil
+// when either side lacks that value.
 type Row struct {
 	wire.Snapshot
 	DevName    string
-	DAllocated *int64 // torch allocated, vs the previous row with allocator values
+	DAllocated *int64 // torch allocated, vs the previous row of this process with allocator values
 	DReserved  *int64
-	DNVML      *int64 // NVML used, vs the previous row with an NVML value
+	DNVML      *int64   // NVML used, vs the previous row of this device and process with an NVML value
+	Verdict    *Verdict // end rows only
 }
 
+// rowKey is whose rows a delta or a baseline compares: one process on one
+// device (PID 0: the rows of no agent process).
+type rowKey struct{ dev, pid int }
+
 // Rows computes the summary rows in the order given (the store keeps them in
-// time order).
+// time order): each row's deltas against the previous row of its device and
+// process, and each end row's verdict.
 func Rows(snaps []wire.Snapshot, devs []store.Device) []Row {
 	rows := make([]Row, len(snaps))
-	prevAlloc := map[int]wire.Snapshot{}
-	prevNVML := map[int]wire.Snapshot{}
+	prevAlloc := map[rowKey]wire.Snapshot{}
+	prevNVML := map[rowKey]wire.Snapshot{}
+	first := map[rowKey]wire.Snapshot{}
 	for i, s := range snaps {
 		r := Row{Snapshot: s}
+		k := rowKey{s.Dev, s.PID}
 		if s.Dev >= 0 && s.Dev < len(devs) {
 			r.DevName = devs[s.Dev].Name
 		}
-		if p, ok := prevAlloc[s.Dev]; ok && s.Allocated != nil {
+		if p, ok := prevAlloc[k]; ok && s.Allocated != nil {
 			r.DAllocated = diff(s.Allocated, p.Allocated)
 			r.DReserved = diff(s.Reserved, p.Reserved)
 		}
-		if p, ok := prevNVML[s.Dev]; ok {
+		if p, ok := prevNVML[k]; ok {
 			r.DNVML = diff(s.NVMLUsed, p.NVMLUsed)
 		}
 		if s.Allocated != nil {
-			prevAlloc[s.Dev] = s
+			prevAlloc[k] = s
 		}
 		if s.NVMLUsed != nil {
-			prevNVML[s.Dev] = s
+			prevNVML[k] = s
+		}
+		base, hasBase := first[k]
+		if !hasBase {
+			first[k] = s
+		}
+		if s.End {
+			v := Judge(s, base, hasBase)
+			r.Verdict = &v
 		}
 		rows[i] = r
 	}
@@ -56,66 +73,6 @@ func diff(a, b *uint64) *int64 {
 	}
 	d := int64(*a) - int64(*b)
 	return &d
-}
-
-// endLabel matches snapshots that close a run: "After cleanup", "cleanup",
-// "end", "Training end", "eval (end)".
-var endLabel = regexp.MustCompile(`(?i)(clean[ -]?up|\bend\b|\(end\)$)`)
-
-// IsEnd reports whether a label marks the end of a run for the leak verdict.
-func IsEnd(label string) bool { return endLabel.MatchString(label) }
-
-// Verdict compares the allocator state at an end snapshot with the first
-// snapshot of the same device and process.
-type Verdict struct {
-	Baseline wire.Snapshot
-	Now      wire.Snapshot
-	Source   string // "torch" (allocated) or "NVML" (used), never mixed
-	Leaked   int64  // bytes above the baseline (<= 0: released)
-	Released bool
-	Text     string
-}
-
-// LeakVerdict judges the last row when it is an end row. It compares torch's
-// allocated bytes when both rows have them, else NVML used bytes; it never
-// compares one source with the other.
-func LeakVerdict(rows []Row) (Verdict, bool) {
-	if len(rows) < 2 {
-		return Verdict{}, false
-	}
-	last := rows[len(rows)-1].Snapshot
-	if !IsEnd(last.Label) {
-		return Verdict{}, false
-	}
-	for _, r := range rows[:len(rows)-1] {
-		if r.Dev != last.Dev {
-			continue
-		}
-		base := r.Snapshot
-		v := Verdict{Baseline: base, Now: last}
-		switch {
-		case last.Allocated != nil && base.Allocated != nil && base.PID == last.PID:
-			v.Source = "torch"
-			v.Leaked = int64(*last.Allocated) - int64(*base.Allocated)
-		case last.NVMLUsed != nil && base.NVMLUsed != nil:
-			v.Source = "NVML"
-			v.Leaked = int64(*last.NVMLUsed) - int64(*base.NVMLUsed)
-		default:
-			continue
-		}
-		what := "allocated (torch)"
-		if v.Source == "NVML" {
-			what = "used (NVML)"
-		}
-		v.Released = v.Leaked <= 0
-		if v.Released {
-			v.Text = fmt.Sprintf("%q: %s back at the %q baseline (%s MiB)", last.Label, what, base.Label, SignedMiB(v.Leaked))
-		} else {
-			v.Text = fmt.Sprintf("%q: %s MiB %s still above the %q baseline", last.Label, MiB(uint64(v.Leaked)), what, base.Label)
-		}
-		return v, true
-	}
-	return Verdict{}, false
 }
 
 // MiB formats bytes as MiB with two decimals, as the reference tracker does.
@@ -140,4 +97,43 @@ func DefaultCSVPath(now time.Time) string {
 // TimeString formats a snapshot time for tables and CSV (local time, ms).
 func TimeString(t int64) string {
 	return time.Unix(0, t).Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// DevRows are the summary rows of one device and what the table says
+// under them.
+type DevRows struct {
+	Rows []Row
+	// rows of more than one process: the table shows whose each row is
+	MultiProcess bool
+	// each process's latest end row (indexes into Rows), in pid order:
+	// their verdicts stay under the table whatever rows come after
+	Latest []int
+}
+
+// ForDevice picks the rows of device dev out of rows (in time order); the
+// rows of other devices are never mixed in.
+func ForDevice(rows []Row, dev int) DevRows {
+	var d DevRows
+	latest := map[int]int{}
+	for _, r := range rows {
+		if r.Dev != dev {
+			continue
+		}
+		if len(d.Rows) > 0 && r.PID != d.Rows[0].PID {
+			d.MultiProcess = true
+		}
+		if r.Verdict != nil {
+			latest[r.PID] = len(d.Rows)
+		}
+		d.Rows = append(d.Rows, r)
+	}
+	pids := make([]int, 0, len(latest))
+	for p := range latest {
+		pids = append(pids, p)
+	}
+	sort.Ints(pids)
+	for _, p := range pids {
+		d.Latest = append(d.Latest, latest[p])
+	}
+	return d
 }

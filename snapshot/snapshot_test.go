@@ -22,7 +22,8 @@ func sample() ([]wire.Snapshot, []store.Device) {
 		{T: 1e18 + 1, Label: "other device", Dev: 1, NVMLUsed: u(7 * mib), Source: "key"},
 		{T: 1e18 + 2, Label: "Epoch 5", Dev: 0, PID: 42, Source: "agent", Allocated: u(13 * mib), Reserved: u(20 * mib), Peak: u(15 * mib), NVMLUsed: u(520 * mib), NVMLPeak: u(530 * mib)},
 		{T: 1e18 + 3, Label: "no agent", Dev: 0, Source: "key", NVMLUsed: u(510 * mib)},
-		{T: 1e18 + 4, Label: "After cleanup", Dev: 0, PID: 42, Source: "agent", Allocated: u(1 * mib), Reserved: u(2 * mib), Peak: u(1 * mib), NVMLUsed: u(502 * mib)},
+		{T: 1e18 + 4, Label: "After cleanup", Dev: 0, PID: 42, Source: "agent", Allocated: u(1 * mib), Reserved: u(2 * mib), Peak: u(1 * mib), NVMLUsed: u(502 * mib),
+			End: true, Held: &wire.Held{Allocated: 1 * mib, Internal: 1 * mib, Workspaces: 1}},
 	}
 	return snaps, devs
 }
@@ -45,8 +46,12 @@ func TestRowsDeltasPerDevice(t *testing.T) {
 	if rows[3].DAllocated != nil {
 		t.Fatal("a row without allocator values has no allocator delta")
 	}
-	if got := *rows[3].DNVML; got != -10*mib {
-		t.Fatalf("NVML delta = %d", got)
+	// the row of no agent process is the first of its kind on device 0
+	if rows[3].DNVML != nil {
+		t.Fatalf("the row of no process diffed against pid 42's: %d", *rows[3].DNVML)
+	}
+	if got := *rows[4].DNVML; got != -18*mib {
+		t.Fatalf("After cleanup NVML delta = %d, want against Epoch 5", got)
 	}
 	// After cleanup diffs against Epoch 5 (the previous row with allocator values)
 	if got := *rows[4].DAllocated; got != -12*mib {
@@ -57,44 +62,101 @@ func TestRowsDeltasPerDevice(t *testing.T) {
 	}
 }
 
-func TestLeakVerdict(t *testing.T) {
-	snaps, devs := sample()
-	v, ok := LeakVerdict(Rows(snaps, devs))
-	if !ok || !v.Released || v.Source != "torch" || v.Leaked != 0 {
-		t.Fatalf("%+v %v", v, ok)
+// Two processes on one GPU: each row's deltas and verdict are its own
+// process's, never the other's.
+func TestRowsPerProcess(t *testing.T) {
+	devs := []store.Device{{Index: 0, Name: "NVIDIA H200"}}
+	snaps := []wire.Snapshot{
+		{T: 1, Label: "Training start", Dev: 0, PID: 10, Allocated: u(0), Reserved: u(0)},
+		{T: 1, Label: "Training start", Dev: 0, PID: 20, Allocated: u(100 * mib), Reserved: u(100 * mib)},
+		{T: 2, Label: "Epoch 1", Dev: 0, PID: 10, Allocated: u(30 * mib), Reserved: u(40 * mib)},
+		{T: 2, Label: "Epoch 1", Dev: 0, PID: 20, Allocated: u(130 * mib), Reserved: u(140 * mib)},
+		{T: 3, Label: "After cleanup", Dev: 0, PID: 10, Allocated: u(0), Reserved: u(0), End: true,
+			Held: &wire.Held{Allocated: 0}},
+		{T: 3, Label: "After cleanup", Dev: 0, PID: 20, Allocated: u(130 * mib), Reserved: u(140 * mib), End: true,
+			Held: &wire.Held{Allocated: 130 * mib, Python: 130 * mib, Top: []wire.HolderGroup{{Name: "model", Kind: "parameters", Bytes: 130 * mib, Tensors: 4}}}},
 	}
-	if !strings.Contains(v.Text, "back at the \"Training start\" baseline") {
-		t.Fatal(v.Text)
+	rows := Rows(snaps, devs)
+	if *rows[2].DAllocated != 30*mib || *rows[3].DAllocated != 30*mib {
+		t.Fatalf("Epoch 1 deltas %d, %d: each against its own process's start", *rows[2].DAllocated, *rows[3].DAllocated)
 	}
-	snaps[4].Allocated = u(5 * mib)
-	v, _ = LeakVerdict(Rows(snaps, devs))
-	if v.Released || v.Leaked != 4*mib || !strings.Contains(v.Text, "4.00 MiB allocated (torch) still above") {
-		t.Fatalf("%+v", v)
+	if rows[1].DAllocated != nil {
+		t.Fatal("pid 20's first row diffed against pid 10's")
 	}
-	// without allocator values the verdict uses NVML alone, and says so
-	for i := range snaps {
-		snaps[i].Allocated = nil
+	if v := rows[4].Verdict; v == nil || v.Status != Released {
+		t.Fatalf("pid 10: %+v", v)
 	}
-	v, _ = LeakVerdict(Rows(snaps, devs))
-	if v.Source != "NVML" || v.Leaked != 2*mib {
-		t.Fatalf("%+v", v)
+	if v := rows[5].Verdict; v == nil || v.Status != Leaked || !strings.Contains(v.Text, "model (4 tensors)") ||
+		!strings.Contains(v.Baseline, `vs "Training start": +30.00 MiB`) {
+		t.Fatalf("pid 20: %+v", v)
 	}
-	// not an end row: no verdict
-	if _, ok := LeakVerdict(Rows(snaps[:3], devs)); ok {
-		t.Fatal("verdict on a non-end row")
+	for i := 0; i < 4; i++ {
+		if rows[i].Verdict != nil {
+			t.Fatalf("row %d is no end row but has a verdict", i)
+		}
 	}
 }
 
-func TestIsEnd(t *testing.T) {
-	for _, l := range []string{"After cleanup", "cleanup", "Training end", "eval (end)", "END", "after clean-up"} {
-		if !IsEnd(l) {
-			t.Errorf("%q should be an end label", l)
+func held(alloc, py, internal, unacc uint64, top ...wire.HolderGroup) *wire.Held {
+	return &wire.Held{Allocated: alloc, Python: py, Internal: internal, Unaccounted: unacc, Top: top}
+}
+
+// Each case the verdict must get right, from what an end row carries.
+func TestJudge(t *testing.T) {
+	base := wire.Snapshot{Label: "Training start", Dev: 0, PID: 7, Allocated: u(400 * mib)}
+	end := func(alloc uint64, h *wire.Held) wire.Snapshot {
+		return wire.Snapshot{Label: "After cleanup", Dev: 0, PID: 7, Allocated: u(alloc), End: true, Held: h}
+	}
+	kept := wire.HolderGroup{Kind: "variable", Name: "kept", Bytes: 100 * mib, Tensors: 1,
+		Examples: []string{"float32[26214400]"}, Hint: "del kept; gputop.cleanup()"}
+	cases := []struct {
+		name   string
+		row    wire.Snapshot
+		status Status
+		want   []string
+	}{
+		{"workspaces only: released, and named", end(65*mib, held(65*mib, 0, 65*mib, 0)), Released,
+			[]string{"After cleanup: nothing of yours holds CUDA memory (65.0 MiB cuBLAS workspaces, not a leak: gputop.cleanup() frees them)"}},
+		// the baseline (400 MiB, taken with the model on the GPU) is above
+		// what is left: the old verdict said "back at the baseline"
+		{"model deleted, other tensors kept: held, named", end(100*mib, held(100*mib, 100*mib, 0, 0, kept)), Leaked,
+			[]string{"After cleanup: 100.0 MiB still held: kept (1 tensor float32[26214400]): del kept; gputop.cleanup()"}},
+		{"kept and workspaces", end(165*mib, held(165*mib, 100*mib, 65*mib, 0, kept)), Leaked,
+			[]string{"100.0 MiB still held: kept", "and 65.0 MiB cuBLAS workspaces"}},
+		{"nothing allocated", end(0, held(0, 0, 0, 0)), Released, []string{"nothing of yours holds CUDA memory (0 B allocated)"}},
+		{"unaccounted: cannot tell", end(12*mib, held(12*mib, 0, 0, 12*mib)), Unknown,
+			[]string{"12.0 MiB allocated that gputop cannot account for"}},
+		{"walk cut short", end(12*mib, &wire.Held{Skipped: "the holders walk took longer than 2 s and was stopped"}), Unknown,
+			[]string{"could not tell what holds 12.0 MiB: the holders walk took longer than 2 s"}},
+		{"no walk", end(12*mib, nil), Unknown, []string{"no holders walk came with this row"}},
+		{"no walk, nothing allocated", end(0, nil), Released, []string{"0 B allocated"}},
+		{"waiting", func() wire.Snapshot { r := end(12*mib, nil); r.Awaiting = true; return r }(), Pending,
+			[]string{"waiting for its agent's holders walk"}},
+		{"memory moved before the walk", end(10*mib, held(0, 0, 0, 0)), Released,
+			[]string{"at the walk 0 B was allocated, 10.0 MiB at the row"}},
+		{"no agent: NVML lists a process", wire.Snapshot{Label: "cleanup", End: true, NVMLUsed: u(600 * mib),
+			Procs: &[]wire.Proc{{PID: 99, Name: "python3", Used: 600 * mib}}}, Unknown,
+			[]string{"cleanup: pid 99 (python3) 600.0 MiB still uses this GPU (NVML"}},
+		{"no agent: NVML lists none", wire.Snapshot{Label: "cleanup", End: true, Procs: &[]wire.Proc{}}, Released,
+			[]string{"no process uses memory on this GPU (NVML)"}},
+		{"no agent, no process list", wire.Snapshot{Label: "cleanup", End: true}, Unknown,
+			[]string{"gputop cannot tell"}},
+	}
+	for _, c := range cases {
+		v := Judge(c.row, base, c.row.PID == base.PID)
+		if v.Status != c.status {
+			t.Errorf("%s: status %v, want %v (%s)", c.name, v.Status, c.status, v.Text)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(v.Text, w) {
+				t.Errorf("%s: %q lacks %q", c.name, v.Text, w)
+			}
 		}
 	}
-	for _, l := range []string{"Epoch 5", "endpoint", "Training start", "weekend"} {
-		if IsEnd(l) {
-			t.Errorf("%q is not an end label", l)
-		}
+	// the baseline is a second figure, never the verdict
+	v := Judge(end(100*mib, held(100*mib, 100*mib, 0, 0, kept)), base, true)
+	if v.Baseline != `vs "Training start": -300.00 MiB allocated (torch)` || v.Basis != "holders walk" || v.Top != "kept" {
+		t.Fatalf("%+v", v)
 	}
 }
 
@@ -233,9 +295,15 @@ func TestFindings(t *testing.T) {
 	mark(100, "Training start", 1<<30)
 	st.AgentOOM(9, wire.OOM{T: 200, Dev: 0, Requested: 512 << 20, Free: 1 << 20, Allocated: 2 << 30, Reserved: 3 << 30})
 	mark(300, "After cleanup", 1<<30+5*mib)
+	mark(400, "Training end", 0)
+	// a row after the end rows: each end row keeps its verdict
+	mark(500, "Epoch 1", 5*mib)
 	got := Findings(st.Snapshots(), st.Devices(), st.OOM)
 	want := []string{
-		`GPU 0 (NVIDIA H200): ✗ leak check: "After cleanup": 5.00 MiB allocated (torch) still above the "Training start" baseline`,
+		"GPU 0 (NVIDIA H200), pid 9: ? After cleanup: 1.00 GiB allocated (torch), and no holders walk came with this row: gputop cannot tell what holds it [torch's counters]",
+		`  vs "Training start": +5.00 MiB allocated (torch)`,
+		"GPU 0 (NVIDIA H200), pid 9: ✓ Training end: nothing of yours holds CUDA memory (0 B allocated) [torch's counters]",
+		`  vs "Training start": -1024.00 MiB allocated (torch)`,
 		"GPU 0 (NVIDIA H200): ✗ OOM at " + TimeString(200) + " in pid 9: asked for 512.0 MiB, 1.0 MiB free on the GPU (CUDA).",
 		"  The cache had room but no free block that large: fragmentation. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True avoids it. " +
 			"torch held 2.00 GiB in tensors (allocated) and 1.00 GiB cached but unused (reserved − allocated).",
@@ -244,7 +312,7 @@ func TestFindings(t *testing.T) {
 		t.Fatalf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	// GPU 1 has no rows: nothing to say about it; no lookup, no OOM line
-	if got := Findings(st.Snapshots(), st.Devices(), nil); len(got) != 1 {
+	if got := Findings(st.Snapshots(), st.Devices(), nil); len(got) != 4 {
 		t.Fatalf("without the oom frames: %q", got)
 	}
 }

@@ -131,9 +131,12 @@ type Store struct {
 	procNames map[int]string // pid -> last known name
 	agents    map[int]*Agent
 	agentsVer uint64 // moves on every change of an agent's state (Shape)
+	rowsVer   uint64 // moves on every change to the snapshot rows (Shape)
 	gone      []int  // processes whose series may be dropped, longest gone first (KeepGone)
 	snapshots []wire.Snapshot
 	markers   []Marker
+	// the newest marker's time (every snapshot row has one): End
+	lastMarker int64
 	// what an oom frame says beyond its table row (the size asked for, the
 	// free memory torch saw), by its row's pid and time
 	ooms map[oomKey]wire.OOM
@@ -144,7 +147,19 @@ type Store struct {
 	// OOM that filled the GPU in 30 ms would show it nearly empty). Filled
 	// by the first sample at or after the row's time.
 	nvmlDue []rowAt
-	logs    []string
+	// end rows waiting for their process's holders walk, by pid: the
+	// agent's next answer with an attribution of the row's device gives it
+	awaiting map[int][]awaitRow
+	// asks an agent for a holders walk of one torch device (nil: no agent
+	// server, so nothing can be asked)
+	asker func(pid, torchDev int) error
+	logs  []string
+}
+
+// awaitRow is an end row waiting for its attribution.
+type awaitRow struct {
+	dev, torchDev int
+	t             int64
 }
 
 // rowAt names the snapshot rows of a device at a time.
@@ -182,7 +197,17 @@ func New(opt Options) *Store {
 		procNames: map[int]string{},
 		agents:    map[int]*Agent{},
 		ooms:      map[oomKey]wire.OOM{},
+		awaiting:  map[int][]awaitRow{},
 	}
+}
+
+// SetAsker installs how an end row asks its agent for a holders walk of a
+// torch device (the agent server's RequestHeld). It is called without the
+// store's lock held.
+func (s *Store) SetAsker(ask func(pid, torchDev int) error) {
+	s.mu.Lock()
+	s.asker = ask
+	s.mu.Unlock()
 }
 
 // SetTap installs a tap; call before sources start.
@@ -197,6 +222,7 @@ type Shape struct {
 	Snapshots, Markers, Logs, Devices int
 	LastLog                           string
 	Agents                            uint64 // moves on every hello, end, OOM and holders report
+	Rows                              uint64 // moves on every change to a snapshot row: added, completed, given its attribution
 }
 
 // Shape returns the store's current Shape.
@@ -204,7 +230,7 @@ func (s *Store) Shape() Shape {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	sh := Shape{Snapshots: len(s.snapshots), Markers: len(s.markers), Logs: len(s.logs),
-		Devices: len(s.devices), Agents: s.agentsVer}
+		Devices: len(s.devices), Agents: s.agentsVer, Rows: s.rowsVer}
 	if len(s.logs) > 0 {
 		sh.LastLog = s.logs[len(s.logs)-1]
 	}
@@ -515,6 +541,10 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 	case wire.MarkPhaseEnd:
 		label += " (end)"
 	}
+	end := wire.IsEndLabel(label)
+	if m.End != nil {
+		end = *m.End
+	}
 	var rows []wire.Snapshot
 	for _, ds := range m.Devs {
 		dev, ok := a.DevMap[ds.Dev]
@@ -522,10 +552,14 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 			continue
 		}
 		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak
-		rows = append(rows, s.addSnapshot(wire.Snapshot{
+		row := wire.Snapshot{
 			Type: wire.TypeSnapshot, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
-			Allocated: &al, Reserved: &re, Peak: &pk,
-		}, kind))
+			Allocated: &al, Reserved: &re, Peak: &pk, End: end,
+		}
+		if end {
+			row.Held = ds.Held
+		}
+		rows = append(rows, s.addSnapshot(row, kind))
 	}
 	return rows
 }
@@ -575,19 +609,90 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) {
 		return
 	}
 	h.PID = pid
-	h.Groups = append([]wire.HolderGroup(nil), h.Groups...)
-	for i := range h.Groups {
-		g := &h.Groups[i]
+	h.Groups = cleanGroups(h.Groups)
+	h.Held = cleanHeld(h.Held)
+	a.Holders = &h
+	s.agentsVer++
+	s.touch(h.T)
+	s.frame(h)
+	if h.Held != nil {
+		// the walk ran after the rows waiting for it: it answers them
+		keep := s.awaiting[pid][:0]
+		for _, w := range s.awaiting[pid] {
+			if w.torchDev == h.Dev && w.t <= h.Held.T {
+				s.setHeld(pid, w.dev, w.t, h.Held)
+			} else {
+				keep = append(keep, w)
+			}
+		}
+		s.setAwaiting(pid, keep)
+	}
+}
+
+func (s *Store) setAwaiting(pid int, rows []awaitRow) {
+	if len(rows) == 0 {
+		delete(s.awaiting, pid)
+	} else {
+		s.awaiting[pid] = rows
+	}
+}
+
+// cleanGroups copies holder groups with their text made safe to show.
+func cleanGroups(gs []wire.HolderGroup) []wire.HolderGroup {
+	gs = append([]wire.HolderGroup(nil), gs...)
+	for i := range gs {
+		g := &gs[i]
 		g.Kind, g.Name, g.Hint = CleanText(g.Kind), CleanText(g.Name), CleanText(g.Hint)
 		g.Examples = append([]string(nil), g.Examples...)
 		for j := range g.Examples {
 			g.Examples[j] = CleanText(g.Examples[j])
 		}
 	}
-	a.Holders = &h
-	s.agentsVer++
-	s.touch(h.T)
-	s.frame(h)
+	return gs
+}
+
+// cleanHeld copies an attribution with its text made safe to show.
+func cleanHeld(h *wire.Held) *wire.Held {
+	if h == nil {
+		return nil
+	}
+	c := *h
+	c.Top = cleanGroups(h.Top)
+	c.Skipped = CleanText(h.Skipped)
+	return &c
+}
+
+// SetHeld gives the end row of pid on dev at time t its attribution (a
+// recording's held frame, or an answer that came some other way). Rows
+// that already have one keep it.
+func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setHeld(pid, dev, t, cleanHeld(h))
+}
+
+func (s *Store) setHeld(pid, dev int, t int64, h *wire.Held) {
+	if h == nil {
+		return
+	}
+	for i := range s.snapshots {
+		r := &s.snapshots[i]
+		if r.PID == pid && r.Dev == dev && r.T == t && r.End && r.Held == nil {
+			r.Held = h
+			s.gen++
+			s.rowsVer++
+			s.frame(wire.RowHeld{Type: wire.TypeRowHeld, PID: pid, T: t, Dev: dev, Held: h})
+		}
+	}
+	if ws := s.awaiting[pid]; len(ws) > 0 {
+		keep := ws[:0]
+		for _, w := range ws {
+			if w.dev != dev || w.t != t {
+				keep = append(keep, w)
+			}
+		}
+		s.setAwaiting(pid, keep)
+	}
 }
 
 // AgentEnded marks a process as gone. clean is true after a bye frame; its
@@ -602,6 +707,9 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 	a.Connected, a.EndedAt, a.EndReason = false, t, reason
 	s.agentsVer++
 	s.markGone(pid)
+	for _, w := range append([]awaitRow(nil), s.awaiting[pid]...) {
+		s.setHeld(pid, w.dev, w.t, &wire.Held{T: t, Skipped: "the process ended before its holders walk answered"})
+	}
 	if clean {
 		s.frame(wire.Bye{Type: wire.TypeBye, PID: pid, T: t})
 	} else {
@@ -616,6 +724,7 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 		for i, dev := range devs {
 			if i == 0 || dev != devs[i-1] {
 				s.markers = append(s.markers, Marker{T: t, Dev: dev, PID: pid, Label: "ended", Kind: "ended"})
+				s.lastMarker = max(s.lastMarker, t)
 			}
 		}
 		s.frame(wire.Ended{Type: wire.TypeEnded, PID: pid, T: t, Reason: reason})
@@ -654,6 +763,24 @@ func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
 func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	row.Type = wire.TypeSnapshot
 	row.Label = CleanText(row.Label)
+	row.Held = cleanHeld(row.Held)
+	if row.Procs != nil {
+		ps := append([]wire.Proc{}, (*row.Procs)...)
+		for i := range ps {
+			ps[i].Name = CleanText(ps[i].Name)
+		}
+		row.Procs = &ps
+	}
+	if row.End && row.Awaiting && row.Held == nil && row.PID > 0 {
+		if a := s.agents[row.PID]; a != nil {
+			for td, d := range a.DevMap {
+				if d == row.Dev {
+					s.awaiting[row.PID] = append(s.awaiting[row.PID], awaitRow{dev: row.Dev, torchDev: td, t: row.T})
+					break
+				}
+			}
+		}
+	}
 	if kind != wire.MarkSnapshot {
 		row.Kind = kind // phase and oom rows keep their marker kind in recordings
 	}
@@ -669,7 +796,9 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	s.snapshots = append(s.snapshots, wire.Snapshot{})
 	copy(s.snapshots[i+1:], s.snapshots[i:])
 	s.snapshots[i] = row
+	s.rowsVer++
 	s.markers = append(s.markers, Marker{T: row.T, Dev: row.Dev, PID: row.PID, Label: row.Label, Kind: kind})
+	s.lastMarker = max(s.lastMarker, row.T)
 	s.touch(row.T)
 	s.frame(row)
 	return row
@@ -715,6 +844,7 @@ func (s *Store) fillDue(dev int, t int64) {
 		}
 		s.fillRows(s.snapshots, d)
 		s.gen++
+		s.rowsVer++
 	}
 	s.nvmlDue = keep
 }
@@ -733,53 +863,93 @@ func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
 	}
 }
 
-// TakeSnapshot records a snapshot of device dev at time t from what the store
-// holds: NVML used at t and, when an agent process has samples on that
-// device, its latest allocator counters at or before t (exact inside the raw
-// window, see ValueAt). pid 0 picks the agent process on dev whose latest
-// sample at or before t is the most recent, leaving out processes that had
-// already ended by t; on a tie the lower pid wins.
-func (s *Store) TakeSnapshot(label string, dev, pid int, t int64, source string) wire.Snapshot {
+// TakeSnapshot records the snapshot rows of device dev at time t from what
+// the store holds (a key press, `gputop snap`): NVML used at t and, for
+// each agent process on dev with samples at or before t that had not
+// ended by t, its allocator counters then (exact inside the raw window,
+// see ValueAt), one row per process in pid order; one row without a
+// process (PID 0) when no agent process is there.
+//
+// end says whether the rows end a run (nil: the label decides, see
+// wire.IsEndLabel). Each end row of an agent process asks its agent for a
+// holders walk of that device (Awaiting until the answer); when the device
+// also has processes without an agent, an end row without a process
+// lists them (Procs) as NVML saw them, for their verdict.
+func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if pid == 0 {
-		pids := make([]int, 0, len(s.agents))
-		for p := range s.agents {
-			pids = append(pids, p)
-		}
-		sort.Ints(pids)
-		found := false
-		var best int64
-		for _, p := range pids {
-			a := s.agents[p]
-			if !a.Connected && a.EndedAt != 0 && a.EndedAt < t {
-				continue
-			}
-			sr := s.series[Key{dev, p, Allocated}]
-			if sr == nil {
-				continue
-			}
-			if _, at, ok := sr.valueAt(t); ok && (!found || at > best) {
-				found, best, pid = true, at, p
-			}
-		}
+	isEnd := wire.IsEndLabel(CleanText(label))
+	if end != nil {
+		isEnd = *end
 	}
-	row := wire.Snapshot{T: t, Label: label, Dev: dev, PID: pid, Source: source}
-	if pid != 0 {
+	type ask struct{ pid, dev, torchDev int }
+	var asks []ask
+	var rows []wire.Snapshot
+	agents := map[int]bool{}
+	pids := make([]int, 0, len(s.agents))
+	for p := range s.agents {
+		pids = append(pids, p)
+	}
+	sort.Ints(pids)
+	for _, p := range pids {
+		a := s.agents[p]
+		if !a.Connected && a.EndedAt != 0 && a.EndedAt < t {
+			continue
+		}
 		get := func(m Metric) *uint64 {
-			if sr := s.series[Key{dev, pid, m}]; sr != nil {
+			if sr := s.series[Key{dev, p, m}]; sr != nil {
 				if v, _, ok := sr.valueAt(t); ok {
 					return &v
 				}
 			}
 			return nil
 		}
-		row.Allocated, row.Reserved, row.Peak = get(Allocated), get(Reserved), get(Peak)
-		if row.Allocated == nil {
-			row.PID = 0
+		al := get(Allocated)
+		if al == nil {
+			continue
+		}
+		agents[p] = true
+		row := wire.Snapshot{T: t, Label: label, Dev: dev, PID: p, Source: source,
+			Allocated: al, Reserved: get(Reserved), Peak: get(Peak), End: isEnd}
+		switch {
+		case !isEnd:
+		case !a.Connected:
+			row.Held = &wire.Held{T: t, Skipped: "its agent was no longer attached to walk its holders"}
+		case s.asker == nil:
+			row.Held = &wire.Held{T: t, Skipped: "no agent socket here to ask for a holders walk"}
+		default:
+			for td, d := range a.DevMap {
+				if d == dev {
+					row.Awaiting = true
+					asks = append(asks, ask{p, dev, td})
+					break
+				}
+			}
+		}
+		rows = append(rows, s.addSnapshot(row, wire.MarkSnapshot))
+	}
+	var others []wire.Proc
+	for _, p := range s.procs[dev] {
+		if !agents[p.PID] {
+			others = append(others, p)
 		}
 	}
-	return s.addSnapshot(row, wire.MarkSnapshot)
+	if len(rows) == 0 || (isEnd && len(others) > 0) {
+		row := wire.Snapshot{T: t, Label: label, Dev: dev, Source: source, End: isEnd}
+		if isEnd && s.procsAt[dev] != 0 && s.procsAt[dev] <= t {
+			// NVML's latest process list, when it is the one of this moment
+			ps := append([]wire.Proc{}, others...)
+			row.Procs = &ps
+		}
+		rows = append(rows, s.addSnapshot(row, wire.MarkSnapshot))
+	}
+	asker := s.asker
+	s.mu.Unlock()
+	for _, a := range asks {
+		if err := asker(a.pid, a.torchDev); err != nil {
+			s.SetHeld(a.pid, a.dev, t, &wire.Held{T: t, Skipped: "could not ask for a holders walk: " + err.Error()})
+		}
+	}
+	return rows
 }
 
 // ---- queries ----
@@ -834,6 +1004,13 @@ func (s *Store) Snapshots() []wire.Snapshot {
 	return rows
 }
 
+// CountSnapshots is how many rows have a time at or before t.
+func (s *Store) CountSnapshots(t int64) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > t })
+}
+
 // Markers returns all chart markers.
 func (s *Store) Markers() []Marker {
 	s.mu.RLock()
@@ -862,7 +1039,9 @@ func (s *Store) Latest(k Key) (v uint64, t int64, ok bool) {
 	return sr.last.v, sr.last.t, true
 }
 
-// End is the time of the newest sample in any series.
+// End is the time of the newest sample in any series, or of the newest
+// snapshot row or marker when one is newer (a process's last rows often
+// come after its last sample: a replay must reach them).
 func (s *Store) End() int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -872,7 +1051,7 @@ func (s *Store) End() int64 {
 			end = sr.last.t
 		}
 	}
-	return end
+	return max(end, s.lastMarker)
 }
 
 // ValueAt returns a series' last value at or before t; false before its

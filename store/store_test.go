@@ -1,8 +1,10 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,50 +226,140 @@ func agentSetup(t *testing.T) (*Store, func(float64) int64) {
 	return st, at
 }
 
-func TestTakeSnapshotPicksAgentAtTime(t *testing.T) {
+func TestTakeSnapshotRowPerProcess(t *testing.T) {
 	st, at := agentSetup(t)
-	// 5.02 s: agent 100 reported at 5.00 s, agent 200 at 4.95 s
-	r := st.TakeSnapshot("s1", 0, 0, at(5.02), "key")
-	if r.PID != 100 || r.Label != "s1" || r.Source != "key" || r.Dev != 0 || r.T != at(5.02) {
+	// 5.02 s: both agents have samples (100 at 5.00 s, 200 at 4.95 s):
+	// a row each, in pid order, with each process's own counters
+	rs := st.TakeSnapshot("s1", 0, at(5.02), "key", nil)
+	if len(rs) != 2 || rs[0].PID != 100 || rs[1].PID != 200 {
+		t.Fatalf("rows %+v", rs)
+	}
+	r := rs[0]
+	if r.Label != "s1" || r.Source != "key" || r.Dev != 0 || r.T != at(5.02) || r.End {
 		t.Fatalf("row %+v", r)
 	}
 	wantU(t, "allocated", r.Allocated, uint64(1040))
 	wantU(t, "reserved", r.Reserved, uint64(2040))
 	wantU(t, "peak", r.Peak, uint64(3040))
 	wantU(t, "nvml used", r.NVMLUsed, uint64(5020))
-	// 5.07 s: agent 200 reported at 5.05 s, more recently
-	r = st.TakeSnapshot("s2", 0, 0, at(5.07), "key")
-	if r.PID != 200 {
-		t.Fatalf("picked pid %d at 5.07 s", r.PID)
-	}
-	wantU(t, "allocated", r.Allocated, uint64(5040))
-	wantU(t, "peak", r.Peak, uint64(7040))
+	wantU(t, "allocated", rs[1].Allocated, uint64(5039))
+	wantU(t, "peak", rs[1].Peak, uint64(7039))
 	// 8 s: agent 200 ended at 6 s; its last sample (5.95 s) is not current
-	r = st.TakeSnapshot("s3", 0, 0, at(8), "key")
-	if r.PID != 100 {
-		t.Fatalf("picked pid %d after 200 ended", r.PID)
+	rs = st.TakeSnapshot("s3", 0, at(8), "key", nil)
+	if len(rs) != 1 || rs[0].PID != 100 {
+		t.Fatalf("rows after 200 ended: %+v", rs)
 	}
-	wantU(t, "allocated", r.Allocated, uint64(1070))
-	// explicit pid: that process, at t exactly
-	r = st.TakeSnapshot("s4", 0, 200, at(3.3), "cli")
-	if r.PID != 200 {
-		t.Fatalf("pid %d", r.PID)
+	wantU(t, "allocated", rs[0].Allocated, uint64(1070))
+	// 3.3 s, exactly
+	rs = st.TakeSnapshot("s4", 0, at(3.3), "cli", nil)
+	wantU(t, "allocated", rs[1].Allocated, uint64(5022))
+	// before any agent sample: one row of no process, NVML only
+	rs = st.TakeSnapshot("s5", 0, at(0.9), "key", nil)
+	if len(rs) != 1 || rs[0].PID != 0 {
+		t.Fatalf("rows before any sample: %+v", rs)
 	}
-	wantU(t, "allocated", r.Allocated, uint64(5022))
-	// before any agent sample: NVML only, allocator fields absent
-	r = st.TakeSnapshot("s5", 0, 0, at(0.9), "key")
-	if r.PID != 0 {
-		t.Fatalf("pid %d before any sample", r.PID)
-	}
-	wantU(t, "allocated", r.Allocated, nil)
-	wantU(t, "nvml used", r.NVMLUsed, uint64(900))
-	// a pid with nothing on this device
-	r = st.TakeSnapshot("s6", 0, 999, at(5), "key")
-	if r.PID != 0 || r.Allocated != nil {
-		t.Fatalf("unknown pid row %+v", r)
-	}
+	wantU(t, "allocated", rs[0].Allocated, nil)
+	wantU(t, "nvml used", rs[0].NVMLUsed, uint64(900))
 	if n := len(st.Snapshots()); n != 6 {
 		t.Fatalf("%d rows", n)
+	}
+}
+
+// An end row taken from the store asks each agent process on the device
+// for a holders walk, waits for the answer, and takes the first walk of
+// that device that started after it.
+func TestEndRowAwaitsHolders(t *testing.T) {
+	st, at := agentSetup(t)
+	var asked []string
+	st.SetAsker(func(pid, dev int) error {
+		asked = append(asked, fmt.Sprintf("%d/%d", pid, dev))
+		return nil
+	})
+	tap := &tapRec{}
+	st.SetTap(tap)
+	// pid 200's agent left at 6 s: at 5.5 s its row can only say so
+	rs := st.TakeSnapshot("After cleanup", 0, at(5.5), "key", nil)
+	if len(rs) != 2 || !rs[0].End || !rs[0].Awaiting || rs[1].Awaiting ||
+		rs[1].Held == nil || !strings.Contains(rs[1].Held.Skipped, "no longer attached") {
+		t.Fatalf("rows %+v", rs)
+	}
+	if strings.Join(asked, " ") != "100/0" {
+		t.Fatalf("asked %v", asked)
+	}
+	// a walk that started before the row answers nothing; one after does
+	h := &wire.Held{T: at(5.4), Allocated: 1, Python: 1}
+	st.AgentHolders(100, wire.Holders{T: at(5.6), Dev: 0, Groups: []wire.HolderGroup{}, Held: h})
+	if st.Snapshots()[0].Held != nil {
+		t.Fatal("a walk started before the row answered it")
+	}
+	h2 := &wire.Held{T: at(5.6), Allocated: 1040, Python: 1040,
+		Top: []wire.HolderGroup{{Name: "x\x1b[31m", Kind: "variable", Bytes: 1040, Tensors: 1}}}
+	st.AgentHolders(100, wire.Holders{T: at(5.7), Dev: 0, Groups: []wire.HolderGroup{}, Held: h2})
+	var row100, row200 wire.Snapshot
+	for _, r := range st.Snapshots() {
+		if r.T == at(5.5) && r.PID == 100 {
+			row100 = r
+		}
+		if r.T == at(5.5) && r.PID == 200 {
+			row200 = r
+		}
+	}
+	if row100.Held == nil || row100.Held.Python != 1040 || strings.ContainsRune(row100.Held.Top[0].Name, 0x1b) {
+		t.Fatalf("pid 100's row: %+v", row100.Held)
+	}
+	if row200.Held == nil || row200.Held.Python != 0 {
+		t.Fatal("pid 100's walk answered pid 200's row")
+	}
+	// the recording learns of the late attribution
+	found := false
+	for _, f := range tap.frames {
+		if rh, ok := f.(wire.RowHeld); ok && rh.PID == 100 && rh.T == at(5.5) && rh.Held.Python == 1040 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no held frame for the recording: %v", tap.frames)
+	}
+	// pid 100 ends before it answers: its row says so instead of waiting
+	st.TakeSnapshot("Training end", 0, at(9), "key", nil)
+	st.AgentEnded(100, at(9.5), false, "killed")
+	for _, r := range st.Snapshots() {
+		if r.T == at(9) && (r.Held == nil || !strings.Contains(r.Held.Skipped, "ended")) {
+			t.Fatalf("pid 100's row: %+v", r.Held)
+		}
+	}
+	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 100, T: at(9.6), Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	st.AgentSample(100, wire.Sample{T: at(9.7), Dev: 0, Allocated: 1})
+	// a request that cannot be sent is said on the row
+	st.SetAsker(func(pid, dev int) error { return errors.New("pid 100 is not reading requests") })
+	rs = st.TakeSnapshot("x", 0, at(7), "key", &[]bool{true}[0])
+	for _, r := range st.Snapshots() {
+		if r.T == at(7) && (r.Held == nil || !strings.Contains(r.Held.Skipped, "not reading requests")) {
+			t.Fatalf("row with a failed request: %+v", r)
+		}
+	}
+	// end=false: no end row, nothing asked, whatever the label
+	asked = nil
+	st.SetAsker(func(pid, dev int) error { asked = append(asked, "x"); return nil })
+	rs = st.TakeSnapshot("Training end", 0, at(8), "key", &[]bool{false}[0])
+	if rs[0].End || len(asked) != 0 {
+		t.Fatalf("end=false: %+v, asked %v", rs[0], asked)
+	}
+}
+
+// A device with processes that have no agent: the end row lists them as
+// NVML saw them, for their verdict.
+func TestEndRowListsProcessesWithoutAgent(t *testing.T) {
+	st, at := agentSetup(t)
+	st.SetProcs(0, at(5.9), []wire.Proc{{PID: 100, Used: 5 << 20}, {PID: 300, Name: "python3", Used: 600 << 20}})
+	rs := st.TakeSnapshot("cleanup", 0, at(6), "key", nil)
+	last := rs[len(rs)-1]
+	if last.PID != 0 || last.Procs == nil || len(*last.Procs) != 1 || (*last.Procs)[0].PID != 300 {
+		t.Fatalf("rows %+v", rs)
+	}
+	// not an end row: no such row
+	if rs := st.TakeSnapshot("Epoch 1", 0, at(6.5), "key", nil); len(rs) != 1 || rs[0].PID != 100 {
+		t.Fatalf("rows %+v", rs)
 	}
 }
 
@@ -474,7 +566,7 @@ func TestTapReceivesFrames(t *testing.T) {
 	st.AgentMark(7, wire.Mark{T: 16, Label: "m", Devs: []wire.DevStats{{Dev: 0}}})
 	st.AgentOOM(7, wire.OOM{T: 17, Dev: 0})
 	st.AgentHolders(7, wire.Holders{T: 18})
-	st.TakeSnapshot("k", 0, 0, 19, "key")
+	st.TakeSnapshot("k", 0, 19, "key", nil)
 	st.AgentEnded(7, 20, false, "killed")
 	want := []string{"Device", "DevError", "Procs", "Hello", "Sample", "Snapshot", "OOM", "Snapshot", "Holders", "Snapshot", "Ended"}
 	if got := tap.types(); !reflect.DeepEqual(got, want) {
@@ -504,8 +596,8 @@ func TestPeakBetweenSamples(t *testing.T) {
 	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
 	st.AddNVML(0, 10, 500, 5)
 	st.AddNVML(0, 20, 700, 5)
-	st.TakeSnapshot("a", 0, 0, 21, "key")
-	st.TakeSnapshot("b", 0, 0, 22, "key")
+	st.TakeSnapshot("a", 0, 21, "key", nil)
+	st.TakeSnapshot("b", 0, 22, "key", nil)
 	st.AddNVML(0, 30, 600, 5)
 	rows := st.Snapshots()
 	if u(rows[0].NVMLPeak) != uint64(700) || u(rows[1].NVMLUsed) != uint64(700) || u(rows[1].NVMLPeak) != uint64(700) {
@@ -539,7 +631,7 @@ func TestRowWaitsForItsNVMLSample(t *testing.T) {
 	}
 	// a later row counts its peak from the OOM row on
 	st.AddNVML(0, 60, 9000, 5)
-	st.TakeSnapshot("after", 0, 7, 60, "key")
+	st.TakeSnapshot("after", 0, 60, "key", nil)
 	if r := st.Snapshots()[1]; u(r.NVMLUsed) != uint64(9000) || u(r.NVMLPeak) != uint64(9900) {
 		t.Fatalf("row after: %+v", r)
 	}
@@ -620,7 +712,7 @@ func TestConcurrentSourcesAndReaders(t *testing.T) {
 			st.AgentSample(1, wire.Sample{T: int64(i*10) * ms, Dev: 0, Allocated: uint64(i)})
 			st.SetProcs(2, int64(i*10)*ms, []wire.Proc{{PID: 1, Used: uint64(i)}})
 			if i%50 == 0 {
-				st.TakeSnapshot(fmt.Sprintf("s%d", i), 2, 0, int64(i*10)*ms, "key")
+				st.TakeSnapshot(fmt.Sprintf("s%d", i), 2, int64(i*10)*ms, "key", nil)
 				st.AgentMark(1, wire.Mark{T: int64(i*10) * ms, Label: "m", Devs: []wire.DevStats{{Dev: 0}}})
 			}
 		}
@@ -736,7 +828,7 @@ func TestShape(t *testing.T) {
 	step("an agent sample", func() {
 		st.AgentSample(7, wire.Sample{T: 12, Dev: 0, Allocated: 5, Reserved: 6, Peak: 7})
 	}, false)
-	step("a snapshot", func() { st.TakeSnapshot("x", 0, 0, 13, "key") }, true)
+	step("a snapshot", func() { st.TakeSnapshot("x", 0, 13, "key", nil) }, true)
 	step("a log line", func() { st.Log("hello") }, true)
 	step("an OOM", func() { st.AgentOOM(7, wire.OOM{T: 14, Dev: 0}) }, true)
 	step("a holders report", func() { st.AgentHolders(7, wire.Holders{T: 15}) }, true)
@@ -815,5 +907,22 @@ func TestKeepGoneZeroKeepsEverything(t *testing.T) {
 		if st.Count(Key{Dev: 0, PID: pid, Metric: ProcUsed}) != 1 {
 			t.Fatalf("pid %d lost its series with KeepGone 0", pid)
 		}
+	}
+}
+
+// A process's last rows often come after its last sample: the store's end
+// reaches them, so a replay can show them.
+func TestEndReachesRowsAfterTheLastSample(t *testing.T) {
+	st := New(DefaultOptions())
+	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
+	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 7, T: sec, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	st.AgentSample(7, wire.Sample{T: 2 * sec, Dev: 0, Allocated: 1})
+	st.AgentMark(7, wire.Mark{T: 2*sec + 30*ms, Label: "After cleanup", Devs: []wire.DevStats{{Dev: 0}}})
+	if got := st.End(); got != 2*sec+30*ms {
+		t.Fatalf("End() = %d, want the row's time %d", got, 2*sec+30*ms)
+	}
+	st.AddNVML(0, 3*sec, 5, 0)
+	if got := st.End(); got != 3*sec {
+		t.Fatalf("End() = %d after a later sample", got)
 	}
 }

@@ -56,9 +56,25 @@ func fillFixture(st *store.Store) {
 	agent := false
 	ctx := uint64(0) // CUDA context of the training process, seen by NVML
 	const base = 512 * mib
+	model1 := wire.HolderGroup{Kind: "parameters", Name: "model1", Bytes: 1 * gib, Tensors: 8,
+		Examples: []string{"float32[4096, 4096]", "float32[4096]"},
+		Hint:     "model1 is still referenced: del model1 (and any other name bound to it)"}
+	losses := wire.HolderGroup{Kind: "container", Name: "losses", Bytes: 256 * mib, Tensors: 10, Examples: []string{"float32[]"},
+		Hint: "losses holds 10 loss tensors with grad_fn: append loss.item()"}
+	// what the agent's walk finds at the end rows, as it sends it
+	held := map[string]*wire.Held{
+		"Training end": {Python: 2*gib + 512*mib, Top: []wire.HolderGroup{
+			{Kind: "optimizer_state", Name: "optimizer (Adam)", Bytes: 1*gib + 256*mib, Tensors: 16,
+				Hint: "del optimizer; gputop.cleanup()"}, model1, losses}},
+		"After cleanup": {Python: 1*gib + 256*mib, Unaccounted: 256 * kib, Top: []wire.HolderGroup{model1, losses}},
+	}
 	mark := func(t int64, label string) {
-		st.AgentMark(fixPID, wire.Mark{Type: wire.TypeMark, T: t, Label: label,
-			Devs: []wire.DevStats{{Dev: 0, Allocated: alloc, Reserved: resv, Peak: peak}}})
+		ds := wire.DevStats{Dev: 0, Allocated: alloc, Reserved: resv, Peak: peak}
+		if h := held[label]; h != nil {
+			h.T, h.Allocated = t, alloc
+			ds.Held = h
+		}
+		st.AgentMark(fixPID, wire.Mark{Type: wire.TypeMark, T: t, Label: label, Devs: []wire.DevStats{ds}})
 	}
 	for ms := 0; ms <= 90_000; ms += 10 {
 		t := at(time.Duration(ms) * time.Millisecond)
@@ -114,15 +130,11 @@ func fillFixture(st *store.Store) {
 			st.SetProcs(0, t, procs)
 		}
 		if ms == 62_000 {
-			st.TakeSnapshot("manual check", 0, 0, t, "key")
+			st.TakeSnapshot("manual check", 0, t, "key", nil)
 		}
 		if ms == 67_000 {
 			st.AgentHolders(fixPID, wire.Holders{Type: wire.TypeHolders, T: t, ID: 1, Dev: 0, Total: 1*gib + 256*mib, Skipped: 2, TookMS: 41,
-				Groups: []wire.HolderGroup{
-					{Kind: "parameters", Name: "model1", Bytes: 1 * gib, Tensors: 8, Examples: []string{"float32[4096, 4096]", "float32[4096]"},
-						Hint: "model1 is still referenced: del model1 (and any other name bound to it)"},
-					{Kind: "container", Name: "losses", Bytes: 256 * mib, Tensors: 10, Examples: []string{"float32[]"},
-						Hint: "losses holds 10 loss tensors with grad_fn: append loss.item()"},
+				Groups: []wire.HolderGroup{model1, losses,
 					{Kind: "other", Name: "(unreachable from user code)", Bytes: 256 * kib, Tensors: 1},
 				}})
 		}

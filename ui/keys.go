@@ -6,6 +6,9 @@ import "charm.land/bubbles/v2/key"
 // and the full help from it.
 type KeyMap struct {
 	Snapshot   key.Binding
+	EndRow     key.Binding
+	RowUp      key.Binding
+	RowDown    key.Binding
 	Export     key.Binding
 	Holders    key.Binding
 	Up         key.Binding
@@ -33,6 +36,9 @@ type KeyMap struct {
 func DefaultKeyMap(replay bool) KeyMap {
 	k := KeyMap{
 		Snapshot:   key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "snapshot")),
+		EndRow:     key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "check: end row + verdict")),
+		RowUp:      key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "prev snapshot row")),
+		RowDown:    key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "next snapshot row")),
 		Export:     key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "export CSV")),
 		Holders:    key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "holders")),
 		Up:         key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "prev process")),
@@ -69,7 +75,7 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // FullHelp is the help shown by ?.
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Snapshot, k.Export, k.Holders},
+		{k.Snapshot, k.EndRow, k.Export, k.Holders, k.RowUp, k.RowDown},
 		{k.Up, k.Down, k.NextDevice, k.PrevDevice},
 		{k.ZoomIn, k.ZoomOut, k.Pause, k.Back, k.Forward},
 		{k.Start, k.End, k.Slower, k.Faster},

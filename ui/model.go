@@ -99,6 +99,8 @@ type Model struct {
 
 	showHolders bool
 	quitArmed   bool // a write on quit failed; the next quit key quits anyway
+	promptEnd   bool // the open prompt takes an end row (c), not a snapshot (s)
+	rows        *rowsCache
 
 	// what the last refresh was computed from, to skip identical frames
 	lastGen          uint64
@@ -147,6 +149,7 @@ func New(st *store.Store, opt Options) Model {
 		status:     newStatus(&styles),
 		torchPeaks: map[int]*peakCache{},
 		frame:      &frameCache{},
+		rows:       &rowsCache{},
 	}
 	m.status.SetLogs(st.Logs())
 	if opt.LoadErr != "" {
@@ -273,7 +276,11 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		var cmd tea.Cmd
 		m.prompt, cmd = m.prompt.Update(k)
 		if label, ok := m.prompt.Take(); ok {
-			m.takeSnapshot(label)
+			var end *bool
+			if m.promptEnd {
+				end = &m.promptEnd
+			}
+			m.takeSnapshot(label, end)
 		}
 		m.layout()
 		return cmd
@@ -290,9 +297,23 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 			m.status.Set("no GPU known yet: nothing to snapshot", true)
 			return nil
 		}
+		m.promptEnd = false
 		cmd := m.prompt.Open(fmt.Sprintf("snapshot %d", m.nRows+1))
 		m.layout()
 		return cmd
+	case key.Matches(k, m.keys.EndRow):
+		if len(m.st.Devices()) == 0 {
+			m.status.Set("no GPU known yet: nothing to check", true)
+			return nil
+		}
+		m.promptEnd = true
+		cmd := m.prompt.Open("After cleanup")
+		m.layout()
+		return cmd
+	case key.Matches(k, m.keys.RowUp):
+		m.table.Move(-1)
+	case key.Matches(k, m.keys.RowDown):
+		m.table.Move(1)
 	case key.Matches(k, m.keys.Export):
 		path := m.opt.CSVPath
 		if path == "" {
@@ -358,20 +379,21 @@ func (m *Model) export(path string, quitting bool) tea.Cmd {
 	}
 }
 
-// takeSnapshot records a row for the selected device at now (live) or at the
-// replay cursor, with the selected process's allocator values when it has an
-// agent (else the store picks the device's most recent agent, if any).
-func (m *Model) takeSnapshot(label string) {
+// takeSnapshot records the rows of the selected device at now (live) or at
+// the replay cursor: one per agent process there (see store.TakeSnapshot).
+// end, when set, says whether they end a run (else the label decides).
+func (m *Model) takeSnapshot(label string, end *bool) {
 	t := m.now()
 	if m.opt.Replay {
 		t = m.tl.cursor(t)
 	}
-	pid := 0
-	if r, ok := m.procs.Selected(); ok && r.Agent {
-		pid = r.PID
+	rows := m.st.TakeSnapshot(label, m.dev, t, "key", end)
+	what := "snapshot"
+	if len(rows) > 0 && rows[0].End {
+		what = "end row"
 	}
-	row := m.st.TakeSnapshot(label, m.dev, pid, t, "key")
-	m.status.Set(fmt.Sprintf("snapshot %q on GPU %d", row.Label, row.Dev), false)
+	m.status.Set(fmt.Sprintf("%s %q on GPU %d", what, store.CleanText(label), m.dev), false)
+	m.table.Unselect()
 }
 
 // toggleHolders opens the holders pane (asking the selected process for a
@@ -438,12 +460,7 @@ func (m *Model) shape() store.Shape {
 	sh := m.st.Shape()
 	if m.opt.Replay {
 		cursor := m.tl.cursor(m.now())
-		sh.Snapshots, sh.Markers = 0, 0
-		for _, s := range m.st.Snapshots() {
-			if s.T <= cursor {
-				sh.Snapshots++
-			}
-		}
+		sh.Snapshots, sh.Markers = m.st.CountSnapshots(cursor), 0
 		for _, mk := range m.st.Markers() {
 			if mk.T <= cursor {
 				sh.Markers++
@@ -520,17 +537,13 @@ func (m *Model) refreshPanes(now int64) {
 	sel, selOK := m.procs.Selected()
 
 	// summary table
-	snaps := st.Snapshots()
-	if m.opt.Replay {
-		n := sort.Search(len(snaps), func(i int) bool { return snaps[i].T > cursor })
-		snaps = snaps[:n]
-	}
 	end := last + 1
 	if m.opt.Replay || m.tl.paused {
 		end = cursor + 1
 	}
-	sd := summaryData{Rows: snapshot.Rows(snaps, devs), Dev: m.dev, Start: start, Holders: map[int]*wire.Holders{}}
-	m.nRows = len(sd.Rows)
+	rows := m.rows.get(st, m.opt.Replay, cursor, devs)
+	sd := summaryData{Dev: snapshot.ForDevice(rows, m.dev), DevIndex: m.dev, Start: start}
+	m.nRows = len(rows)
 	if m.dev < len(devs) {
 		sd.DevName = devs[m.dev].Name
 	}
@@ -550,15 +563,12 @@ func (m *Model) refreshPanes(now int64) {
 			vv := v
 			sd.TorchPk, sd.TorchPID = &vv, r.PID
 		}
-		if r.Holders != nil {
-			sd.Holders[r.PID] = r.Holders
-		}
 	}
 	var total uint64
 	if m.dev < len(devs) {
 		total = devs[m.dev].Total
 	}
-	sd.OOM = latestOOM(sd.Rows, m.dev, start, total, st.OOM)
+	sd.OOM = latestOOM(sd.Dev.Rows, m.dev, start, total, st.OOM)
 	m.table.SetData(sd)
 
 	// holders
@@ -783,4 +793,32 @@ func (m *Model) titleBar() string {
 		gap = max(m.w-lipgloss.Width(left)-lipgloss.Width(right), 1)
 	}
 	return truncate(left+strings.Repeat(" ", gap)+right, m.w)
+}
+
+// rowsCache keeps the summary rows (deltas and verdicts computed) until the
+// store's rows change or, in replay, the cursor passes a row: a screen
+// redrawn for new samples costs nothing per row.
+type rowsCache struct {
+	ver   uint64
+	n     int // rows up to the cursor (replay)
+	devs  int
+	rows  []snapshot.Row
+	valid bool
+}
+
+func (c *rowsCache) get(st *store.Store, replay bool, cursor int64, devs []store.Device) []snapshot.Row {
+	ver := st.Shape().Rows
+	n := -1
+	if replay {
+		n = st.CountSnapshots(cursor)
+	}
+	if c.valid && c.ver == ver && c.n == n && c.devs == len(devs) {
+		return c.rows
+	}
+	snaps := st.Snapshots()
+	if n >= 0 {
+		snaps = snaps[:min(n, len(snaps))]
+	}
+	*c = rowsCache{ver: ver, n: n, devs: len(devs), rows: snapshot.Rows(snaps, devs), valid: true}
+	return c.rows
 }

@@ -13,6 +13,7 @@ import (
 // memory was.
 type oomNote struct {
 	Head, Body string
+	T          int64 // the OOM row's time
 }
 
 // latestOOM explains the last OOM row of device dev among rows (run start
@@ -27,5 +28,5 @@ func latestOOM(rows []snapshot.Row, dev int, start int64, total uint64, ooms sna
 	if e.Asked != "" {
 		head += " " + e.Asked
 	}
-	return &oomNote{Head: head, Body: e.Cause + " " + e.Where}
+	return &oomNote{Head: head, Body: e.Cause + " " + e.Where, T: r.T}
 }

@@ -2,45 +2,67 @@ package ui
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	"charm.land/lipgloss/v2"
 
 	"github.com/gputop/gputop/snapshot"
-	"github.com/gputop/gputop/wire"
 )
 
 // summaryData is what the snapshot table shows.
 type summaryData struct {
-	Rows     []snapshot.Row // rows visible at the cursor, all devices, time order
-	Dev      int            // selected device (the verdict and footer are about it)
+	Dev      snapshot.DevRows // the selected GPU's rows visible at the cursor, time order
+	DevIndex int              // the selected GPU (the footer is about it)
 	DevName  string
 	Start    int64 // run start, for the TIME column
 	NVMLPeak *uint64
 	TorchPk  *uint64
 	TorchPID int
-	// holders reports by pid, for naming what keeps leaked memory alive
-	Holders map[int]*wire.Holders
-	OOM     *oomNote // the selected device's latest OOM, explained under the table
+	OOM      *oomNote // the selected device's latest OOM, explained under the table
 }
 
 // tableModel is the summary: the reference tracker's table made live, with
 // NVML next to torch's allocator figures, deltas, the run's peaks and the
-// leak verdict.
+// verdict of every end row.
 type tableModel struct {
 	styles *Styles
 	w, h   int
 	d      summaryData
 	tc     *tableCache
+	// the selected row (index into d.Dev.Rows), or -1: none, the newest
+	// rows are shown
+	sel int
 }
 
-func newTable(st *Styles) tableModel { return tableModel{styles: st, tc: &tableCache{}} }
+func newTable(st *Styles) tableModel { return tableModel{styles: st, tc: &tableCache{}, sel: -1} }
 
 func (m *tableModel) SetSize(w, h int) { m.w, m.h = w, h }
 
-func (m *tableModel) SetData(d summaryData) { m.d = d }
+// SetData gives the table new rows; a selection past them is dropped.
+func (m *tableModel) SetData(d summaryData) {
+	m.d = d
+	if m.sel >= len(d.Dev.Rows) {
+		m.sel = -1
+	}
+}
+
+// Move moves the row selection by delta (from none: the newest row).
+func (m *tableModel) Move(delta int) {
+	n := len(m.d.Dev.Rows)
+	if n == 0 {
+		m.sel = -1
+		return
+	}
+	if m.sel < 0 {
+		m.sel = n
+	}
+	m.sel = min(max(m.sel+delta, 0), n-1)
+}
+
+// Unselect drops the selection: the table follows the newest rows again.
+func (m *tableModel) Unselect() { m.sel = -1 }
 
 func optMiB(b *uint64) string {
 	if b == nil {
@@ -56,39 +78,35 @@ func optDeltaMiB(d *int64) string {
 	return snapshot.SignedMiB(*d)
 }
 
-// devRows are the rows of the selected device.
-func (m *tableModel) devRows() []snapshot.Row {
-	var out []snapshot.Row
-	for _, r := range m.d.Rows {
-		if r.Dev == m.d.Dev {
-			out = append(out, r)
+// verdictRows are the rows whose verdicts are shown under the table: the
+// selected row when it is an end row, then each process's latest end row.
+func (m *tableModel) verdictRows() []int {
+	var out []int
+	if m.sel >= 0 && m.d.Dev.Rows[m.sel].Verdict != nil {
+		out = append(out, m.sel)
+	}
+	for _, i := range m.d.Dev.Latest {
+		if i != m.sel {
+			out = append(out, i)
 		}
 	}
 	return out
 }
 
-// Verdict returns the leak verdict for the selected device, when its last
-// row closes a run.
-func (m *tableModel) Verdict() (snapshot.Verdict, bool) {
-	return snapshot.LeakVerdict(m.devRows())
-}
-
 // Lines is how many lines the pane wants.
 func (m *tableModel) Lines() int {
-	n := 1 + max(len(m.d.Rows), 1) + 1
+	n := 1 + max(len(m.d.Dev.Rows), 1) + 1
 	if m.footnote() != "" {
 		n++
 	}
-	if v, ok := m.Verdict(); ok {
-		n += len(m.verdictLines(v))
-	}
-	return n + len(m.oomLines())
+	return n + len(m.verdictLines()) + len(m.oomLines())
 }
 
 // missing reports which sources are absent in the rows shown.
 func (m *tableModel) missing() (allocAll, allocAny, nvmlAll, nvmlAny bool) {
-	allocAll, nvmlAll = len(m.d.Rows) > 0, len(m.d.Rows) > 0
-	for _, r := range m.d.Rows {
+	rows := m.d.Dev.Rows
+	allocAll, nvmlAll = len(rows) > 0, len(rows) > 0
+	for _, r := range rows {
 		if r.Allocated == nil {
 			allocAny = true
 		} else {
@@ -120,39 +138,39 @@ func (m *tableModel) View() string {
 	if m.h <= 0 {
 		return ""
 	}
-	verdict, hasVerdict := m.Verdict()
+	verdicts := m.verdictLines()
 	var tail []string
 	tail = append(tail, m.peakLine())
 	if f := m.footnote(); f != "" {
 		tail = append(tail, st.Dim.Render(f))
 	}
 	tail = append(tail, m.oomLines()...)
-	if hasVerdict {
-		tail = append(tail, m.verdictLines(verdict)...)
-	}
-	if len(m.d.Rows) == 0 {
+	tail = append(tail, verdicts...)
+	all := m.d.Dev.Rows
+	if len(all) == 0 {
 		head := st.TableHeader.Render("SNAPSHOTS") + "  " + st.Dim.Render("none yet: press s to take one (or call gputop.snapshot(label) in the training code)")
 		return fit(strings.Join(append([]string{head}, tail...), "\n"), m.w, m.h)
 	}
-	// the newest rows matter most: show the last ones that fit
 	room := m.h - 1 - len(tail)
 	if room < 1 {
 		// too short for the whole footer: the rows keep at least half the
-		// pane; the verdict and the OOM's explanation go before the peaks
-		tail = nil
-		if hasVerdict {
-			tail = append(tail, m.verdictLines(verdict)[0])
+		// pane; the verdicts and the OOM's explanation go before the peaks,
+		// the newer of the two first
+		tail = append(append([]string(nil), verdicts...), m.oomLines()...)
+		if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
+			tail = append(m.oomLines(), verdicts...)
 		}
-		tail = append(tail, m.oomLines()...)
 		tail = tail[:min(len(tail), (m.h-1)/2)]
 		room = max(m.h-1-len(tail), 1)
 	}
-	rows := m.d.Rows
-	hidden := 0
-	if len(rows) > room {
-		hidden = len(rows) - room
-		rows = rows[hidden:]
+	// the newest rows matter most: show the last ones that fit, or the
+	// ones around the selected row
+	first := max(len(all)-room, 0)
+	if m.sel >= 0 && (m.sel < first || m.sel >= first+room) {
+		first = min(max(m.sel-room/2, 0), max(len(all)-room, 0))
 	}
+	rows := all[first:min(first+room, len(all))]
+	earlier, later := first, len(all)-first-len(rows)
 	allocAll, _, nvmlAll, _ := m.missing()
 	noAgent, noNVML := "", ""
 	if allocAll {
@@ -161,15 +179,14 @@ func (m *tableModel) View() string {
 	if nvmlAll {
 		noNVML = " (no NVML)"
 	}
-	multiDev := false
-	for _, r := range m.d.Rows {
-		if r.Dev != m.d.Rows[0].Dev {
-			multiDev = true
-		}
-	}
 	label := "LABEL"
-	if hidden > 0 {
-		label = fmt.Sprintf("LABEL (+%d earlier)", hidden)
+	switch {
+	case earlier > 0 && later > 0:
+		label = fmt.Sprintf("LABEL (+%d earlier, +%d later)", earlier, later)
+	case earlier > 0:
+		label = fmt.Sprintf("LABEL (+%d earlier)", earlier)
+	case later > 0:
+		label = fmt.Sprintf("LABEL (+%d later)", later)
 	}
 	// wide terminals get the long names (the reference tracker's "cached",
 	// what the NVML peak covers, the deltas' unit)
@@ -179,8 +196,9 @@ func (m *tableModel) View() string {
 	}
 	cols := []column{
 		{Title: label, Priority: 10, Flex: true},
+		{Title: "", Priority: 11}, // the verdict's sign on end rows
 		{Title: "TIME", Right: true, Priority: 4},
-		{Title: "GPU", Right: true, Priority: 3},
+		{Title: "PID", Right: true, Priority: 8},
 		{Title: "ALLOCATED MiB" + noAgent, Right: true, Priority: 9},
 		{Title: reserved + noAgent, Right: true, Priority: 8},
 		{Title: "PEAK MiB" + noAgent, Right: true, Priority: 7},
@@ -189,34 +207,73 @@ func (m *tableModel) View() string {
 		{Title: dAlloc, Right: true, Priority: 6},
 		{Title: dNVML, Right: true, Priority: 2},
 	}
-	if !multiDev {
-		cols[2].Priority = -1
-	}
 	var data [][]string
 	for _, r := range rows {
+		mark, pid := "", dash
+		if r.Verdict != nil {
+			mark = r.Verdict.Status.Mark()
+		}
+		if r.PID != 0 {
+			pid = fmt.Sprint(r.PID)
+		}
 		data = append(data, []string{
-			r.Label, elapsed(time.Duration(r.T - m.d.Start)), fmt.Sprint(r.Dev),
+			r.Label, mark, elapsed(time.Duration(r.T - m.d.Start)), pid,
 			optMiB(r.Allocated), optMiB(r.Reserved), optMiB(r.Peak), optMiB(r.NVMLUsed), optMiB(r.NVMLPeak),
 			optDeltaMiB(r.DAllocated), optDeltaMiB(r.DNVML),
 		})
 	}
-	if !multiDev {
-		cols = append(cols[:2], cols[3:]...)
+	// the PID column when several processes share the GPU; the verdict
+	// column when an end row is in view
+	drop := func(c int) {
+		cols = slices.Delete(cols, c, c+1)
 		for i := range data {
-			data[i] = append(data[i][:2], data[i][3:]...)
+			data[i] = slices.Delete(data[i], c, c+1)
 		}
 	}
-	tbl := m.tc.render(st, tableSpec{Cols: cols, Rows: data, Width: m.w, Selected: -1,
+	if !m.d.Dev.MultiProcess {
+		drop(3)
+	}
+	if !slices.ContainsFunc(rows, func(r snapshot.Row) bool { return r.Verdict != nil }) {
+		drop(1)
+	}
+	sel := -1
+	if m.sel >= 0 {
+		sel = m.sel - first
+	}
+	tbl := m.tc.render(st, tableSpec{Cols: cols, Rows: data, Width: m.w, Selected: sel,
 		CellStyle: func(row, col int, cell string) (lipgloss.Style, bool) {
 			switch {
 			case cell == dash:
 				return st.Missing, true
 			case col == 0 && strings.HasPrefix(cell, "OOM"):
 				return st.Error, true
+			case cell == snapshot.Released.Mark() || cell == snapshot.Leaked.Mark() ||
+				cell == snapshot.Unknown.Mark() || cell == snapshot.Pending.Mark():
+				return m.verdictStyle(cell), true
 			}
 			return lipgloss.Style{}, false
 		}})
 	return fit(strings.Join(append([]string{tbl}, tail...), "\n"), m.w, m.h)
+}
+
+// latestEnd is the time of the newest end row shown (0: none).
+func (m *tableModel) latestEnd() int64 {
+	var t int64
+	for _, i := range m.d.Dev.Latest {
+		t = max(t, m.d.Dev.Rows[i].T)
+	}
+	return t
+}
+
+// verdictStyle colours a verdict's sign.
+func (m *tableModel) verdictStyle(mark string) lipgloss.Style {
+	switch mark {
+	case snapshot.Released.Mark():
+		return m.styles.Good
+	case snapshot.Leaked.Mark():
+		return m.styles.Error
+	}
+	return m.styles.Warn
 }
 
 // peakLine is the footer: the whole-run peaks of the selected device.
@@ -231,7 +288,7 @@ func (m *tableModel) peakLine() string {
 		tp = fmt.Sprintf("%s MiB (pid %d)", snapshot.MiB(*m.d.TorchPk), m.d.TorchPID)
 	}
 	rest := fmt.Sprintf(" NVML used %s, torch allocated %s", nv, tp)
-	head := fmt.Sprintf("run peak on GPU %d:", m.d.Dev)
+	head := fmt.Sprintf("run peak on GPU %d:", m.d.DevIndex)
 	if lipgloss.Width(head+rest) > m.w {
 		head = "run peak:"
 	}
@@ -269,44 +326,29 @@ func (m *tableModel) oomLines() []string {
 	return lines
 }
 
-// verdictLines say whether memory went back to the baseline and, when the
-// process has a holders report, which holders account for what did not (on
-// a second line when one is too narrow).
-func (m *tableModel) verdictLines(v snapshot.Verdict) []string {
+// verdictLines are the verdicts under the table (see verdictRows), each
+// wrapped, never cut: its sign, whose row it is when several processes
+// share the GPU, the text, what it is based on, and the baseline
+// comparison as a second, dim figure.
+func (m *tableModel) verdictLines() []string {
 	st := m.styles
-	wrap := m.wrap
-	if v.Released {
-		return wrap(st.Good.Render("✓ leak check:") + " " + v.Text)
-	}
-	line := st.Error.Render("✗ leak check:") + " " + v.Text
-	h := m.d.Holders[v.Now.PID]
-	if h == nil {
-		return wrap(line)
-	}
-	top := topHolders(h, v.Leaked)
-	if len(top) == 0 {
-		return wrap(line)
-	}
-	held := "held by " + strings.Join(top, ", ")
-	if one := line + "; " + held; lipgloss.Width(one) <= m.w {
-		return []string{one}
-	}
-	return append(wrap(line), wrap("  "+held)...)
-}
-
-// topHolders names the biggest holder groups until they account for want
-// bytes (at most four).
-func topHolders(h *wire.Holders, want int64) []string {
-	groups := append([]wire.HolderGroup(nil), h.Groups...)
-	sort.SliceStable(groups, func(i, j int) bool { return groups[i].Bytes > groups[j].Bytes })
 	var out []string
-	var sum int64
-	for _, g := range groups {
-		if len(out) == 4 || (sum >= want && len(out) > 0) || g.Bytes == 0 {
-			break
+	for _, i := range m.verdictRows() {
+		r := m.d.Dev.Rows[i]
+		v := r.Verdict
+		text := v.Text
+		if m.d.Dev.MultiProcess && r.PID != 0 {
+			text = fmt.Sprintf("pid %d, %s", r.PID, text)
 		}
-		out = append(out, fmt.Sprintf("%s (%s) %s", g.Name, g.Kind, humanBytes(g.Bytes)))
-		sum += int64(g.Bytes)
+		if i == m.sel {
+			text = "selected row: " + text
+		}
+		line := m.verdictStyle(v.Status.Mark()).Render(v.Status.Mark()) + " " + text + " " + st.Dim.Render("["+v.Basis+"]")
+		if v.Baseline != "" && m.w >= 120 {
+			// a second figure: left out where it would cost another line
+			line += " " + st.Dim.Render("("+v.Baseline+")")
+		}
+		out = append(out, m.wrap(line)...)
 	}
 	return out
 }

@@ -285,7 +285,7 @@ func TestAgentOnlyDeviceAndNoAgent(t *testing.T) {
 		st.AddNVML(0, at(time.Duration(ms)*time.Millisecond), 600*mib, 0)
 	}
 	st.SetProcs(0, at(10*time.Second), []wire.Proc{{PID: 11, Name: "python3", Used: 100 * mib}})
-	st.TakeSnapshot("before", 0, 0, at(5*time.Second), "key")
+	st.TakeSnapshot("before", 0, at(5*time.Second), "key", nil)
 	// a GPU NVML does not know, seen only through an agent
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 99, Argv: []string{"python", "nb.py"},
 		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-zzzz", Name: "NVIDIA A100", Total: 40 * gib}}, T: at(time.Second)})
@@ -373,12 +373,12 @@ func TestReplayCursorHidesLaterRows(t *testing.T) {
 	if !strings.Contains(screen(m), "cursor 0:00:12.0 / 0:01:30.0") {
 		t.Errorf("the cursor time should show in the title")
 	}
-	if strings.Contains(screen(m), "leak check") {
+	if strings.Contains(screen(m), "still held") {
 		t.Errorf("no verdict before the end rows")
 	}
 	m = send(t, m, press("end")...)
 	out = screen(m)
-	for _, l := range []string{"Epoch 5", "Epoch 10", "Training end", "After cleanup", "✗ leak check"} {
+	for _, l := range []string{"Epoch 5", "Epoch 10", "Training end", "After cleanup", "✗ After cleanup: 1.25 GiB still held: model1"} {
 		if !strings.Contains(out, l) {
 			t.Errorf("at the end %q should show", l)
 		}
@@ -494,23 +494,120 @@ func TestHoldersAnswerLate(t *testing.T) {
 	}
 }
 
-func TestLeakVerdictReleased(t *testing.T) {
+// An end row's verdict comes from what holds the memory, stays under the
+// table whatever rows come after it, and is its own process's: with two
+// processes on one GPU the table says whose each row is, and each
+// process's deltas and verdict are its own.
+func TestVerdictsStayAndArePerProcess(t *testing.T) {
 	st := store.New(store.DefaultOptions())
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: h200, Source: "nvml"})
-	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 5, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-aaaa"}}, T: at(0)})
-	for i, l := range []struct {
-		label string
-		alloc uint64
-	}{{"Training start", 256 * kib}, {"Training end", 2 * gib}, {"After cleanup", 256 * kib}} {
-		t := at(time.Duration(i) * time.Second)
-		st.AddNVML(0, t, 1*gib, 0)
-		st.AgentSample(5, wire.Sample{Type: wire.TypeSample, T: t, Dev: 0, Allocated: l.alloc, Reserved: l.alloc, Peak: l.alloc})
-		st.AgentMark(5, wire.Mark{Type: wire.TypeMark, T: t, Label: l.label, Devs: []wire.DevStats{{Dev: 0, Allocated: l.alloc, Reserved: l.alloc, Peak: l.alloc}}})
+	st.SetDevice(store.Device{Index: 1, UUID: "GPU-bbbb", Name: "NVIDIA H200", Total: h200, Source: "nvml"})
+	for _, pid := range []int{5, 6} {
+		st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: pid, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-aaaa"}}, T: at(0)})
 	}
-	m := newModel(t, st, Options{Now: func() time.Time { return time.Unix(0, at(3*time.Second)) }}, 160, 40)
+	kept := wire.HolderGroup{Kind: "variable", Name: "kept", Bytes: 100 * mib, Tensors: 1, Examples: []string{"float32[26214400]"},
+		Hint: "del kept; gputop.cleanup()"}
+	mark := func(pid int, sec int, label string, alloc uint64, h *wire.Held) {
+		t := at(time.Duration(sec) * time.Second)
+		st.AddNVML(0, t, 1*gib, 0)
+		st.AgentSample(pid, wire.Sample{Type: wire.TypeSample, T: t, Dev: 0, Allocated: alloc, Reserved: alloc, Peak: alloc})
+		st.AgentMark(pid, wire.Mark{Type: wire.TypeMark, T: t, Label: label,
+			Devs: []wire.DevStats{{Dev: 0, Allocated: alloc, Reserved: alloc, Peak: alloc, Held: h}}})
+	}
+	// pid 5: its baseline taken with the model on the GPU (400 MiB), the
+	// model deleted, 100 MiB kept: below the baseline, and still a leak
+	mark(5, 1, "Training start", 400*mib, nil)
+	mark(6, 1, "Training start", 0, nil)
+	mark(5, 2, "After cleanup", 100*mib, &wire.Held{T: at(2 * time.Second), Allocated: 100 * mib, Python: 100 * mib, Top: []wire.HolderGroup{kept}})
+	// pid 6: only the cuBLAS workspaces are left
+	mark(6, 3, "After cleanup", 65*mib, &wire.Held{T: at(3 * time.Second), Allocated: 65 * mib, Internal: 65 * mib, Workspaces: 3})
+	m := newModel(t, st, Options{Now: func() time.Time { return time.Unix(0, at(4*time.Second)) }}, 160, 40)
 	tbl := ansi.Strip(m.table.View())
-	if !strings.Contains(tbl, "✓ leak check") || !strings.Contains(tbl, "back at the \"Training start\" baseline") {
-		t.Errorf("memory back at the baseline should be a pass:\n%s", tbl)
+	for _, w := range []string{
+		"✗ pid 5, After cleanup: 100.0 MiB still held: kept (1 tensor float32[26214400]): del kept; gputop.cleanup() [holders walk]",
+		"✓ pid 6, After cleanup: nothing of yours holds CUDA memory (65.0 MiB cuBLAS workspaces, not a leak: gputop.cleanup() frees them)",
+		`vs "Training start": -300.00 MiB allocated (torch)`, "PID",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(tbl), " "), strings.Join(strings.Fields(w), " ")) {
+			t.Errorf("want %q:\n%s", w, tbl)
+		}
+	}
+	// each process's delta is against its own rows
+	for _, l := range strings.Split(tbl, "\n") {
+		if strings.HasPrefix(l, "After cleanup") && strings.Contains(l, " 5 ") && !strings.Contains(l, "-300.00") {
+			t.Errorf("pid 5's delta is not against its own start: %q", l)
+		}
+		if strings.HasPrefix(l, "After cleanup") && strings.Contains(l, " 6 ") && !strings.Contains(l, "+65.00") {
+			t.Errorf("pid 6's delta is not against its own start: %q", l)
+		}
+	}
+	// rows after the end rows: the verdicts stay
+	m = send(t, m, press("s")...)
+	m = send(t, m, press("enter")...)
+	st.AgentMark(5, wire.Mark{Type: wire.TypeMark, T: at(3500 * time.Millisecond), Label: "Epoch 1",
+		Devs: []wire.DevStats{{Dev: 0, Allocated: 1, Reserved: 1, Peak: 1}}})
+	m = send(t, m, tickMsg(time.Unix(0, at(4*time.Second))))
+	tbl = ansi.Strip(m.table.View())
+	if !strings.Contains(tbl, "snapshot 5") || !strings.Contains(tbl, "✗ pid 5, After cleanup") || !strings.Contains(tbl, "✓ pid 6, After cleanup") {
+		t.Errorf("later rows hid the verdicts:\n%s", tbl)
+	}
+	// the other GPU's table holds none of these rows
+	m = send(t, m, press("tab")...)
+	if tbl := ansi.Strip(m.table.View()); strings.Contains(tbl, "After cleanup") {
+		t.Errorf("GPU 1's table shows GPU 0's rows:\n%s", tbl)
+	}
+}
+
+// pgup/pgdown select a snapshot row: the table scrolls to it, and an end
+// row that is not the latest shows its verdict too.
+func TestSelectedRowShowsItsVerdict(t *testing.T) {
+	st := newFixture()
+	m := newModel(t, st, Options{}, 160, 50)
+	m = send(t, m, press("pgup", "pgup", "pgup")...) // After cleanup, manual check, Training end
+	tbl := ansi.Strip(m.table.View())
+	if !strings.Contains(tbl, "selected row: Training end: 2.50 GiB still held: optimizer (Adam)") {
+		t.Errorf("the selected end row's verdict should show:\n%s", tbl)
+	}
+	if !strings.Contains(tbl, "✗ After cleanup: 1.25 GiB still held") {
+		t.Errorf("the latest end row's verdict must stay:\n%s", tbl)
+	}
+	// a short pane scrolls to the selection
+	m = newModel(t, st, Options{}, 80, 24)
+	m = send(t, m, press("pgup", "pgup", "pgup", "pgup", "pgup", "pgup")...)
+	if tbl := ansi.Strip(m.table.View()); !strings.HasPrefix(strings.Split(tbl, "\n")[1], "Training start") {
+		t.Errorf("selecting the first row should scroll to it:\n%s", tbl)
+	}
+}
+
+// c takes an end row: the rows of the selected GPU are end rows, each
+// process's agent is asked for a holders walk, and the verdict waits for
+// its answer.
+func TestEndRowKeyAsksTheAgent(t *testing.T) {
+	st := newFixture()
+	var asked []int
+	st.SetAsker(func(pid, dev int) error { asked = append(asked, pid, dev); return nil })
+	m := newModel(t, st, Options{}, 160, 50)
+	m = send(t, m, press("c")...)
+	if !strings.Contains(screen(m), "After cleanup") {
+		t.Fatalf("c should open the prompt prefilled:\n%s", screen(m))
+	}
+	m = send(t, m, press("enter")...)
+	if len(asked) != 2 || asked[0] != fixPID || asked[1] != 0 {
+		t.Fatalf("asked %v", asked)
+	}
+	tbl := ansi.Strip(m.table.View())
+	if !strings.Contains(tbl, "… pid 4242, After cleanup: waiting for its agent's holders walk") {
+		t.Errorf("the verdict should wait for the walk:\n%s", tbl)
+	}
+	// the process other-job (no agent) gets its NVML verdict
+	if !strings.Contains(tbl, "? After cleanup: pid 777 (other-job) 300.0 MiB still uses this GPU (NVML") {
+		t.Errorf("the process without an agent should get an NVML verdict:\n%s", tbl)
+	}
+	st.AgentHolders(fixPID, wire.Holders{Type: wire.TypeHolders, T: fixtureNow.UnixNano() + 1, Dev: 0, Groups: []wire.HolderGroup{},
+		Held: &wire.Held{T: fixtureNow.UnixNano() + 1, Allocated: 1*gib + 256*mib + 256*kib, Internal: 1*gib + 256*mib + 256*kib}})
+	m = send(t, m, tickMsg(fixtureNow))
+	if tbl := ansi.Strip(m.table.View()); !strings.Contains(tbl, "✓ pid 4242, After cleanup: nothing of yours holds CUDA memory") {
+		t.Errorf("the answer should give the verdict:\n%s", tbl)
 	}
 }
 
@@ -552,7 +649,7 @@ func TestIdleFramesCostNothing(t *testing.T) {
 	}
 	// a new snapshot row (from the agent, a shell) is drawn at the next tick
 	v = m.version
-	st.TakeSnapshot("from a shell", 0, 0, later.UnixNano(), "cli")
+	st.TakeSnapshot("from a shell", 0, later.UnixNano(), "cli", nil)
 	m = send(t, m, tickMsg(later))
 	if m.version == v || !strings.Contains(screen(m), "from a shell") {
 		t.Errorf("a new row should show at the next tick, not after valueInterval")

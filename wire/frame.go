@@ -33,6 +33,7 @@ func (f Procs) FrameType() string     { return TypeProcs }
 func (f DevError) FrameType() string  { return TypeDevError }
 func (f Snapshot) FrameType() string  { return TypeSnapshot }
 func (f Ended) FrameType() string     { return TypeEnded }
+func (f RowHeld) FrameType() string   { return TypeRowHeld }
 func (f Hello) Typed() Frame          { f.Type = TypeHello; return f }
 func (f Sample) Typed() Frame         { f.Type = TypeSample; return f }
 func (f Samples) Typed() Frame        { f.Type = TypeSamples; return f }
@@ -50,9 +51,11 @@ func (f Procs) Typed() Frame          { f.Type = TypeProcs; return f }
 func (f DevError) Typed() Frame       { f.Type = TypeDevError; return f }
 func (f Snapshot) Typed() Frame       { f.Type = TypeSnapshot; return f }
 func (f Ended) Typed() Frame          { f.Type = TypeEnded; return f }
+func (f RowHeld) Typed() Frame        { f.Type = TypeRowHeld; return f }
 func (f Hello) FramePID() int         { return f.PID }
 func (f OOM) FramePID() int           { return f.PID }
 func (f Holders) FramePID() int       { return f.PID }
 func (f Bye) FramePID() int           { return f.PID }
 func (f Snapshot) FramePID() int      { return f.PID }
 func (f Ended) FramePID() int         { return f.PID }
+func (f RowHeld) FramePID() int       { return f.PID }

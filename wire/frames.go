@@ -39,6 +39,7 @@ const (
 	TypeDevError  = "device_error"
 	TypeSnapshot  = "snapshot" // a resolved row of the summary table
 	TypeEnded     = "ended"    // an agent process disconnected without bye
+	TypeRowHeld   = "held"     // an end row's attribution, arrived after the row
 )
 
 // Head is decoded first to learn a frame's type.
@@ -129,11 +130,33 @@ func (b *Samples) Lists() [8]*[]int64 {
 }
 
 // DevStats is the allocator state of one device inside a mark or an oom.
+// Held is there on an end row's mark: what the agent's holders walk, run
+// right after the counters were read, found still allocated.
 type DevStats struct {
 	Dev       int    `json:"dev"`
 	Allocated uint64 `json:"allocated"`
 	Reserved  uint64 `json:"reserved"`
 	Peak      uint64 `json:"peak"`
+	Held      *Held  `json:"held,omitempty"`
+}
+
+// Held is what one process still had allocated on one device at an end
+// row, by what holds it. Each of the caching allocator's live blocks is
+// counted once: as owned by a tensor storage the holders walk reached from
+// Python, as one of torch's own cuBLAS/cuBLASLt workspaces (found by the
+// size torch gives them, and owned by no tensor), or as neither, so
+// Allocated = Python + Internal + Unaccounted. When the walk could not run
+// or was cut short, Skipped says why and the figures say nothing.
+type Held struct {
+	T           int64         `json:"t"`                    // when the walk started
+	Allocated   uint64        `json:"allocated"`            // bytes in the allocator's live blocks then
+	Python      uint64        `json:"python"`               // in blocks of tensors that Python objects hold
+	Internal    uint64        `json:"internal"`             // in torch's cuBLAS/cuBLASLt workspaces
+	Workspaces  int           `json:"workspaces,omitempty"` // how many workspaces Internal counts
+	Unaccounted uint64        `json:"unaccounted"`          // in blocks that neither explains
+	Top         []HolderGroup `json:"top,omitempty"`        // the largest holders of Python's share, largest first
+	Skipped     string        `json:"skipped,omitempty"`    // why there is no attribution; "" when there is
+	TookMS      float64       `json:"took_ms,omitempty"`
 }
 
 // Mark kinds.
@@ -143,13 +166,16 @@ const (
 	MarkPhaseEnd   = "phase_end"
 )
 
-// Mark is a labelled moment sent from the training code.
+// Mark is a labelled moment sent from the training code. End says whether
+// its rows end a run and get a verdict (true, false); left out, the label
+// decides (IsEndLabel).
 type Mark struct {
 	Type  string     `json:"type"`
 	PID   int        `json:"pid,omitempty"`
 	T     int64      `json:"t"`
 	Label string     `json:"label"`
 	Kind  string     `json:"kind,omitempty"` // MarkSnapshot when empty
+	End   *bool      `json:"end,omitempty"`
 	Devs  []DevStats `json:"devs"`
 }
 
@@ -176,7 +202,7 @@ type OOM struct {
 
 // HolderGroup is one kind of reference keeping CUDA memory alive.
 type HolderGroup struct {
-	Kind     string   `json:"kind"`  // parameters, optimizer_state, gradients, variable, container, autograd_graph, ipython_history, traceback, other
+	Kind     string   `json:"kind"`  // parameters, optimizer_state, gradients, variable, container, autograd_graph, ipython_history, traceback, torch_internal, other
 	Name     string   `json:"name"`  // e.g. "model1", "optimizer (Adam)", "losses"
 	Bytes    uint64   `json:"bytes"` // each storage counted once
 	Tensors  int      `json:"tensors"`
@@ -185,6 +211,7 @@ type HolderGroup struct {
 }
 
 // Holders answers a holders request (or is sent by gputop.holders()).
+// Held is the same walk's attribution of the device's allocated bytes.
 type Holders struct {
 	Type    string        `json:"type"`
 	PID     int           `json:"pid,omitempty"`
@@ -195,6 +222,7 @@ type Holders struct {
 	Skipped int           `json:"skipped"` // objects the walk skipped (raised, freed meanwhile)
 	Groups  []HolderGroup `json:"groups"`
 	TookMS  float64       `json:"took_ms,omitempty"`
+	Held    *Held         `json:"held,omitempty"`
 }
 
 // Bye ends an agent connection cleanly.
@@ -205,10 +233,12 @@ type Bye struct {
 }
 
 // Snap asks a running gputop for a labelled snapshot (gputop snap LABEL).
+// End as in Mark: left out, the label decides.
 type Snap struct {
 	Type  string `json:"type"`
 	V     int    `json:"v"`
 	Label string `json:"label"`
+	End   *bool  `json:"end,omitempty"`
 }
 
 // Reply answers a snap, or tells a peer why it is being disconnected.
@@ -218,11 +248,14 @@ type Reply struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Request asks an agent for something. What is "holders".
+// Request asks an agent for something. What is "holders"; Dev, when set,
+// is the torch device index whose allocated bytes the answer's held
+// attributes (else the process's current device).
 type Request struct {
 	Type string `json:"type"`
 	What string `json:"what"`
 	ID   int    `json:"id"`
+	Dev  *int   `json:"dev,omitempty"`
 }
 
 // Recording is the first line of a recording file.
@@ -286,6 +319,12 @@ type DevError struct {
 // Snapshot is one resolved row of the summary table. Allocator fields come from
 // the agent (torch's counters) and are absent without one; NVMLUsed and
 // NVMLPeak come from the driver.
+//
+// An end row (End) gets a verdict, from what it carries: Held, the agent's
+// attribution of the process's allocated bytes (Awaiting while gputop waits
+// for the agent's answer to its request); on a row of no agent process
+// (PID 0), Procs, the processes NVML listed on the device then that have no
+// agent.
 type Snapshot struct {
 	Type      string  `json:"type"`
 	T         int64   `json:"t"`
@@ -299,6 +338,10 @@ type Snapshot struct {
 	Peak      *uint64 `json:"peak,omitempty"`
 	NVMLUsed  *uint64 `json:"nvml_used,omitempty"`
 	NVMLPeak  *uint64 `json:"nvml_peak,omitempty"` // highest NVML used since the previous snapshot on this device
+	End       bool    `json:"end,omitempty"`
+	Held      *Held   `json:"held,omitempty"`
+	Awaiting  bool    `json:"awaiting,omitempty"`
+	Procs     *[]Proc `json:"procs,omitempty"`
 }
 
 // Ended marks an agent process that vanished without saying bye.
@@ -307,4 +350,16 @@ type Ended struct {
 	PID    int    `json:"pid"`
 	T      int64  `json:"t"`
 	Reason string `json:"reason,omitempty"`
+}
+
+// RowHeld gives the end row of process PID on (store) device Dev at time T
+// its attribution when that came after the row: the agent's answer to
+// gputop's request, or why there is none (the request failed, the process
+// ended first).
+type RowHeld struct {
+	Type string `json:"type"`
+	PID  int    `json:"pid"`
+	T    int64  `json:"t"`
+	Dev  int    `json:"dev"`
+	Held *Held  `json:"held"`
 }
