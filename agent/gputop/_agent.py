@@ -495,7 +495,9 @@ class Agent:
             return  # gputop is the one that validates; ignore what we do not know
         if f["type"] == "request" and f.get("what") == "holders":
             rid = f.get("id") if isinstance(f.get("id"), int) else 0
-            self.post(_holders_frame(rid), urgent=True)
+            dev = f.get("dev")
+            dev = dev if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0 else None
+            self.post(_holders_frame(rid, dev), urgent=True)
         elif f["type"] == "reply" and not f.get("ok", True):
             self.last_error = f"gputop: {f.get('error', '')}"
 
@@ -578,15 +580,17 @@ def _python_version() -> str:
     return f"{v.major}.{v.minor}.{v.micro}"
 
 
-def _holders_frame(rid: int) -> dict[str, Any]:
-    """Answer a holders request; runs on the agent thread, never the user's."""
+def _holders_frame(rid: int, dev: int | None = None) -> dict[str, Any]:
+    """Answer a holders request (of torch device dev, else the current
+    one: an end row asks for its device); runs on the agent thread, never
+    the user's."""
     report: Any = None
     try:
         from . import _holders  # written alongside; absent in minimal installs
 
         fn = getattr(_holders, "holders_report", None)
         if fn is not None:
-            report = fn()
+            report = fn() if dev is None else fn(f"{_holders._parse_device(None)[0]}:{dev}")
     except Exception:
         report = None
     f: dict[str, Any] = {"dev": 0, "total": 0, "skipped": 0, "groups": []}

@@ -14,8 +14,15 @@ specific) owner that reaches it:
 4. stored exceptions (``sys.last_traceback`` / ``last_value`` / ``last_exc``,
    IPython's copy for %debug) and the locals of the frames they keep;
 5. the rest, with a best guess of the referrer (one gc.get_referrers pass
-   over the largest few), and, on CUDA, what the allocator counts that no
-   Python-visible tensor explains.
+   over the largest few), and, on CUDA, what the allocator holds that no
+   Python-visible tensor owns: torch's cuBLAS/cuBLASLt workspaces (live
+   blocks of the size torch gives them that no tensor owns), and what
+   nothing accounts for.
+
+Each walk also attributes the device's allocated bytes (``held``, the
+wire.Held of an end row): every live block of the caching allocator is
+counted once, as owned by a storage the walk saw, as a workspace, or as
+neither. A walk given a time limit stops there and says so instead.
 
 It never runs unless asked and never raises into the caller: objects whose
 attribute access raises, containers past ``max_items``, cycles, tensors whose
@@ -32,6 +39,7 @@ holders() walks when none is given; the default is ``cuda``.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import collections
 import ctypes
@@ -47,6 +55,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from . import _stats
+
 ENV_DEVICE = "GPUTOP_HOLDERS_DEVICE"
 
 MAX_ITEMS = 10_000  # items read from one container; the rest is counted as skipped
@@ -59,6 +69,8 @@ UNREACHABLE = "not reachable from Python"  # the CUDA remainder: listed last, it
 PREFILTER_ITEMS = 64  # a container this long is first checked in C for anything to find
 PREFILTER_FRONTIER = 1_000_000  # objects that check may hold at once before giving up
 CUDA_BLOCK = 512  # the caching allocator rounds every block up to this
+WALK_LIMIT_S = 2.0  # an end row's walk runs in the caller's thread: it stops here
+WORKSPACES = "cuBLAS workspaces"  # the torch_internal group
 
 # group categories -> wire kinds
 _KIND = {
@@ -68,6 +80,7 @@ _KIND = {
     "history": "ipython_history",
     "traceback": "traceback",
     "other": "other",
+    "internal": "torch_internal",
 }
 
 # claim priorities within a root class: lower wins
@@ -124,6 +137,9 @@ class HoldersResult:
     device: str  # what was walked: "cuda", "cuda:1", "cpu"
     took_ms: float
     error: str | None = None  # set when the walk could not run at all
+    # the attribution of device dev's allocated bytes (wire.Held), when the
+    # device's allocator could be read
+    held: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The wire.Holders frame without type / t / id / pid."""
@@ -159,7 +175,8 @@ class HoldersResult:
 
 
 def holders(device: Any = None, top: int | None = None, print_table: bool = False,
-            collect: bool = False, max_items: int = MAX_ITEMS) -> HoldersResult:
+            collect: bool = False, max_items: int = MAX_ITEMS,
+            time_limit: float | None = None) -> HoldersResult:
     """Find what keeps the memory of ``device`` alive, grouped by holder.
 
     device: "cuda" (default, every CUDA device; or $GPUTOP_HOLDERS_DEVICE),
@@ -169,19 +186,28 @@ def holders(device: Any = None, top: int | None = None, print_table: bool = Fals
         table too, so a notebook cell ending in ``gputop.holders()`` shows it).
     collect: run gc.collect() first, so garbage in reference cycles is gone.
     max_items: items read from one container before the rest is skipped.
+    time_limit: seconds after which the walk stops; its attribution (.held)
+        then says so instead of counting what it did not reach.
 
-    Returns a HoldersResult (.groups, .total, .skipped, .as_dict(), .table()).
+    Returns a HoldersResult (.groups, .total, .skipped, .held, .as_dict(),
+    .table()).
     Each group: kind, name, bytes, tensors, up to 3 example "dtype[shape]"
     strings and a one-line hint. Never raises.
     """
     t0 = time.perf_counter()
+    t_ns = time.time_ns()
     try:
-        res = _run(device, top, collect, max_items, t0)
+        res = _run(device, top, collect, max_items, t0, time_limit)
     except BaseException as e:  # never into the user's code, whatever the walk met
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         res = HoldersResult([], 0, 1, 0, str(device or _default_device()),
                             (time.perf_counter() - t0) * 1e3, f"{type(e).__name__}: {e}")
+    if res.held is None or res.error:
+        why = res.error or "this device's allocator could not be read"
+        res.held = {"skipped": f"the holders walk could not attribute the memory: {why}"}
+    res.held = {"t": t_ns, "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+                **res.held, "took_ms": round(res.took_ms, 3)}
     if print_table:
         try:
             print(res.table())
@@ -191,7 +217,8 @@ def holders(device: Any = None, top: int | None = None, print_table: bool = Fals
 
 
 def holders_report(device: Any = None, timeout: float = 1.0) -> dict[str, Any]:
-    """holders() as the agent sends it: wire.Holders without type / t.
+    """holders() as the agent sends it: wire.Holders without type / t, its
+    held the attribution of the walked device (or the current one).
 
     Called from the agent thread. The walk reads ``.grad`` and autograd
     graphs, which autograd's engine writes without the GIL during backward,
@@ -208,6 +235,8 @@ def holders_report(device: Any = None, timeout: float = 1.0) -> dict[str, Any]:
         if res.error:
             d["groups"].append({"kind": "other", "name": "holders walk failed",
                                 "bytes": 0, "tensors": 0, "hint": res.error})
+        if res.held is not None:
+            d["held"] = res.held
         return d
     except Exception as e:
         return {"dev": 0, "total": 0, "skipped": 1, "took_ms": 0.0,
@@ -255,12 +284,14 @@ def _on_main_thread(device: Any, timeout: float) -> HoldersResult:
         return box["res"]
     if _main_is_parked(main):
         return holders(device)
+    busy = (f"the main thread stayed inside torch (a backward, an optimizer step) for {timeout:g} s, "
+            "and autograd writes .grad and graphs without the GIL meanwhile")
     return HoldersResult([HolderGroup(
         "other", "main thread busy", 0, 0, [],
-        f"the main thread stayed inside torch (a backward, an optimizer step) for {timeout:g} s, "
-        "and autograd writes .grad and graphs without the GIL meanwhile; ask again, or call "
-        "gputop.holders() from the program")],
-        0, 0, 0, str(device or _default_device()), 0.0)
+        busy + "; ask again, or call gputop.holders() from the program")],
+        0, 0, 0, str(device or _default_device()), 0.0,
+        held={"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+              "skipped": busy})
 
 
 def _main_is_parked(main: threading.Thread) -> bool:
@@ -298,7 +329,8 @@ def _parse_device(device: Any) -> tuple[str, int | None]:
     return s, None
 
 
-def _run(device: Any, top: int | None, collect: bool, max_items: int, t0: float) -> HoldersResult:
+def _run(device: Any, top: int | None, collect: bool, max_items: int, t0: float,
+         time_limit: float | None = None) -> HoldersResult:
     dev_type, dev_index = _parse_device(device)
     label = dev_type if dev_index is None else f"{dev_type}:{dev_index}"
     torch = sys.modules.get("torch")
@@ -309,31 +341,36 @@ def _run(device: Any, top: int | None, collect: bool, max_items: int, t0: float)
         except Exception:
             installed = False
         return HoldersResult([], 0, 0, dev_index or 0, label, (time.perf_counter() - t0) * 1e3,
-                             None if installed else "torch is not installed")
+                             None if installed else "torch is not installed",
+                             held=_no_tensors(dev_index or 0))
     dev = dev_index if dev_index is not None else 0
     if dev_type == "cuda":
         try:
             if not torch.cuda.is_initialized():
                 # no CUDA tensor can exist before CUDA is initialised
-                return HoldersResult([], 0, 0, dev, label, (time.perf_counter() - t0) * 1e3)
+                return HoldersResult([], 0, 0, dev, label, (time.perf_counter() - t0) * 1e3,
+                                     held=_no_tensors(dev))
             if dev_index is None:
                 dev = torch.cuda.current_device()
         except Exception:
             pass
     if collect:
         gc.collect()
-    if not _walk_lock.acquire(timeout=5.0):
+    wait = 5.0 if time_limit is None else max(time_limit, 0.0)
+    if not _walk_lock.acquire(timeout=wait):
         return HoldersResult([], 0, 0, dev, label, (time.perf_counter() - t0) * 1e3,
-                             "another holders walk is running")
+                             "another holders walk was running")
+    deadline = None if time_limit is None else t0 + max(time_limit, 0.0)
     # the walk allocates tens of thousands of small objects: an automatic
     # full collection in the middle of it would double its time
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        w = _Walker(torch, dev_type, dev_index, max_items)
+        w = _Walker(torch, dev_type, dev_index, max_items, deadline)
         try:
             groups = w.run()
             skipped = w.skipped
+            held = w.held(dev)
         finally:
             w.close()  # drop every reference to user objects now, cycle or not
         del w
@@ -341,18 +378,27 @@ def _run(device: Any, top: int | None, collect: bool, max_items: int, t0: float)
         if was_enabled:
             gc.enable()
         _walk_lock.release()
-    groups.sort(key=lambda g: (g.name == UNREACHABLE, -g.bytes, g.kind, g.name))
-    tail = [g for g in groups if g.name == UNREACHABLE]
-    groups = [g for g in groups if g.name != UNREACHABLE]
+    # what the allocator holds beyond the storages seen comes last: it is
+    # no holder (workspaces, then what nothing accounts for)
+    def last(g: HolderGroup) -> int:
+        return 2 if g.name == UNREACHABLE else 1 if g.kind == "torch_internal" else 0
+
+    groups.sort(key=lambda g: (last(g), -g.bytes, g.kind, g.name))
+    tail = [g for g in groups if last(g)]
+    groups = [g for g in groups if not last(g)]
     if top is not None and top >= 0 and len(groups) > top:
         rest = groups[top:]
         groups = groups[:top]
         groups.append(HolderGroup("other", f"{len(rest)} more groups",
                                   sum(g.bytes for g in rest), sum(g.tensors for g in rest),
                                   [], "smaller holders; holders(top=None) lists them all"))
+    if held is not None and not held.get("skipped"):
+        top_groups = [g for g in groups if g.tensors and g.bytes][:3]
+        held["top"] = [g.as_dict() for g in top_groups]
     groups += tail
     total = sum(g.bytes for g in groups)
-    return HoldersResult(groups, total, skipped, dev, label, (time.perf_counter() - t0) * 1e3)
+    return HoldersResult(groups, total, skipped, dev, label, (time.perf_counter() - t0) * 1e3,
+                         held=held)
 
 
 _walk_lock = threading.RLock()  # reentrant: a pending call may land inside a walk
@@ -384,8 +430,13 @@ class _Group:
 
 
 class _Walker:
-    def __init__(self, torch: Any, dev_type: str, dev_index: int | None, max_items: int) -> None:
+    def __init__(self, torch: Any, dev_type: str, dev_index: int | None, max_items: int,
+                 deadline: float | None = None) -> None:
         self.torch = torch
+        self.deadline = deadline  # perf_counter() past which the walk stops
+        self.cut = ""  # why the walk stopped early ("" while it has not)
+        # device -> the attribution of its allocated bytes (remainder())
+        self.partition: dict[int, dict[str, Any]] = {}
         self.dev_type = dev_type
         self.dev_index = dev_index
         self.cuda = dev_type == "cuda"
@@ -489,11 +540,27 @@ class _Walker:
             return _T_SKIP
 
     def budget(self) -> bool:
+        if self.cut:
+            return False
         self.visits += 1
         if self.visits > MAX_VISITS:
             self.skipped += 1
             return False
+        if self.deadline is not None and not self.visits & 1023 and time.perf_counter() > self.deadline:
+            self.stop()
+            return False
         return True
+
+    def stop(self) -> None:
+        limit = max((self.deadline or self.t0) - self.t0, 0.0)
+        self.cut = (f"the holders walk took longer than its {limit:.1f} s limit and was stopped "
+                    f"after {self.visits} objects (gputop.snapshot(label, verdict=False) skips it)")
+
+    def late(self) -> bool:
+        """Past the deadline: the walk stops (and says so)."""
+        if not self.cut and self.deadline is not None and time.perf_counter() > self.deadline:
+            self.stop()
+        return bool(self.cut)
 
     def items(self, obj: Any, c: int) -> list[tuple[str, Any]]:
         """(sub-path, value) of a container, at most max_items, read in one C
@@ -1038,13 +1105,15 @@ class _Walker:
             self.roots_traceback()
             self.drain()
             # then every tensor object gc tracks: those no root reached
-            base = {torch.Tensor, getattr(torch.nn, "Parameter", torch.Tensor),
-                    getattr(torch.nn, "Buffer", torch.Tensor)}
-            gc_tensors = _gc_tensors(torch, base | self.ttypes_seen)
-            gc_tensors = [t for t in gc_tensors if self.keys_of(t)]
-            self.roots_other(gc_tensors)
-            del gc_tensors
-            self.drain()
+            if not self.late():
+                base = {torch.Tensor, getattr(torch.nn, "Parameter", torch.Tensor),
+                        getattr(torch.nn, "Buffer", torch.Tensor)}
+                gc_tensors = _gc_tensors(torch, base | self.ttypes_seen)
+                gc_tensors = [t for t in gc_tensors if self.keys_of(t)]
+                self.roots_other(gc_tensors)
+                del gc_tensors
+                self.drain()
+                self.late()
         finally:
             for d in self.cleared:
                 try:
@@ -1053,7 +1122,7 @@ class _Walker:
                     pass
             self.cleared = []
         out = self.finish()
-        out.extend(self.unreachable(torch, out))
+        out.extend(self.remainder(torch))
         return out
 
     def roots_user(self) -> None:
@@ -1365,34 +1434,110 @@ class _Walker:
                                    _hint(g, self)))
         return out
 
-    def unreachable(self, torch: Any, groups: list[HolderGroup]) -> list[HolderGroup]:
-        """On CUDA: what the allocator counts beyond every storage seen."""
-        if not self.cuda:
-            return []
+    def remainder(self, torch: Any) -> list[HolderGroup]:
+        """What the allocator holds beyond the storages seen: torch's
+        cuBLAS/cuBLASLt workspaces, and what nothing accounts for. Each
+        live block of a device's allocator is counted once, as owned by a
+        storage the walk saw (Python's share), as a workspace (a block of
+        the size torch gives them that no storage owns), or as neither;
+        the three shares are kept per device for held()."""
+        src = _stats.source()
+        if not self.cuda and isinstance(src, _stats.TorchSource):
+            return []  # a CPU walk: torch's allocator is CUDA's
         try:
             if self.dev_index is not None:
                 devs = {self.dev_index}
-            else:  # only devices this process uses: asking others could wake them
+            elif self.cuda:  # only devices this process uses: asking others could wake them
                 devs = {k[0] for k in self.sizes} | {torch.cuda.current_device()}
-            alloc = sum(int(torch.cuda.memory_allocated(d)) for d in devs)
+            else:
+                devs = {k[0] for k in self.sizes} | {0}
         except Exception:
             return []
-        rest = alloc - sum(self.sizes.values())
-        if rest < CUDA_BLOCK:
-            return []
-        ws = ""
-        try:
-            n = int(torch._C._cuda_getCublasWorkspaceSize())
-            if n > 0:
-                ws = f" ({format_bytes(n)} each)"
-        except Exception:
-            pass
-        return [HolderGroup(
-            "other", UNREACHABLE, rest, 0, [],
-            f"allocated, but no Python-visible tensor owns it: cuBLAS keeps a workspace{ws} "
-            "for each thread and stream that ran a matmul (torch._C._cuda_clearCublasWorkspaces() "
-            "frees them), plus autograd graphs and C++ caches nothing named reaches; "
-            "gputop.cleanup() frees what is garbage")]
+        internal = unaccounted = workspaces = 0
+        for d in sorted(devs):
+            try:
+                part = _partition(src, d, sorted(ptr for (i, ptr) in self.sizes if i == d),
+                                  sum(n for (i, _), n in self.sizes.items() if i == d))
+            except Exception:
+                continue
+            self.partition[d] = part
+            internal += part["internal"]
+            unaccounted += part["unaccounted"]
+            workspaces += part.get("workspaces", 0)
+        out = []
+        if internal:
+            out.append(HolderGroup(
+                "torch_internal", WORKSPACES, internal, 0, [],
+                f"{workspaces} workspace{'s' if workspaces != 1 else ''} torch keeps for each thread and "
+                "stream that ran a matmul: not a leak; gputop.cleanup() frees them "
+                "(torch._C._cuda_clearCublasWorkspaces)"))
+        if unaccounted >= CUDA_BLOCK:
+            out.append(HolderGroup(
+                "other", UNREACHABLE, unaccounted, 0, [],
+                "allocated, but no Python-visible tensor owns it and it is no cuBLAS workspace: "
+                "autograd graphs and C++ caches nothing named reaches, CUDA graph pools, tensors "
+                "only native code holds; gputop.cleanup() frees what is garbage"))
+        return out
+
+    def held(self, dev: int) -> dict[str, Any] | None:
+        """The attribution of device dev (wire.Held without t / took_ms /
+        top), or why there is none; None when its allocator was not read."""
+        if self.cut:
+            return {"skipped": self.cut}
+        part = self.partition.get(dev)
+        return dict(part) if part is not None else None
+
+
+def _partition(src: Any, dev: int, ptrs: list[int], seen_bytes: int) -> dict[str, Any]:
+    """Device dev's allocated bytes split by owner: python (blocks that hold
+    a storage at one of ptrs, sorted), internal (cuBLAS/cuBLASLt workspaces)
+    and unaccounted. Without the allocator's blocks, Python's share is the
+    storages' bytes and the rest of the allocated counter is unaccounted."""
+    blocks = src.blocks(dev)
+    if blocks is None:
+        alloc = int(src.read(dev).allocated)
+        py = min(seen_bytes, alloc)
+        return {"allocated": alloc, "python": py, "internal": 0, "unaccounted": alloc - py}
+    sizes = src.workspace_sizes(dev)
+    py = internal = unacc = n = 0
+    for addr, size, requested in blocks:
+        i = bisect.bisect_left(ptrs, addr)
+        if i < len(ptrs) and ptrs[i] < addr + size:
+            py += size
+        elif requested in sizes:
+            internal += size
+            n += 1
+        else:
+            unacc += size
+    return {"allocated": py + internal + unacc, "python": py, "internal": internal,
+            "workspaces": n, "unaccounted": unacc}
+
+
+def _no_tensors(dev: int) -> dict[str, Any] | None:
+    """The attribution of a device on which no tensor can exist (torch not
+    imported, CUDA not initialised): whatever the allocator counts is
+    unaccounted."""
+    try:
+        return _partition(_stats.source(), dev, [], 0)
+    except Exception:
+        return None
+
+
+def held_at(dev: int, limit: float | None = None) -> dict[str, Any]:
+    """The attribution of an end row on torch device dev (wire.Held): a
+    holders walk of that device in the caller's thread, stopped after limit
+    seconds (default WALK_LIMIT_S). Never raises."""
+    t = time.time_ns()
+    if limit is None:
+        limit = WALK_LIMIT_S
+    try:
+        kind = _parse_device(None)[0]
+        return holders(device=f"{kind}:{int(dev)}", time_limit=limit).held or {"t": t, "skipped": "no attribution"}
+    except BaseException as e:
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        return {"t": t, "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+                "skipped": f"the holders walk failed: {type(e).__name__}: {e}"}
 
 
 def holds_device_tensors(obj: Any, device: Any = None, max_items: int = MAX_ITEMS) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import threading
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
@@ -175,6 +176,19 @@ class Source:
     def ipc_collect(self) -> None:
         pass
 
+    def clear_workspaces(self) -> bool:
+        """Free torch's cuBLAS/cuBLASLt workspaces; False where torch cannot."""
+        return False
+
+    def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
+        """The allocator's live blocks on a device: (address, size, size
+        asked for); None where they cannot be read."""
+        return None
+
+    def workspace_sizes(self, index: int) -> set[int]:
+        """The sizes torch gives its cuBLAS/cuBLASLt workspaces on a device."""
+        return set()
+
     def oom_observer(self, cb: Callable[[int, int, int, int], None]) -> bool:
         """Register cb(device, alloc, device_limit, device_free) for CUDA
         out-of-memory errors (device_limit: the device's total memory, or
@@ -320,6 +334,37 @@ class TorchSource(Source):
         if t is not None and hasattr(t.cuda, "ipc_collect"):
             t.cuda.ipc_collect()
 
+    def clear_workspaces(self) -> bool:
+        t = self._initialized()
+        clear = getattr(t._C, "_cuda_clearCublasWorkspaces", None) if t is not None else None
+        if clear is None:
+            return False
+        clear()
+        return True
+
+    def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
+        t = self._initialized()
+        if t is None:
+            return None
+        out = []
+        for seg in t.cuda.memory._snapshot()["segments"]:
+            if seg.get("device") != index:
+                continue
+            addr = int(seg["address"])
+            for b in seg["blocks"]:
+                size = int(b["size"])
+                if b.get("state") == "active_allocated":
+                    out.append((int(b.get("address", addr)), size, int(b.get("requested_size", size))))
+                addr += size
+        out.sort()
+        return out
+
+    def workspace_sizes(self, index: int) -> set[int]:
+        t = self._initialized()
+        if t is None:
+            return set()
+        return workspace_sizes(t, index)
+
     def oom_observer(self, cb: Callable[[int, int, int, int], None]) -> bool:
         # The allocator keeps observers per device and only has devices after
         # CUDA's lazy init, so this must wait until CUDA is initialised.
@@ -329,6 +374,46 @@ class TorchSource(Source):
             return False
         attach(cb)
         return True
+
+
+_KIB = 1024
+
+
+def workspace_sizes(torch: Any, index: int) -> set[int]:
+    """The sizes torch gives cuBLAS and cuBLASLt workspaces on a device:
+    from torch's own getters where it has them, else worked out as
+    CublasHandlePool.cpp does: CUBLAS_WORKSPACE_CONFIG (":SIZE_KiB:COUNT"
+    pairs; torch multiplies by COUNT since 2.x, summed sizes alone before),
+    else 32 MiB from Hopper on and :4096:2:16:8 before (older torch gave
+    32 MiB to sm90 alone, so both are taken from Hopper on); and
+    CUBLASLT_WORKSPACE_SIZE (KiB) for cuBLASLt, else 1 MiB."""
+    sizes: set[int] = set()
+    for name in ("_cuda_getCublasWorkspaceSize", "_cuda_getCublasLtWorkspaceSize"):
+        f = getattr(torch._C, name, None)
+        if f is not None:
+            try:
+                sizes.add(int(f()))
+            except Exception:
+                pass
+    if len(sizes) == 2:
+        return sizes
+    small = 4096 * _KIB * 2 + 16 * _KIB * 8
+    cfg = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    pairs = re.findall(r":([0-9]+):([0-9]+)", cfg or "")
+    if pairs:
+        sizes.add(sum(int(a) * _KIB * int(b) for a, b in pairs))
+        sizes.add(sum(int(a) * _KIB for a, _ in pairs))
+    else:
+        try:
+            major = int(torch.cuda.get_device_properties(index).major)
+        except Exception:
+            major = 0
+        sizes.add(small)
+        if major >= 9:
+            sizes.add(32 * _KIB * _KIB)
+    lt = os.environ.get("CUBLASLT_WORKSPACE_SIZE", "").strip()
+    sizes.add(int(lt) * _KIB if lt.isdigit() else _KIB * _KIB)
+    return sizes
 
 
 class InjectedSource(Source):
@@ -345,6 +430,9 @@ class InjectedSource(Source):
         ipc_collect: Callable[[], None] | None = None,
         torch_version: str = "",
         allocator_root: Callable[[], int | None] | None = None,
+        clear_workspaces: Callable[[], None] | None = None,
+        blocks: Callable[[int], list[tuple[int, int, int]] | None] | None = None,
+        workspace_sizes: Callable[[int], set[int]] | None = None,
     ) -> None:
         self._stats = stats
         self._devices = devices
@@ -352,6 +440,9 @@ class InjectedSource(Source):
             "synchronize": synchronize, "empty_cache": empty_cache,
             "reset_peak": reset_peak, "ipc_collect": ipc_collect,
         }
+        self._clear_workspaces = clear_workspaces
+        self._blocks = blocks
+        self._workspace_sizes = workspace_sizes
         self._torch_version = torch_version
         self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
         if allocator_root is not None:
@@ -402,6 +493,18 @@ class InjectedSource(Source):
     def ipc_collect(self) -> None:
         self._call("ipc_collect")
 
+    def clear_workspaces(self) -> bool:
+        if self._clear_workspaces is None:
+            return False
+        self._clear_workspaces()
+        return True
+
+    def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
+        return self._blocks(index) if self._blocks is not None else None
+
+    def workspace_sizes(self, index: int) -> set[int]:
+        return self._workspace_sizes(index) if self._workspace_sizes is not None else set()
+
     def oom_observer(self, cb: Callable[[int, int, int, int], None]) -> bool:
         self.oom_callbacks.append(cb)
         return True
@@ -431,8 +534,10 @@ def set_source(
     devices lists {index, uuid, name, total} (or is a callable returning such
     a list, to simulate devices being initialised later). Keyword hooks:
     synchronize(i), empty_cache(), reset_peak(i), ipc_collect(),
-    torch_version, and allocator_root(): the address of an object laid out
-    as torch's native allocator, for the direct reading (_direct).
+    clear_workspaces(), blocks(i) (live blocks: (address, size, asked)),
+    workspace_sizes(i), torch_version, and allocator_root(): the address of
+    an object laid out as torch's native allocator, for the direct reading
+    (_direct).
     stats=None restores torch. Returns the new source.
     """
     global _source

@@ -6,6 +6,12 @@ All of them read the allocator in the caller's thread (one stats call per
 device, the values must be those of this instant) and hand a mark to the
 agent thread, which sends it at its next tick (not at once: waking it
 would hand it the GIL in the middle of the caller's call).
+
+An end row ("After cleanup", "Training end", a phase's end; see
+_wire.is_end_label) also walks the holders of each device right after the
+counters are read, in the caller's thread (tens of milliseconds; stopped
+after _holders.WALK_LIMIT_S), so that gputop's verdict says what still
+holds the memory; verdict=False skips the walk.
 """
 
 from __future__ import annotations
@@ -13,16 +19,26 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
-from . import _agent, _stats
+from . import _agent, _stats, _wire
 
 MB = 1024 ** 2  # the reference divides by 1024**2 and calls it MB; so do we
 
 
-def _take(label: str, kind: str, devs: list[int] | None = None
-          ) -> tuple[dict[int, _stats.Counters], int]:
-    """Read devs (default: every initialised device) and queue a mark."""
+_ROW_LABEL = {"phase_start": " (start)", "phase_end": " (end)"}  # as gputop names the row
+
+
+class _Taken(NamedTuple):
+    vals: dict[int, _stats.Counters]  # by device
+    t: int
+    held: dict[int, dict[str, Any]]  # end rows: the attribution of each device
+
+
+def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None = None,
+          verdict: bool = True) -> _Taken:
+    """Read devs (default: every initialised device) and queue a mark; an
+    end row (end, else the label decides) walks the holders first."""
     t = time.time_ns()
     # gputop refuses a mark without a label (and the connection with it)
     try:
@@ -32,6 +48,7 @@ def _take(label: str, kind: str, devs: list[int] | None = None
     if not label.strip():
         label = "(no label)"
     vals: dict[int, _stats.Counters] = {}
+    held: dict[int, dict[str, Any]] = {}
     src = _stats.source()
     try:
         if devs is None:
@@ -40,22 +57,47 @@ def _take(label: str, kind: str, devs: list[int] | None = None
         for d in devs:
             vals[d] = read(d)
     except Exception:
-        return vals, t
-    if vals:
-        try:
-            ag = _agent.current(auto=True)
-            if ag is not None:
-                ag.post({
-                    "type": "mark", "t": t, "label": label, "kind": kind,
-                    "devs": [{"dev": d, "allocated": c.allocated, "reserved": c.reserved,
-                              "peak": c.peak} for d, c in vals.items()],
-                })
-        except Exception:
-            pass
-    return vals, t
+        return _Taken(vals, t, held)
+    if not vals:
+        return _Taken(vals, t, held)
+    try:
+        is_end = _wire.is_end_label(label + _ROW_LABEL.get(kind, "")) if end is None else bool(end)
+        if is_end:
+            for d in vals:
+                held[d] = _held(d, verdict)
+        ag = _agent.current(auto=True)
+        if ag is not None:
+            frame: dict[str, Any] = {
+                "type": "mark", "t": t, "label": label, "kind": kind,
+                "devs": [{"dev": d, "allocated": c.allocated, "reserved": c.reserved,
+                          "peak": c.peak, "held": held.get(d)} for d, c in vals.items()],
+            }
+            if end is not None:
+                frame["end"] = bool(end)
+            ag.post(frame)
+    except Exception:
+        pass
+    return _Taken(vals, t, held)
 
 
-def snapshot(label: str) -> dict[int, dict[str, int]]:
+def _held(dev: int, verdict: bool) -> dict[str, Any]:
+    """An end row's attribution on device dev (wire.Held)."""
+    if not verdict:
+        return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+                "skipped": "the holders walk was turned off for this row (verdict=False)"}
+    try:
+        from . import _holders
+    except Exception as e:
+        return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+                "skipped": f"gputop's holders walk is not available here: {e}"}
+    try:
+        return _holders.held_at(dev)
+    except Exception as e:
+        return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+                "skipped": f"the holders walk failed: {type(e).__name__}: {e}"}
+
+
+def snapshot(label: str, *, end: bool | None = None, verdict: bool = True) -> dict[int, dict[str, Any]]:
     """Take a labelled snapshot of every CUDA device this process uses.
 
     Returns {device index: {"allocated", "reserved", "peak", "reserved_peak",
@@ -66,25 +108,38 @@ def snapshot(label: str) -> dict[int, dict[str, int]]:
     only returned. With GPUTOP=0 nothing is sent, the values are still
     returned. Before CUDA is initialised (or without torch) it returns {}.
     Costs one allocator stats call per device; never raises.
+
+    An end row (end=True; by default a label such as "After cleanup" or
+    "Training end") also walks the holders of each device at once and adds
+    "held" to its dict: the bytes named Python objects hold ("python"),
+    torch's cuBLAS/cuBLASLt workspaces ("internal"), what nothing accounts
+    for ("unaccounted") and the largest holders ("top"), from which gputop
+    gives the row its verdict. The walk takes tens of milliseconds and stops
+    after 2 s (then "held" says so); verdict=False skips it.
     """
-    vals, _ = _take(label, "snapshot")
+    got = _take(label, "snapshot", end=end, verdict=verdict)
     fields = _stats.Counters._fields
-    return {d: dict(zip(fields, c)) for d, c in vals.items()}
+    out: dict[int, dict[str, Any]] = {d: dict(zip(fields, c)) for d, c in got.vals.items()}
+    for d, h in got.held.items():
+        out[d]["held"] = h
+    return out
 
 
 @contextlib.contextmanager
-def phase(name: str) -> Iterator[None]:
+def phase(name: str, *, verdict: bool = True) -> Iterator[None]:
     """Mark the start and end of a phase, e.g. ``with gputop.phase("eval"):``.
 
     gputop shows "name (start)" and "name (end)" rows and markers with the
     allocator values at both moments. The end is marked even when the block
-    raises. Also usable as a decorator.
+    raises. "name (end)" is an end row: its holders are walked for the
+    verdict (see :func:`snapshot`; verdict=False skips it). Also usable as
+    a decorator.
     """
     _take(name, "phase_start")
     try:
         yield
     finally:
-        _take(name, "phase_end")
+        _take(name, "phase_end", verdict=verdict)
 
 
 def _sum(vals: dict[int, _stats.Counters], field: str) -> int:
@@ -92,14 +147,22 @@ def _sum(vals: dict[int, _stats.Counters], field: str) -> int:
 
 
 def cleanup(verbose: bool = True, *, reset_peak: bool = True,
-            tracker: Tracker | None = None) -> dict[str, Any]:
-    """Release what can be released, as the reference full_cleanup does.
+            tracker: Tracker | None = None, verdict: bool = True) -> dict[str, Any]:
+    """Release what can be released, as the reference full_cleanup does, and
+    what torch keeps that a cleanup can release safely.
 
-    gc.collect(), then for every initialised device torch.cuda.synchronize(),
-    torch.cuda.empty_cache(), torch.cuda.reset_peak_memory_stats() and
-    torch.cuda.ipc_collect(), with snapshots "Before cleanup" and "After
-    cleanup" around it (through ``tracker`` when one is given, so they also
-    land in its table).
+    In order: gc.collect(); for every initialised device
+    torch.cuda.synchronize(); torch's cuBLAS/cuBLASLt workspaces
+    (torch._C._cuda_clearCublasWorkspaces(), where torch has it: torch
+    allocates one per thread and stream that ran a matmul, 32 MiB each on a
+    Hopper GPU, and keeps them as allocated memory); torch.cuda.empty_cache();
+    torch.cuda.reset_peak_memory_stats(); torch.cuda.ipc_collect(). Around
+    it the snapshots "Before cleanup" and "After cleanup" (through
+    ``tracker`` when one is given, so they also land in its table); "After
+    cleanup" is an end row, whose holders are walked for gputop's verdict
+    (verdict=False skips that). Meant for when training has stopped: a
+    workspace freed under a matmul running in another thread would be
+    reused too soon.
 
     Peak: with reset_peak (the default, as in the reference) the peak
     counter restarts from what is still allocated, so rows taken after the
@@ -109,9 +172,12 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
     their values. Pass reset_peak=False to keep the peak running.
 
     Returns {"released_allocated_bytes", "released_reserved_bytes",
-    "released_allocated_mb", "released_reserved_mb", "before", "after"}
-    where before/after are per-device values as snapshot() returns them.
-    Errors from torch itself (a broken CUDA context) propagate.
+    "released_allocated_mb", "released_reserved_mb", "before", "after",
+    "steps", "held"}: before/after are per-device values as snapshot()
+    returns them; steps lists each step that ran, in order, as {"step",
+    "released_allocated_bytes", "released_reserved_bytes"}; held is the
+    After cleanup row's attribution by device (see snapshot()). Errors from
+    torch itself (a broken CUDA context) propagate.
     """
     src = _stats.source()
     cuda = src.available()
@@ -120,30 +186,58 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
         idx = tracker._index()
         devs = [] if idx is None else [idx]
 
-    def take(label: str) -> dict[int, _stats.Counters]:
+    def take(label: str) -> _Taken:
         if tracker is not None:
-            return tracker._record(label)[1]
-        return _take(label, "snapshot")[0]
+            return tracker._record(label, verdict=verdict)[1]
+        return _take(label, "snapshot", verdict=verdict)
 
-    before = take("Before cleanup") if cuda else {}
-    gc.collect()
+    targets: list[int] = []
     if cuda:
         targets = devs if devs is not None else src.devices()
+
+    def totals() -> tuple[int, int]:
+        a = r = 0
         for d in targets:
-            src.synchronize(d)
-        src.empty_cache()
+            c = src.read(d)
+            a, r = a + c.allocated, r + c.reserved
+        return a, r
+
+    steps: list[dict[str, Any]] = []
+
+    def step(name: str, fn: Any) -> None:
+        a0, r0 = totals()
+        if fn() is False:
+            return  # torch has no such call: the step did not run
+        a1, r1 = totals()
+        steps.append({"step": name, "released_allocated_bytes": a0 - a1,
+                      "released_reserved_bytes": r0 - r1})
+
+    before = take("Before cleanup") if cuda else _Taken({}, 0, {})
+    step("gc.collect", gc.collect)
+    if cuda:
+        step("synchronize", lambda: [src.synchronize(d) for d in targets])
+        step("cuBLAS workspaces", src.clear_workspaces)
+        step("empty_cache", src.empty_cache)
         if reset_peak:
             for d in targets:
                 src.reset_peak(d)
-        src.ipc_collect()
-    after = take("After cleanup") if cuda else {}
-    ra = _sum(before, "allocated") - _sum(after, "allocated")
-    rr = _sum(before, "reserved") - _sum(after, "reserved")
+        step("ipc_collect", src.ipc_collect)
+    after = take("After cleanup") if cuda else _Taken({}, 0, {})
+    ra = _sum(before.vals, "allocated") - _sum(after.vals, "allocated")
+    rr = _sum(before.vals, "reserved") - _sum(after.vals, "reserved")
     if verbose:
         if cuda:
-            print(f"Cleanup complete - Allocated: {_sum(after, 'allocated') / MB:.2f} MB, "
-                  f"Cached: {_sum(after, 'reserved') / MB:.2f} MB "
-                  f"(released {ra / MB:.2f} MB allocated, {rr / MB:.2f} MB cached)")
+            freed = [f"{s['step']} {s['released_allocated_bytes'] / MB:.2f} MB allocated"
+                     if s["released_allocated_bytes"] else f"{s['step']} {s['released_reserved_bytes'] / MB:.2f} MB cached"
+                     for s in steps if s["released_allocated_bytes"] or s["released_reserved_bytes"]]
+            print(f"Cleanup complete - Allocated: {_sum(after.vals, 'allocated') / MB:.2f} MB, "
+                  f"Cached: {_sum(after.vals, 'reserved') / MB:.2f} MB "
+                  f"(released {ra / MB:.2f} MB allocated, {rr / MB:.2f} MB cached"
+                  + (": " + ", ".join(freed) if freed else "") + ")")
+            for d, h in after.held.items():
+                line = _still_held(h)
+                if line:
+                    print(f"  cuda:{d}: {line}" if len(after.held) > 1 else f"  {line}")
         else:
             print("Cleanup complete - CUDA not available (only gc.collect ran)")
     return {
@@ -151,9 +245,35 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
         "released_reserved_bytes": rr,
         "released_allocated_mb": ra / MB,
         "released_reserved_mb": rr / MB,
-        "before": {d: c._asdict() for d, c in before.items()},
-        "after": {d: c._asdict() for d, c in after.items()},
+        "before": {d: c._asdict() for d, c in before.vals.items()},
+        "after": {d: c._asdict() for d, c in after.vals.items()},
+        "steps": steps,
+        "held": after.held,
     }
+
+
+def _still_held(h: dict[str, Any]) -> str:
+    """A line on what still holds memory after a cleanup ("" when nothing of
+    the user's does)."""
+    if h.get("skipped"):
+        return f"could not tell what still holds memory: {h['skipped']}"
+    py = int(h.get("python", 0))
+    if py <= 0:
+        un = int(h.get("unaccounted", 0))
+        if un > 0:
+            return (f"{un / MB:.2f} MB still allocated that no Python object reaches and that "
+                    "is no cuBLAS workspace: gputop cannot tell what holds it")
+        return ""
+    names = []
+    for g in h.get("top", ())[:3]:
+        n = int(g.get("tensors", 0))
+        names.append(f"{g.get('name')} {int(g.get('bytes', 0)) / MB:.2f} MB "
+                     f"({n} tensor{'s' if n != 1 else ''})")
+    line = f"still held: {py / MB:.2f} MB by " + (", ".join(names) or "tensors the walk could not name")
+    top = h.get("top") or [{}]
+    if top[0].get("hint"):
+        line += f": {top[0]['hint']}"
+    return line
 
 
 def _parse_device(device: Any) -> tuple[bool, int | None]:
@@ -202,23 +322,27 @@ class Tracker:
                 idx = 0  # CUDA not initialised yet: nothing allocated anywhere
         return idx
 
-    def snapshot(self, label: str) -> dict[str, Any] | None:
+    def snapshot(self, label: str, *, end: bool | None = None,
+                 verdict: bool = True) -> dict[str, Any] | None:
         """Record, print and return the allocator state of this device.
 
         Returns None (and says why) when CUDA is not available, like the
-        reference, which returns None then.
+        reference, which returns None then. An end row (see
+        :func:`snapshot`) also walks the holders and adds "held" to the dict.
         """
-        return self._record(label)[0]
+        return self._record(label, end=end, verdict=verdict)[0]
 
-    def _record(self, label: str) -> tuple[dict[str, Any] | None, dict[int, _stats.Counters]]:
+    def _record(self, label: str, end: bool | None = None,
+                verdict: bool = True) -> tuple[dict[str, Any] | None, _Taken]:
         if not _stats.source().available():
             print(f"[{label}] CUDA not available")
-            return None, {}
+            return None, _Taken({}, 0, {})
         idx = self._index()
         if idx is None:
             print(f"[{label}] {self.device} is not a CUDA device")
-            return None, {}
-        vals, t = _take(label, "snapshot", [idx])
+            return None, _Taken({}, 0, {})
+        got = _take(label, "snapshot", [idx], end=end, verdict=verdict)
+        vals, t = got.vals, got.t
         c = vals.get(idx, _stats.ZERO)
         snap = {
             "label": label,
@@ -231,11 +355,13 @@ class Tracker:
             "reserved_bytes": c.reserved,
             "peak_bytes": c.peak,
         }
+        if idx in got.held:
+            snap["held"] = got.held[idx]
         self.snapshots.append(snap)
         print(f"[{label}] Allocated: {snap['allocated_mb']:.2f} MB, "
               f"Cached: {snap['cached_mb']:.2f} MB, "
               f"Peak: {snap['max_allocated_mb']:.2f} MB")
-        return snap, vals
+        return snap, got
 
     def reset_peak(self) -> None:
         """Reset torch's peak counter (allocated_bytes.all.peak) of this device."""
@@ -258,6 +384,7 @@ class Tracker:
                   f"Peak: {snap['max_allocated_mb']:8.2f} MB")
         print("=" * 60)
 
-    def cleanup(self, verbose: bool = True, *, reset_peak: bool = True) -> dict[str, Any]:
+    def cleanup(self, verbose: bool = True, *, reset_peak: bool = True,
+                verdict: bool = True) -> dict[str, Any]:
         """:func:`cleanup` with its two snapshots recorded in this tracker."""
-        return cleanup(verbose, reset_peak=reset_peak, tracker=self)
+        return cleanup(verbose, reset_peak=reset_peak, tracker=self, verdict=verdict)

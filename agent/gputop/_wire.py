@@ -28,7 +28,8 @@ MAX_FRAME_BYTES = 1 << 20
 
 # A field is (json key, kind, omitempty, nested schema). Kinds: i integer,
 # f float64, s string, b bool, ls list of strings, li list of integers,
-# L list of structs, p pointer to an integer (omitempty drops only None).
+# L list of structs; pointers, which omitempty drops only when None: p to an
+# integer, pb to a bool, O to a struct, pL to a list of structs.
 
 
 def _f(key: str, kind: str, omit: bool = False, sub: tuple | None = None) -> tuple:
@@ -36,11 +37,17 @@ def _f(key: str, kind: str, omit: bool = False, sub: tuple | None = None) -> tup
 
 
 AGENT_DEVICE = (_f("index", "i"), _f("uuid", "s"), _f("name", "s"), _f("total", "i", True))
-DEV_STATS = (_f("dev", "i"), _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"))
 HOLDER_GROUP = (
     _f("kind", "s"), _f("name", "s"), _f("bytes", "i"), _f("tensors", "i"),
     _f("examples", "ls", True), _f("hint", "s", True),
 )
+HELD = (
+    _f("t", "i"), _f("allocated", "i"), _f("python", "i"), _f("internal", "i"),
+    _f("workspaces", "i", True), _f("unaccounted", "i"), _f("top", "L", True, HOLDER_GROUP),
+    _f("skipped", "s", True), _f("took_ms", "f", True),
+)
+DEV_STATS = (_f("dev", "i"), _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"),
+             _f("held", "O", True, HELD))
 PROC = (_f("pid", "i"), _f("name", "s", True), _f("used", "i"), _f("used_unknown", "b", True))
 
 # One schema per frame type, in wire/frames.go field order.
@@ -58,7 +65,7 @@ SCHEMAS: dict[str, tuple] = {
     ),
     "mark": (
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("label", "s"),
-        _f("kind", "s", True), _f("devs", "L", False, DEV_STATS),
+        _f("kind", "s", True), _f("end", "pb", True), _f("devs", "L", False, DEV_STATS),
     ),
     "oom": (
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("dev", "i"),
@@ -69,11 +76,12 @@ SCHEMAS: dict[str, tuple] = {
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("id", "i", True),
         _f("dev", "i"), _f("total", "i"), _f("skipped", "i"),
         _f("groups", "L", False, HOLDER_GROUP), _f("took_ms", "f", True),
+        _f("held", "O", True, HELD),
     ),
     "bye": (_f("type", "s"), _f("pid", "i", True), _f("t", "i")),
-    "snap": (_f("type", "s"), _f("v", "i"), _f("label", "s")),
+    "snap": (_f("type", "s"), _f("v", "i"), _f("label", "s"), _f("end", "pb", True)),
     "reply": (_f("type", "s"), _f("ok", "b"), _f("error", "s", True)),
-    "request": (_f("type", "s"), _f("what", "s"), _f("id", "i")),
+    "request": (_f("type", "s"), _f("what", "s"), _f("id", "i"), _f("dev", "p", True)),
     "recording": (
         _f("type", "s"), _f("v", "i"), _f("start", "i"), _f("host", "s", True),
         _f("tool", "s", True), _f("rate_hz", "i", True), _f("comment", "s", True),
@@ -100,9 +108,14 @@ SCHEMAS: dict[str, tuple] = {
         _f("pid", "i", True), _f("source", "s"), _f("kind", "s", True),
         _f("allocated", "p", True), _f("reserved", "p", True), _f("peak", "p", True),
         _f("nvml_used", "p", True), _f("nvml_peak", "p", True),
+        _f("end", "b", True), _f("held", "O", True, HELD), _f("awaiting", "b", True),
+        _f("procs", "pL", True, PROC),
     ),
     "ended": (
         _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("reason", "s", True),
+    ),
+    "held": (
+        _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("dev", "i"), _f("held", "O", False, HELD),
     ),
 }
 
@@ -170,7 +183,7 @@ def _zero(kind: str, v: Any) -> bool:
         return True
     if kind in ("ls", "li", "L"):
         return len(v) == 0
-    if kind == "p":
+    if kind in ("p", "pb", "O", "pL"):
         return False
     return not v  # 0, 0.0, "", False
 
@@ -189,13 +202,17 @@ def _value(kind: str, v: Any, key: str, sub: tuple | None, strict: bool) -> str:
         if isinstance(v, bool):
             raise TypeError(f"{key}: want a number, got bool")
         return float64(v)
-    if kind == "b":
+    if kind == "b" or kind == "pb":
+        if not isinstance(v, bool):
+            raise TypeError(f"{key}: want a bool, got {type(v).__name__}")
         return "true" if v else "false"
+    if kind == "O":
+        return _object(sub or (), v, strict, key)
     if kind == "ls":
         return "[" + ",".join(string(str(x)) for x in v) + "]"
     if kind == "li":
         return "[" + ",".join(_int(x, key) for x in v) + "]"
-    if kind == "L":
+    if kind == "L" or kind == "pL":
         return "[" + ",".join(_object(sub or (), x, strict, key) for x in v) + "]"
     raise AssertionError(kind)
 
@@ -250,6 +267,22 @@ def sample_line(t: int, dev: int, c: Sequence[int], dropped: int) -> bytes:
     if dropped:
         s += ',"dropped":%d' % dropped
     return (s + "}\n").encode()
+
+
+# wire.IsEndLabel: a row that ends a run gets a verdict (testdata/protocol/
+# end_labels.json holds both sides to the same labels)
+_END_WORD = re.compile(r"(\bend\b|\(end\)\s*$)", re.I)
+_CLEANUP_WORD = re.compile(r"clean[ _-]?up", re.I)
+_BEFORE_WORD = re.compile(r"(\bbefore\b|\bpre\b|\bpre[ _-]?clean)", re.I)
+
+
+def is_end_label(label: str) -> bool:
+    """True when a label ends a run: "end" as a word ("Training end"),
+    "(end)" at its end ("eval (end)"), or a cleanup not still to come
+    ("After cleanup", not "Before cleanup")."""
+    if _END_WORD.search(label):
+        return True
+    return bool(_CLEANUP_WORD.search(label)) and not _BEFORE_WORD.search(label)
 
 
 def decode(line: bytes | str) -> dict[str, Any]:

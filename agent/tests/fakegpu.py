@@ -3,6 +3,13 @@ way torch does (peaks, reserved rounded to 2 MiB segments, empty_cache,
 reset_peak_memory_stats) and is injected with gputop._stats.set_source, so
 everything above the stats call runs for real on a machine without a GPU.
 
+It also keeps live blocks, as torch's memory snapshot lists them: a CPU
+tensor stands for a CUDA tensor by giving its storage a block
+(tensor_block), cuBLAS workspaces are blocks of their own size
+(workspace, freed by clear_workspaces), and whatever else was allocated is
+one block that nothing owns. With GPUTOP_HOLDERS_DEVICE=cpu the holders
+walk finds those CPU tensors, so an end row's attribution runs for real.
+
 With in_memory=True it also keeps them where torch keeps them: in memory
 laid out as the native allocator (AllocatorMemory), whose stats call copies
 them from there, so the agent's direct reading runs for real too."""
@@ -18,6 +25,8 @@ from gputop import _stats
 
 MiB = 1 << 20
 SEGMENT = 2 * MiB
+CUBLAS_WORKSPACE = 32 * MiB  # torch's cuBLAS workspace on a Hopper GPU
+CUBLASLT_WORKSPACE = 1 * MiB
 
 UUIDS = [
     # as torch reports them in some versions: no "GPU-" prefix
@@ -78,6 +87,10 @@ class FakeGPU:
                        retries=0, ooms=0, alloc_total=0, free_total=0, segments_total=0)
                   for _ in range(ndev)]
         self.mem = AllocatorMemory(ndev) if in_memory else None
+        # live blocks by device: address -> (size, size asked for)
+        self.blocks: list[dict[int, tuple[int, int]]] = [{} for _ in range(ndev)]
+        self.workspaces: list[set[int]] = [set() for _ in range(ndev)]
+        self._next_addr = 0x7F00_0000_0000
         self.calls = 0
         self.log: list[str] = []
         self.source: Any = None
@@ -105,6 +118,52 @@ class FakeGPU:
             c["free_total"] += n
             c["inactive"] = c["reserved"] - c["allocated"]
             self._store(dev)
+
+    def tensor_block(self, dev: int, t: Any) -> int:
+        """Allocate the block of a (CPU) tensor's storage, standing for a
+        CUDA tensor there; returns its address."""
+        st = t.untyped_storage()
+        addr, n = st.data_ptr(), st.nbytes()
+        size = -(-n // 512) * 512
+        self.alloc(dev, size)
+        with self.lock:
+            self.blocks[dev][addr] = (size, n)
+        return addr
+
+    def workspace(self, dev: int, size: int = CUBLAS_WORKSPACE) -> int:
+        """Allocate a cuBLAS workspace, as the first matmul of a thread does."""
+        with self.lock:
+            addr = self._next_addr
+            self._next_addr += size + SEGMENT
+        self.alloc(dev, size)
+        with self.lock:
+            self.blocks[dev][addr] = (size, size)
+            self.workspaces[dev].add(addr)
+        return addr
+
+    def free_block(self, dev: int, addr: int) -> None:
+        with self.lock:
+            size, _ = self.blocks[dev].pop(addr)
+            self.workspaces[dev].discard(addr)
+        self.free(dev, size)
+
+    def clear_workspaces(self) -> None:
+        """torch._C._cuda_clearCublasWorkspaces: every workspace freed."""
+        with self.lock:
+            self.log.append("clear_workspaces")
+            todo = [(d, a) for d, ws in enumerate(self.workspaces) for a in ws]
+        for d, a in todo:
+            self.free_block(d, a)
+
+    def live_blocks(self, dev: int) -> list[tuple[int, int, int]]:
+        """(address, size, asked) of each live block, as torch's snapshot;
+        what was allocated without a block is one block nothing owns."""
+        with self.lock:
+            out = [(a, s, r) for a, (s, r) in self.blocks[dev].items()]
+            rest = self.c[dev]["allocated"] - sum(s for _, s, _ in out)
+        if rest > 0:
+            out.append((0x10_0000_0000 + dev * (1 << 36), rest, -1))
+        return sorted(out)
 
     def set(self, dev: int, **kw: int) -> None:
         with self.lock:
@@ -198,7 +257,9 @@ class FakeGPU:
             self.stats, self.devices, synchronize=self.synchronize,
             empty_cache=self.empty_cache, reset_peak=self.reset_peak,
             ipc_collect=self.ipc_collect, torch_version="2.11.0+fake",
-            allocator_root=(lambda: self.mem.address) if self.mem is not None else None)
+            allocator_root=(lambda: self.mem.address) if self.mem is not None else None,
+            clear_workspaces=self.clear_workspaces, blocks=self.live_blocks,
+            workspace_sizes=lambda dev: {CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE})
         return self.source
 
     def oom(self, dev: int, requested: int, limit: int = 150754820096) -> None:

@@ -133,7 +133,7 @@ def test_cleanup_releases_and_reports(server: LineServer, capsys):
     gpu.alloc(0, 100 * MiB)
     gpu.free(0, 60 * MiB)  # tensors deleted; cache keeps 100 MiB reserved
     r = gputop.cleanup()
-    assert gpu.log == ["synchronize 0", "empty_cache", "reset_peak 0", "ipc_collect"]
+    assert gpu.log == ["synchronize 0", "clear_workspaces", "empty_cache", "reset_peak 0", "ipc_collect"]
     assert r["released_allocated_bytes"] == 0
     assert r["released_reserved_bytes"] == 60 * MiB
     assert r["released_reserved_mb"] == 60.0
@@ -141,7 +141,12 @@ def test_cleanup_releases_and_reports(server: LineServer, capsys):
     assert r["after"][0]["peak"] == 40 * MiB  # reset: peak of what follows
     out = capsys.readouterr().out
     assert "Cleanup complete - Allocated: 40.00 MB, Cached: 40.00 MB " \
-           "(released 0.00 MB allocated, 60.00 MB cached)" in out
+           "(released 0.00 MB allocated, 60.00 MB cached: empty_cache 60.00 MB cached)" in out
+    # what is left is no tensor Python reaches and no workspace: said so
+    assert "40.00 MB still allocated that no Python object reaches" in out
+    assert [s["step"] for s in r["steps"]] == ["gc.collect", "synchronize", "cuBLAS workspaces",
+                                               "empty_cache", "ipc_collect"]
+    assert r["held"][0]["unaccounted"] == 40 * MiB and r["held"][0]["python"] == 0
     assert server.wait(lambda: sum(b'"mark"' in x for x in server.lines()) == 2)
     marks = [json.loads(x) for x in server.lines() if b'"mark"' in x]
     assert [m["label"] for m in marks] == ["Before cleanup", "After cleanup"]

@@ -3,6 +3,7 @@ vectors in testdata/protocol byte for byte (see its README for the inputs)."""
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 import time
@@ -12,7 +13,7 @@ import pytest
 from conftest import REPO
 
 import gputop
-from gputop import _agent, _stats, _wire
+from gputop import _agent, _stats, _tracker, _wire
 from gputop._stats import Counters
 
 VECTORS = REPO / "testdata" / "protocol"
@@ -124,6 +125,19 @@ def test_session_vector_from_the_agents_own_code(scripted, monkeypatch):
     fake.set(1, 512, 2097152, 512, 2097152)
     ag._sample()
     ag._pump()
+    # what the holders walks of the two end rows find (the walk itself is
+    # tested in test_holders.py; its timing would change the bytes)
+    top = [{"kind": "optimizer_state", "name": "optimizer (Adam)", "bytes": 8004000, "tensors": 8,
+            "hint": "del optimizer; gputop.cleanup()"},
+           {"kind": "parameters", "name": "model", "bytes": 4002000, "tensors": 4,
+            "examples": ["float32[1000, 1000]", "float32[1000]"]}]
+    held = {
+        T0 + 35 * MS: {0: {"t": T0 + 35 * MS, "allocated": 16785408, "python": 12006912, "internal": 4194304,
+                           "workspaces": 1, "unaccounted": 584192, "top": top, "took_ms": 12.5}},
+        T0 + 50 * MS: {d: {"t": T0 + 50 * MS, "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+                           "took_ms": 3.25} for d in (0, 1)},
+    }
+    monkeypatch.setattr(_tracker, "_held", lambda dev, verdict: held[clock.t][dev])
     clock.t = T0 + 25 * MS
     phase = gputop.phase("eval")
     # a phase on one device: what the reference's single-device code does
@@ -307,10 +321,10 @@ def test_schemas_follow_wire_frames_go():
         "bye": "Bye", "snap": "Snap", "reply": "Reply", "request": "Request",
         "recording": "Recording", "device": "Device", "nvml": "NVML", "samples": "Samples",
         "procs": "Procs",
-        "device_error": "DevError", "snapshot": "Snapshot", "ended": "Ended",
+        "device_error": "DevError", "snapshot": "Snapshot", "ended": "Ended", "held": "RowHeld",
     }
     nested = {"AgentDevice": _wire.AGENT_DEVICE, "DevStats": _wire.DEV_STATS,
-              "HolderGroup": _wire.HOLDER_GROUP, "Proc": _wire.PROC}
+              "HolderGroup": _wire.HOLDER_GROUP, "Proc": _wire.PROC, "Held": _wire.HELD}
     assert set(by_type) == set(_wire.SCHEMAS)
     pairs = [(by_type[t], _wire.SCHEMAS[t]) for t in by_type] + list(nested.items())
     for name, schema in pairs:
@@ -321,9 +335,18 @@ def test_schemas_follow_wire_frames_go():
         for (k, _, gotype), f in zip(structs[name], schema):
             kind = f[1]
             expect = {"string": "s", "bool": "b", "float64": "f", "[]string": "ls",
-                      "[]int64": "li", "*uint64": "p"}.get(gotype)
+                      "[]int64": "li", "*uint64": "p", "*int": "p", "*bool": "pb",
+                      "*Held": "O", "*[]Proc": "pL"}.get(gotype)
             if gotype.startswith("[]") and expect is None:
                 expect = "L"
             if expect is None:
                 expect = "i"  # int, int64, uint64
             assert kind == expect, f"{name}.{k}: Go {gotype}, schema kind {kind}"
+
+
+def test_end_labels_like_go():
+    """The labels wire.IsEndLabel is held to (testdata/protocol/end_labels.json)."""
+    v = json.loads((REPO / "testdata" / "protocol" / "end_labels.json").read_text())
+    assert v["end"] and v["not_end"]
+    assert [x for x in v["end"] if not _wire.is_end_label(x)] == []
+    assert [x for x in v["not_end"] if _wire.is_end_label(x)] == []

@@ -72,6 +72,8 @@ func main() {
 			v = &wire.NVML{}
 		case "samples":
 			v = &wire.Samples{}
+		case "held":
+			v = &wire.RowHeld{}
 		default:
 			fmt.Fprintf(w, "ERR type %q\n", h.Type)
 			continue
@@ -127,10 +129,24 @@ def rfloat(r: random.Random) -> float:
                      round(r.uniform(0, 100), 3), float(r.randint(1, 10**6))])
 
 
+def rgroup(r: random.Random) -> dict:
+    return {"kind": rstr(r), "name": rstr(r), "bytes": rint(r), "tensors": r.randint(0, 10**6),
+            "examples": [rstr(r) for _ in range(r.randint(0, 2))], "hint": rstr(r)}
+
+
+def rheld(r: random.Random) -> dict:
+    return {"t": r.randint(1, 2**63 - 1), "allocated": rint(r), "python": rint(r), "internal": rint(r),
+            "workspaces": r.randint(0, 9), "unaccounted": rint(r),
+            "top": [rgroup(r) for _ in range(r.randint(0, 3))], "skipped": r.choice(["", rstr(r)]),
+            "took_ms": rfloat(r)}
+
+
 def random_frame(r: random.Random) -> dict:
     t = r.randint(1, 2**63 - 1)
     kind = r.choice(["hello", "sample", "mark", "oom", "holders", "bye", "snap", "reply",
-                     "request", "snapshot", "ended"])
+                     "request", "snapshot", "ended", "held"])
+    if kind == "held":
+        return {"type": "held", "pid": r.randint(1, 99), "t": t, "dev": r.randint(0, 7), "held": rheld(r)}
     if kind == "hello":
         return {"type": "hello", "v": 1, "pid": r.randint(1, 2**22), "host": rstr(r),
                 "argv": [rstr(r) for _ in range(r.randint(0, 3))], "torch": rstr(r),
@@ -144,7 +160,9 @@ def random_frame(r: random.Random) -> dict:
     if kind == "mark":
         return {"type": "mark", "t": t, "label": rstr(r),
                 "kind": r.choice(["", "snapshot", "phase_start", "phase_end"]),
-                "devs": [{"dev": d, "allocated": rint(r), "reserved": rint(r), "peak": rint(r)}
+                "end": r.choice([None, True, False]),
+                "devs": [{"dev": d, "allocated": rint(r), "reserved": rint(r), "peak": rint(r),
+                          "held": r.choice([None, rheld(r)])}
                          for d in range(r.randint(0, 3))]}
     if kind == "oom":
         return {"type": "oom", "t": t, "dev": r.randint(0, 7), "requested": rint(r), "free": rint(r),
@@ -152,18 +170,17 @@ def random_frame(r: random.Random) -> dict:
     if kind == "holders":
         return {"type": "holders", "t": t, "id": r.randint(0, 99), "dev": r.randint(0, 7),
                 "total": rint(r), "skipped": r.randint(0, 9), "took_ms": rfloat(r),
-                "groups": [{"kind": rstr(r), "name": rstr(r), "bytes": rint(r),
-                            "tensors": r.randint(0, 10**6),
-                            "examples": [rstr(r) for _ in range(r.randint(0, 2))], "hint": rstr(r)}
-                           for _ in range(r.randint(0, 3))]}
+                "groups": [rgroup(r) for _ in range(r.randint(0, 3))],
+                "held": r.choice([None, rheld(r)])}
     if kind == "bye":
         return {"type": "bye", "t": t, "pid": r.choice([0, 42])}
     if kind == "snap":
-        return {"type": "snap", "v": 1, "label": rstr(r)}
+        return {"type": "snap", "v": 1, "label": rstr(r), "end": r.choice([None, True, False])}
     if kind == "reply":
         return {"type": "reply", "ok": r.random() < 0.5, "error": rstr(r)}
     if kind == "request":
-        return {"type": "request", "what": "holders", "id": r.randint(0, 10**6)}
+        return {"type": "request", "what": "holders", "id": r.randint(0, 10**6),
+                "dev": r.choice([None, 0, 3])}
     if kind == "snapshot":
         f = {"type": "snapshot", "t": t, "label": rstr(r), "dev": r.randint(0, 3),
              "pid": r.choice([0, 7]), "source": r.choice(["agent", "key", "cli", "oom"]),
@@ -171,6 +188,11 @@ def random_frame(r: random.Random) -> dict:
         for k in ("allocated", "reserved", "peak", "nvml_used", "nvml_peak"):
             if r.random() < 0.6:
                 f[k] = rint(r)
+        f["end"] = r.random() < 0.5
+        f["held"] = r.choice([None, rheld(r)])
+        f["awaiting"] = r.random() < 0.3
+        f["procs"] = r.choice([None, [], [{"pid": r.randint(1, 99), "name": rstr(r), "used": rint(r),
+                                           "used_unknown": r.random() < 0.2}]])
         return f
     return {"type": "ended", "pid": r.randint(1, 99), "t": t, "reason": rstr(r)}
 
