@@ -26,6 +26,7 @@ import (
 
 	"github.com/gputop/gputop/agentlink"
 	"github.com/gputop/gputop/demo"
+	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/sampler"
 	"github.com/gputop/gputop/snapshot"
@@ -269,7 +270,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		if err != nil {
 			var fe *recording.FormatError
 			if !errors.As(err, &fe) {
-				fmt.Fprintln(stderr, "gputop:", err)
+				say(stderr, "gputop:", err)
 				return 1
 			}
 			opt.LoadErr = err.Error()
@@ -279,7 +280,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		st = store.New(store.DefaultOptions())
 		srv, s, err := sf.start(ctx, st)
 		if err != nil {
-			fmt.Fprintln(stderr, "gputop:", err)
+			say(stderr, "gputop:", err)
 			return 1
 		}
 		stop = s
@@ -295,7 +296,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	stop()
 	if signalled && *csvPath != "" {
 		if werr := opt.WriteCSV(*csvPath); werr != nil {
-			fmt.Fprintln(stderr, "gputop:", werr)
+			say(stderr, "gputop:", werr)
 			return 1
 		}
 		return 0
@@ -341,7 +342,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "gputop record:", err)
+		say(stderr, "gputop record:", err)
 		return 1
 	}
 	st := store.New(store.DefaultOptions())
@@ -356,14 +357,14 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	srv, stop, err := sf.start(ctx, st)
 	if err != nil {
 		w.Close()
-		fmt.Fprintln(stderr, "gputop record:", err)
+		say(stderr, "gputop record:", err)
 		return 1
 	}
 	where := ""
 	if srv != nil {
 		where = ", agents on " + srv.Path()
 	}
-	fmt.Fprintf(stderr, "gputop record: writing %s (source %s%s); Ctrl-C ends it\n", *out, sf.source, where)
+	say(stderr, fmt.Sprintf("gputop record: writing %s (source %s%s); Ctrl-C ends it", *out, sf.source, where))
 	logs := 0
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -380,7 +381,7 @@ loop:
 			}
 			logs = len(l)
 			if err := w.Err(); err != nil {
-				fmt.Fprintln(stderr, "gputop record:", err)
+				say(stderr, "gputop record:", err)
 				break loop
 			}
 		}
@@ -393,9 +394,9 @@ loop:
 	if fi != nil {
 		size = fi.Size()
 	}
-	fmt.Fprintf(stderr, "gputop record: %s: %d snapshots, %d bytes\n", *out, len(st.Snapshots()), size)
+	say(stderr, fmt.Sprintf("gputop record: %s: %d snapshots, %d bytes", *out, len(st.Snapshots()), size))
 	if err != nil {
-		fmt.Fprintln(stderr, "gputop record:", err)
+		say(stderr, "gputop record:", err)
 		return 1
 	}
 	return 0
@@ -429,23 +430,23 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		var fe *recording.FormatError
 		if !errors.As(err, &fe) {
-			fmt.Fprintln(stderr, "gputop export:", err)
+			say(stderr, "gputop export:", err)
 			return 1
 		}
 		// what was readable is still exported; a cut-off last line (a
 		// recorder that was killed) is only a warning
-		fmt.Fprintln(stderr, "gputop export: warning:", err)
+		say(stderr, "gputop export: warning:", err)
 		if !fe.Truncated {
 			code = 1
 		}
 	}
 	if err := snapshot.WriteCSV(*out, st.Snapshots(), st.Devices(), st.OOM); err != nil {
-		fmt.Fprintln(stderr, "gputop export:", err)
+		say(stderr, "gputop export:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "wrote %s (%d rows)\n", *out, len(st.Snapshots()))
+	say(stdout, fmt.Sprintf("wrote %s (%d rows)", *out, len(st.Snapshots())))
 	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices(), st.OOM) {
-		fmt.Fprintln(stdout, l)
+		say(stdout, l)
 	}
 	return code
 }
@@ -474,15 +475,26 @@ func cmdSnap(args []string, stdout, stderr io.Writer) int {
 	if path == "" {
 		p, err := agentlink.DefaultSocketPath()
 		if err != nil {
-			fmt.Fprintln(stderr, "gputop snap:", err)
+			say(stderr, "gputop snap:", err)
 			return 1
 		}
 		path = p
 	}
 	if err := agentlink.Snap(path, label, 3*time.Second); err != nil {
-		fmt.Fprintln(stderr, "gputop snap:", err)
+		say(stderr, "gputop snap:", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "snapshot %q added\n", label)
 	return 0
+}
+
+// say prints a message as fmt.Fprintln does, each of its lines made
+// printable: messages quote file names, socket paths and what recordings
+// and peers said.
+func say(w io.Writer, a ...any) {
+	lines := strings.Split(strings.TrimSuffix(fmt.Sprintln(a...), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = printable.Clean(l)
+	}
+	fmt.Fprintln(w, strings.Join(lines, "\n"))
 }

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -405,7 +406,9 @@ func (s *Server) hello(c *client, h wire.Hello) bool {
 	if len(maps) > 0 {
 		where = strings.Join(maps, ", ")
 	}
-	torch := h.Torch
+	// peer text is made printable before it is put into a line: a sequence
+	// cut short would otherwise run on over the rest of the line
+	torch := printable.Clean(h.Torch)
 	if torch == "" {
 		torch = "?"
 	}
@@ -568,7 +571,7 @@ func argv0(argv []string) string {
 	if len(argv) == 0 || argv[0] == "" {
 		return "python"
 	}
-	return clip(filepath.Base(argv[0]), 40)
+	return clip(printable.Clean(filepath.Base(argv[0])), 40)
 }
 
 func mib(b uint64) string {

@@ -7,11 +7,10 @@ package store
 import (
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
 
+	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -262,6 +261,7 @@ func (s *Store) SetDevice(d Device) {
 	if d.Index < 0 || d.Index >= MaxDevices {
 		return
 	}
+	d.Name, d.Err = CleanText(d.Name), CleanText(d.Err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.devices) <= d.Index {
@@ -288,6 +288,7 @@ func (s *Store) SetRate(dev int, hz float64) {
 
 // SetDeviceError records (err != "") or clears (err == "") an NVML error.
 func (s *Store) SetDeviceError(dev int, t int64, err string) {
+	err = CleanText(err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if dev < 0 || dev >= len(s.devices) || s.devices[dev].Err == err {
@@ -413,31 +414,11 @@ func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 	s.frame(wire.Procs{Type: wire.TypeProcs, T: t, Dev: dev, Procs: procs})
 }
 
-// CleanText replaces control characters (escape sequences, newlines, tabs)
-// in text that comes from other processes (labels, argv, process names,
-// holders reports) with U+FFFD or a space, so that nothing a peer sends can
-// drive the terminal or break a table row.
-func CleanText(s string) string {
-	clean := true
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r':
-			return ' '
-		case unicode.IsControl(r):
-			return '\uFFFD'
-		}
-		return r
-	}, s)
-}
+// CleanText makes text that comes from other processes or files (labels,
+// argv, process and device names, holders reports, reasons) printable by
+// the one rule of package printable: nothing a peer sends can drive the
+// terminal, break a table row or shift its cells.
+func CleanText(s string) string { return printable.Clean(s) }
 
 // ProcName is the last name NVML's process lists gave pid ("" if none): a
 // process that has exited, or whose /proc entry went away first, keeps it.
@@ -469,10 +450,14 @@ func (s *Store) deviceByUUID(uuid string) int {
 func (s *Store) AgentHello(h wire.Hello) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h.Host = CleanText(h.Host)
+	h.Host, h.Torch, h.Python = CleanText(h.Host), CleanText(h.Torch), CleanText(h.Python)
 	h.Argv = append([]string(nil), h.Argv...)
 	for i := range h.Argv {
 		h.Argv[i] = CleanText(h.Argv[i])
+	}
+	h.Devices = append([]wire.AgentDevice(nil), h.Devices...)
+	for i := range h.Devices {
+		h.Devices[i].Name = CleanText(h.Devices[i].Name)
 	}
 	a := &Agent{Hello: h, DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
 	old := s.agents[h.PID]
@@ -704,6 +689,7 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 	if a == nil || !a.Connected {
 		return
 	}
+	reason = CleanText(reason)
 	a.Connected, a.EndedAt, a.EndReason = false, t, reason
 	s.agentsVer++
 	s.markGone(pid)
@@ -733,7 +719,10 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 }
 
 // Log adds a line to the store's log (shown in the status line).
+// Lines are often built from what a peer sent (argv, torch version,
+// reasons), so each is made printable here, once for every reader.
 func (s *Store) Log(line string) {
+	line = CleanText(line)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logs = append(s.logs, line)
@@ -762,7 +751,7 @@ func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
 
 func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	row.Type = wire.TypeSnapshot
-	row.Label = CleanText(row.Label)
+	row.Label, row.Source, kind = CleanText(row.Label), CleanText(row.Source), CleanText(kind)
 	row.Held = cleanHeld(row.Held)
 	if row.Procs != nil {
 		ps := append([]wire.Proc{}, (*row.Procs)...)

@@ -780,9 +780,11 @@ func TestProcNameOutlivesTheProcessList(t *testing.T) {
 
 func TestTextFromPeersCannotDriveTheTerminal(t *testing.T) {
 	s := New(DefaultOptions())
-	s.SetDevice(Device{Index: 0, UUID: "GPU-a", Name: "A"})
+	s.SetDevice(Device{Index: 0, UUID: "GPU-a", Name: "A\x1bP1$r\x1b\\"})
+	s.SetDeviceError(0, 1, "Unknown\x1b[5m")
 	s.AgentHello(wire.Hello{Type: "hello", V: 1, PID: 9, Argv: []string{"python\x1b[2J", "train.py"}, Host: "h\x07",
-		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}, T: 1})
+		Torch: "2.5\x1b[31m", Python: "3.12\u202e",
+		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b", Name: "B\x1b]0;x\x07"}}, T: 1})
 	row := s.AddSnapshot(wire.Snapshot{T: 2, Label: "Epoch\x1b]0;pwned\x07 5\n", Dev: 0, Source: "cli"})
 	s.SetProcs(0, 3, []wire.Proc{{PID: 9, Name: "py\x1bthon", Used: 1}})
 	s.AgentHolders(9, wire.Holders{T: 4, Groups: []wire.HolderGroup{{Kind: "container", Name: "losses\x1b[31m", Hint: "a\tb", Examples: []string{"f\x00"}}}})
@@ -791,14 +793,19 @@ func TestTextFromPeersCannotDriveTheTerminal(t *testing.T) {
 	texts = append(texts, procs[0].Name, s.ProcName(9))
 	g := s.Agents()[0].Holders.Groups[0]
 	texts = append(texts, g.Name, g.Hint, g.Examples[0])
+	a := s.Agents()[0]
+	texts = append(texts, a.Hello.Torch, a.Hello.Python, s.Devices()[0].Name, s.Devices()[0].Err, s.Devices()[1].Name)
+	s.AgentEnded(9, 5, false, "closed: \x1b[2J")
+	s.Log("pid 9 (\x1b]0;x\x07): attached")
+	texts = append(texts, s.Agents()[0].EndReason, s.Logs()[0])
 	for _, x := range texts {
 		for _, r := range x {
-			if unicode.IsControl(r) {
+			if unicode.IsControl(r) || r == '\u202e' {
 				t.Fatalf("control character %U left in %q", r, x)
 			}
 		}
 	}
-	if row.Label != "Epoch\uFFFD]0;pwned\uFFFD 5 " || g.Hint != "a b" {
+	if row.Label != "Epoch\uFFFD 5 " || g.Hint != "a b" || s.Devices()[1].Name != "B\uFFFD" || a.Hello.Python != "3.12\uFFFD" {
 		t.Fatalf("%q %q", row.Label, g.Hint)
 	}
 	if CleanText("Epoch 5 — ✓") != "Epoch 5 — ✓" {

@@ -16,6 +16,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
+	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -130,6 +131,9 @@ func New(st *store.Store, opt Options) Model {
 	if opt.FPS <= 0 {
 		opt.FPS = 30
 	}
+	// a recording's file name goes into the window title and the title bar,
+	// a load error quotes it: printable like everything else from outside
+	opt.Title, opt.LoadErr = printable.Clean(opt.Title), printable.Clean(opt.LoadErr)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

@@ -1,5 +1,7 @@
 package ui
 
+import "github.com/gputop/gputop/printable"
+
 // statusModel is the status line: the UI's own last message (export done,
 // an error) or the newest line of the store's log, whichever came last.
 type statusModel struct {
@@ -16,7 +18,8 @@ func newStatus(st *Styles) statusModel { return statusModel{styles: st} }
 func (m *statusModel) SetSize(w, _ int) { m.w = w }
 
 // Set shows a message; errors are drawn in red and stay until replaced.
-func (m *statusModel) Set(text string, isErr bool) { m.text, m.isErr = text, isErr }
+// Messages quote paths and peers' errors, so they are made printable.
+func (m *statusModel) Set(text string, isErr bool) { m.text, m.isErr = printable.Clean(text), isErr }
 
 // SetLogs shows the store's newest log line when one has arrived since the
 // last call.

@@ -12,7 +12,9 @@ Rules it keeps, because it lives inside someone's training job:
   holders reports have their own deque and always go out before samples.
 * No gputop listening is normal: the thread tries to connect with a backoff
   (50 ms doubling to 1 s), samples nothing meanwhile, and says hello again
-  after every reconnect.
+  after every reconnect. A connection gputop refuses (or closes within a
+  second) does not reset the backoff, so a refusal never makes it spin; a
+  refusal of the hello itself waits for another gputop (_refused_for_good).
 """
 
 from __future__ import annotations
@@ -71,6 +73,14 @@ class Agent:
         self.dropped = 0  # samples dropped because the queue was full
         self.marks_dropped = 0
         self.last_error = ""
+        self.refused = ""  # gputop's reason for the latest refusal, until a connection holds
+        self._refusal: str | None = None  # the reason gputop gave on this connection
+        self._told: set[str] = set()  # refusal reasons already printed to stderr
+        self._final: tuple[str, Any] | None = None  # (path, socket file) that refused for good
+        self._path = ""
+        self._connected_at = 0.0
+        self._backoff = BACKOFF_MIN_S
+        self._next_connect = 0.0
         self._src = _stats.source()
         self._samples: collections.deque = collections.deque()
         self._raw: list[tuple[int, int, Any]] = []  # (t, dev, stats) since the last send
@@ -126,6 +136,7 @@ class Agent:
         if socket is not None and socket != self.socket:
             self.socket = socket
             self._reconnect = True
+        self._final = None  # attach() again: try a gputop that refused for good once more
         self._wake()
 
     def detach(self, timeout: float = STOP_TIMEOUT_S) -> None:
@@ -168,6 +179,11 @@ class Agent:
             "queued_samples": len(self._samples) + len(self._raw),
             "queued_marks": len(self._marks),
             "last_error": self.last_error,
+            # why gputop refused this agent; "" once a connection has held
+            "refused": self.refused,
+            # the refusal cannot change while this gputop runs: no connecting
+            # until another one listens at the socket
+            "waits_for_new_gputop": self._final is not None,
         }
 
     def __repr__(self) -> str:
@@ -205,8 +221,7 @@ class Agent:
         registered: int | None = None
         polled_out = False  # POLLOUT is asked for: bytes wait for the socket
         now = time.monotonic()
-        next_tick = next_connect = next_devcheck = next_send = now
-        backoff = BACKOFF_MIN_S
+        next_tick = next_devcheck = next_send = self._next_connect = now
         rate = self.rate_hz
         while not self._stopping:
             try:
@@ -218,19 +233,19 @@ class Agent:
                     self._reconnect = False
                     self._bye_now()  # the old gputop must not think we died
                     self._disconnect(None)
-                    next_connect = now
-                if self._sock is None and now >= next_connect:
+                    self._next_connect = now
+                if self._sock is None and now >= self._next_connect:
                     if self._connect():
-                        backoff = BACKOFF_MIN_S
                         next_tick = next_devcheck = now
                     else:
-                        next_connect = now + backoff
-                        backoff = min(backoff * 2, BACKOFF_MAX_S)
+                        self._retry_later(now)
                         if not self._devs:
                             # registers the OOM observer once CUDA is up,
                             # so an OOM before gputop starts is still queued
                             self._check_devices()
                 if self._sock is not None:
+                    if self.refused and now - self._connected_at >= BACKOFF_MAX_S:
+                        self.refused = ""  # this connection holds: gputop took us
                     if now >= next_tick:
                         if now >= next_devcheck or not self._devs:
                             self._check_devices()
@@ -260,7 +275,7 @@ class Agent:
                         next_tick = self._steady(poller, next_tick, min(next_send, next_devcheck))
                     wait = next_tick - time.monotonic()
                 else:
-                    wait = next_connect - time.monotonic()
+                    wait = self._next_connect - time.monotonic()
                 for efd, ev in poller.poll(max(0, math.ceil(wait * 1000))):
                     if efd == self._wake_r:
                         self._drain_wake()
@@ -271,9 +286,10 @@ class Agent:
                             self._flush()
             except Exception as e:  # one bad iteration must not end the agent
                 self.last_error = f"{type(e).__name__}: {e}"
-                self._disconnect(None)
-                next_connect = time.monotonic() + backoff
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                if self._sock is not None:
+                    self._disconnect(None)  # schedules the next try
+                else:
+                    self._retry_later(time.monotonic())
         if registered is not None:
             try:
                 poller.unregister(registered)
@@ -317,8 +333,16 @@ class Agent:
         except OSError:
             pass
 
+    def _retry_later(self, now: float) -> None:
+        self._next_connect = now + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+
     def _connect(self) -> bool:
         path = self.socket or _env.socket_path()
+        if self._final is not None:
+            if self._final == (path, _socket_file(path)):
+                return False  # the gputop that refused us for good still listens
+            self._final = None
         why = _env.untrusted_dir(path)
         if why:
             self.last_error = f"not connecting to {path}: {why}"
@@ -334,6 +358,9 @@ class Agent:
                 self.last_error = f"connect {path}: {e}"
             return False
         self._sock = s
+        self._path = path
+        self._connected_at = time.monotonic()
+        self._refusal = None
         self._out.clear()
         self._in.clear()
         self._hello_devs = None
@@ -345,9 +372,64 @@ class Agent:
         return True
 
     def _disconnect(self, why: str | None) -> None:
+        """End the connection and schedule the next try."""
+        had = self._sock is not None
+        if had:
+            self._read_last()  # gputop's reply before it closed: a refusal's reason
+        refusal, self._refusal = self._refusal, None
+        if refusal is not None:
+            why = f"refused by gputop: {refusal}"
         if why:
             self.last_error = why
         self._close()
+        if not had:
+            return
+        now = time.monotonic()
+        if refusal is not None:
+            self.refused = refusal
+            if _refused_for_good(refusal):
+                self._final = (self._path, _socket_file(self._path))
+            self._tell(refusal)
+        elif now - self._connected_at >= BACKOFF_MAX_S:
+            # a connection that held: gputop went away (restarted), so come
+            # back soon; one it closed at once counts as a failed try
+            self._backoff = BACKOFF_MIN_S
+        self._retry_later(now)
+
+    def _read_last(self) -> None:
+        """Read what gputop sent before the connection broke: a send that
+        fails (gputop closed while a hello was on its way) comes before the
+        reply with the reason is read."""
+        s = self._sock
+        try:
+            while s is not None and len(self._in) <= _wire.MAX_FRAME_BYTES:
+                data = s.recv(65536)
+                if not data:
+                    break
+                self._in += data
+        except OSError:
+            pass  # nothing more (EAGAIN) or the reset itself
+        while True:
+            i = self._in.find(b"\n")
+            if i < 0:
+                break
+            line = bytes(self._in[:i])
+            del self._in[: i + 1]
+            self._handle(line)
+
+    def _tell(self, refusal: str) -> None:
+        """Print a refusal's reason to stderr, once per distinct reason."""
+        if refusal in self._told or len(self._told) >= 32:
+            return
+        self._told.add(refusal)
+        then = ("not connecting again until another gputop listens there" if self._final is not None
+                else "retrying with the backoff (50 ms doubling to 1 s)")
+        try:
+            sys.stderr.write(f"gputop agent: gputop at {_printable(self._path)} refused this process: "
+                             f"{_printable(refusal)}; {then}\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
 
     def _close(self) -> None:
         s, self._sock = self._sock, None
@@ -475,7 +557,7 @@ class Agent:
             self._disconnect(f"gputop went away: {e.strerror or e}")
             return
         if not data:
-            self._disconnect(self.last_error or "gputop closed the connection")
+            self._disconnect("gputop closed the connection")
             return
         self._in += data
         while True:
@@ -499,7 +581,7 @@ class Agent:
             dev = dev if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0 else None
             self.post(_holders_frame(rid, dev), urgent=True)
         elif f["type"] == "reply" and not f.get("ok", True):
-            self.last_error = f"gputop: {f.get('error', '')}"
+            self._refusal = str(f.get("error") or "no reason given")
 
     def _bye_now(self) -> None:
         """Say bye without waiting: whatever the socket takes at once."""
@@ -550,10 +632,31 @@ class Disabled:
 
     def status(self) -> dict[str, Any]:
         return {"enabled": _env.enabled(), "attached": False, "connected": False,
-                "socket": _env.socket_path(), "last_error": self.last_error}
+                "socket": _env.socket_path(), "last_error": self.last_error, "refused": ""}
 
     def __repr__(self) -> str:
         return f"<gputop agent off: {self.last_error}>"
+
+
+def _refused_for_good(refusal: str) -> bool:
+    """A refusal that the same gputop will repeat to every try of this
+    process: its hello refused (line 1: the protocol version, the hello's
+    size or content, all the same on the next connection) or its uid."""
+    return refusal.startswith(("line 1:", "peer uid "))
+
+
+def _socket_file(path: str) -> Any:
+    """What tells one gputop's socket from the next one's at the same path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
+def _printable(s: str, limit: int = 300) -> str:
+    """Text from gputop made safe for the process's stderr (a terminal)."""
+    return "".join(c if c.isprintable() else "\ufffd" for c in s[:limit])
 
 
 def _wait_writable(s: _socket.socket, deadline: float) -> bool:
