@@ -161,8 +161,8 @@ func TestHostileRecordingExport(t *testing.T) {
 	var out []string
 	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
 		out = append(out, strings.Replace(l, `"name":"Test GPU"`, `"name":`+string(name), 1))
-		if strings.Contains(l, `"type":"snapshot"`) { // a second row: a leak check to report
-			out = append(out, strings.Replace(l, `"label":"Recorded start"`, `"label":`+string(label), 1))
+		if strings.Contains(l, `"type":"snapshot"`) { // a second row, an end row: a verdict to report
+			out = append(out, strings.Replace(l, `"label":"Recorded start"`, `"label":`+string(label)+`,"end":true`, 1))
 		}
 	}
 	if err := os.WriteFile(rec, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
