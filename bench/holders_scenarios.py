@@ -31,6 +31,19 @@ held; then gputop.cleanup() (%gpucleanup in the kernel). PASS needs the
 right top holder, its hint naming the fix, and allocated equal to the
 baseline to the byte.
 
+--verdict (fresh processes only) checks gputop's verdict instead of a
+baseline: no warm-up (the "Training start" row is taken before any matmul),
+and three end rows whose attribution (gputop.snapshot(..., end=True)["held"])
+must say what a user needs: "Training end" right after the scenario must
+name the culprit as holding memory; "After the fix", once the hints were
+followed (gc.collect and empty_cache, the workspaces left), must find
+nothing of the user's and nothing unaccounted; gputop.cleanup()'s "After
+cleanup" must find nothing at all allocated. With GPUTOP_SOCKET set, the
+rows also reach a running gputop, whose own verdicts a checker can read.
+
+With --dry-run, --verdict only runs the code (CPU tensors have no caching
+allocator to attribute).
+
 --dry-run runs the same logic on CPU tensors (GPUTOP_HOLDERS_DEVICE=cpu,
 small sizes; "allocated" is then malloc's in-use bytes, compared within
 2 MiB). The table is printed last; --out FILE writes everything as JSON.
@@ -144,6 +157,26 @@ def _hs_warmup():
             m(x)
     del m, x, y, crit
     gputop.cleanup(verbose=False)
+
+
+def _hs_start():
+    # CUDA up without a matmul (no cuBLAS workspace yet), then the baseline
+    torch.zeros(1, device=DEV)
+    if DEV == "cuda":
+        torch.cuda.synchronize()
+    gputop.snapshot("Training start")
+
+
+def _hs_held(vals):
+    print("HS_HELD " + json.dumps({str(k): v for k, v in vals.items()}))
+
+
+def _hs_end(label):
+    _hs_held({d: v.get("held") for d, v in gputop.snapshot(label, end=True).items()})
+
+
+def _hs_cleanup():
+    _hs_held(gputop.cleanup(verbose=False)["held"])
 '''
 
 WARMUP = "_hs_warmup()"
@@ -444,8 +477,9 @@ class KernelExec:
 
 # ---- one scenario, either executor ----
 
-def setup(ex: Any, mode: str) -> dict:
-    for src in (PRELUDE, "%load_ext gputop" if mode == "kernel" else None, WARMUP):
+def setup(ex: Any, mode: str, verdict: bool = False) -> dict:
+    for src in (PRELUDE, "%load_ext gputop" if mode == "kernel" else None,
+                "_hs_start()" if verdict else WARMUP):
         if src is None:
             continue
         r = ex.run(src, store_history=mode == "kernel")
@@ -469,6 +503,9 @@ def drive(ex: Any, sc: Scenario, mode: str, warm: dict, cfg: dict) -> dict:
     r["cells"] = cells
     raised = [c for c in cells if not c["ok"]]
     r["raised_as_expected"] = bool(raised) == sc.raises
+    verdict = bool(cfg.get("verdict"))
+    if verdict:
+        r["held_end"] = _held_of(ex.run('_hs_end("Training end")'))
     st1 = ex.state()
     r["allocated_after"] = st1["allocated"]
     r["reserved_after"] = st1["reserved"]
@@ -517,9 +554,15 @@ def drive(ex: Any, sc: Scenario, mode: str, warm: dict, cfg: dict) -> dict:
     r["left"] = [g for g in left if g["name"] != UNEXPLAINED]
     r["unexplained_growth"] = sum(g["bytes"] - base.get((g["kind"], g["name"]), 0)
                                   for g in left if g["name"] == UNEXPLAINED)
-    final = "%gpucleanup" if mode == "kernel" else "gputop.cleanup()"
+    if verdict:
+        # the user's own cleanup after the fixes: the workspaces stay
+        ex.run("gc.collect()\nif DEV == 'cuda':\n    torch.cuda.empty_cache()\n")
+        r["held_fixed"] = _held_of(ex.run('_hs_end("After the fix")'))
+    final = "%gpucleanup" if mode == "kernel" else ("_hs_cleanup()" if verdict else "gputop.cleanup()")
     c = ex.run(final)
     r["cleanup_error"] = c["error"]
+    if verdict:
+        r["held_cleanup"] = _held_of(c)
     stf = ex.state()
     r["final_allocated"] = stf["allocated"]
     r["final_reserved"] = stf["reserved"]
@@ -531,7 +574,33 @@ def drive(ex: Any, sc: Scenario, mode: str, warm: dict, cfg: dict) -> dict:
     r["pass"] = bool(r["culprit_ok"] and r["hint_ok"] and r["back_to_baseline"]
                      and r["raised_as_expected"] and not r["left"]
                      and r.get("magic_top_ok", True))
+    if verdict:
+        end, fixed, final_h = r["held_end"], r["held_fixed"], r["held_cleanup"]
+        top_end = (end.get("top") or [None])[0]
+        r["verdict_end_ok"] = bool(not end.get("skipped") and end.get("python", 0) > 0
+                                   and top_end is not None and sc.culprit(top_end))
+        r["verdict_fixed_ok"] = bool(not fixed.get("skipped") and fixed.get("python") == 0
+                                     and fixed.get("unaccounted") == 0)
+        r["verdict_cleanup_ok"] = bool(not final_h.get("skipped") and final_h.get("allocated") == 0)
+        if cfg["device"] == "cuda":
+            r["pass"] = bool(r["pass"] and r["verdict_end_ok"] and r["verdict_fixed_ok"]
+                             and r["verdict_cleanup_ok"])
+        else:
+            # CPU tensors have no caching allocator to attribute, and without
+            # the warm-up malloc's count is no baseline: the dry run only
+            # runs the code and the holders checks
+            r["pass"] = bool(r["culprit_ok"] and r["hint_ok"] and r["raised_as_expected"])
     return r
+
+
+def _held_of(cell: dict) -> dict:
+    """The attribution a cell printed (_hs_end / _hs_cleanup) of the first device."""
+    for line in cell.get("stdout", "").splitlines():
+        if line.startswith("HS_HELD "):
+            held = json.loads(line[len("HS_HELD "):])
+            for v in held.values():
+                return v or {"skipped": "no attribution"}
+    return {"skipped": f"no attribution printed ({cell.get('error')})"}
 
 
 # ---- modes ----
@@ -542,8 +611,9 @@ def child(key: str) -> int:
     t0 = time.perf_counter()
     try:
         ex = FreshExec()
-        warm = setup(ex, "fresh")
-        r = drive(ex, sc, "fresh", warm, json.loads(os.environ["HS_CONFIG"]))
+        cfg = json.loads(os.environ["HS_CONFIG"])
+        warm = setup(ex, "fresh", bool(cfg.get("verdict")))
+        r = drive(ex, sc, "fresh", warm, cfg)
     except Exception as e:
         r = {"scenario": key, "title": sc.title, "mode": "fresh", "pass": False,
              "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
@@ -668,6 +738,11 @@ def table(results: list[dict], cost: dict | None, dry: bool) -> str:
                     why.append(what)
             if r.get("left"):
                 why.append("left: " + ", ".join(g["name"] for g in r["left"]))
+            for key, what in (("verdict_end_ok", "Training end does not name the culprit"),
+                              ("verdict_fixed_ok", "After the fix still finds memory held"),
+                              ("verdict_cleanup_ok", "After cleanup is not empty")):
+                if r.get(key) is False:
+                    why.append(what)
         rows.append([f"{r['scenario']} {r.get('title', '')}", r["mode"],
                      (top.get("name") or r.get("error") or "-")[:60],
                      _mib(top.get("bytes")), alloc, back, verdict,
@@ -714,6 +789,8 @@ def main() -> int:
     ap.add_argument("--modes", default="fresh,kernel", help="fresh, kernel or both")
     ap.add_argument("--jobs", type=int, default=6, help="fresh processes at once")
     ap.add_argument("--no-cost", action="store_true", help="skip the holders() cost benchmark")
+    ap.add_argument("--verdict", action="store_true",
+                    help="check the end rows' attribution, baseline before any matmul (fresh only)")
     ap.add_argument("--timeout", type=float, default=240.0, help="per process / per cell, s")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -738,7 +815,9 @@ def main() -> int:
     pp = [AGENT] + [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(pp))
     env["PYTHONUNBUFFERED"] = "1"
-    env["HS_CONFIG"] = json.dumps({"device": device, **SIZES[device]})
+    if a.verdict:
+        modes = [m for m in modes if m == "fresh"] or ["fresh"]
+    env["HS_CONFIG"] = json.dumps({"device": device, "verdict": a.verdict, **SIZES[device]})
     if a.dry_run:
         env["GPUTOP_HOLDERS_DEVICE"] = "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""
