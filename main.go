@@ -26,6 +26,7 @@ import (
 
 	"github.com/gputop/gputop/agentlink"
 	"github.com/gputop/gputop/demo"
+	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/sampler"
 	"github.com/gputop/gputop/snapshot"
@@ -43,7 +44,7 @@ Usage:
   gputop --demo                   TUI over a real H200 recording embedded in the binary
   gputop --replay FILE            TUI over a recording
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration
-  gputop export FILE --csv OUT    summary CSV of a recording
+  gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
   gputop snap LABEL               add a labelled snapshot to the running gputop
   gputop version
 
@@ -230,7 +231,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	sf.register(fs)
 	demoFlag := fs.Bool("demo", false, "play the recording embedded in the binary")
 	replay := fs.String("replay", "", "play a recording file")
-	csvPath := fs.String("csv", "", "where `e` and quitting write the summary CSV (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on `e`, nothing on quit)")
+	csvPath := fs.String("csv", "", "where `e` and quitting write the summary CSV (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on `e`, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
 	fps := fs.Int("fps", 30, "screen redraws per second at most")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -247,6 +248,12 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	if *fps < 1 || *fps > 120 {
 		fmt.Fprintf(stderr, "gputop: --fps %d: want 1..120\n", *fps)
 		return 2
+	}
+	if *csvPath != "" {
+		if t, err := outfile.Resolve(*csvPath); err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
+			fmt.Fprintf(stderr, "gputop: --csv %s: the TUI draws on standard output, so the CSV cannot go there; give a file name (or write a recording's CSV to standard output with `gputop export FILE --csv -`)\n", *csvPath)
+			return 2
+		}
 	}
 	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now}
 	var st *store.Store
@@ -423,6 +430,11 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	// with the CSV on standard output, the report goes to stderr
+	report := stdout
+	if t, err := outfile.Resolve(*out); err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
+		report = stderr
+	}
 	st := store.New(store.DefaultOptions())
 	_, err := recording.Load(file, st)
 	code := 0
@@ -443,9 +455,9 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gputop export:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "wrote %s (%d rows)\n", *out, len(st.Snapshots()))
+	fmt.Fprintf(report, "wrote %s (%d rows)\n", *out, len(st.Snapshots()))
 	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices(), st.OOM) {
-		fmt.Fprintln(stdout, l)
+		fmt.Fprintln(report, l)
 	}
 	return code
 }
