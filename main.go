@@ -43,7 +43,8 @@ Usage:
   gputop [flags]                  live TUI over local GPUs (NVML) and attached agents
   gputop --demo                   TUI over a real H200 recording embedded in the binary
   gputop --replay FILE            TUI over a recording
-  gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration
+  gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
+                                  an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
   gputop snap LABEL               add a labelled snapshot to the running gputop
   gputop version
@@ -330,6 +331,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	out := fs.String("o", "", "recording file to write (required)")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until Ctrl-C)")
 	comment := fs.String("comment", "", "free text stored in the recording's header")
+	force := fs.Bool("force", false, "replace FILE if it already holds data (without it an existing file is never truncated)")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -342,15 +344,17 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gputop record:", err)
 		return 2
 	}
+	// the output is looked at now and opened only once the sources have
+	// started: a recorder that cannot start touches nothing
+	if _, err := outfile.CheckStream(*out, *force); err != nil {
+		fmt.Fprintln(stderr, "gputop record:", forceHint(err))
+		return 1
+	}
 	host, _ := os.Hostname()
-	w, err := recording.Create(*out, wire.Recording{
+	w := recording.NewWriter(wire.Recording{
 		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
 		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
 	})
-	if err != nil {
-		fmt.Fprintln(stderr, "gputop record:", err)
-		return 1
-	}
 	st := store.New(store.DefaultOptions())
 	st.SetTap(w)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -364,6 +368,19 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	if err != nil {
 		w.Close()
 		fmt.Fprintln(stderr, "gputop record:", err)
+		return 1
+	}
+	f, err := outfile.OpenStream(ctx, *out, *force, func() {
+		fmt.Fprintf(stderr, "gputop record: %s is a FIFO: waiting for a reader\n", *out)
+	})
+	if err == nil {
+		err = w.Start(f, *out)
+	}
+	if err != nil {
+		cancel()
+		stop()
+		w.Close()
+		fmt.Fprintln(stderr, "gputop record:", forceHint(err))
 		return 1
 	}
 	where := ""
@@ -395,17 +412,21 @@ loop:
 	cancel()
 	stop()
 	err = w.Close()
-	fi, _ := os.Stat(*out)
-	var size int64
-	if fi != nil {
-		size = fi.Size()
-	}
-	fmt.Fprintf(stderr, "gputop record: %s: %d snapshots, %d bytes\n", *out, len(st.Snapshots()), size)
+	fmt.Fprintf(stderr, "gputop record: %s: %d snapshots, %d bytes\n", *out, len(st.Snapshots()), w.Stats().Bytes)
 	if err != nil {
 		fmt.Fprintln(stderr, "gputop record:", err)
 		return 1
 	}
 	return 0
+}
+
+// forceHint adds how to replace a file that record refused to truncate.
+func forceHint(err error) string {
+	var he *outfile.HoldsDataError
+	if errors.As(err, &he) {
+		return err.Error() + "; --force replaces it"
+	}
+	return err.Error()
 }
 
 func cmdExport(args []string, stdout, stderr io.Writer) int {

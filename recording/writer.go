@@ -52,8 +52,11 @@ type Stats struct {
 // Frame only queue work under a short lock; a goroutine encodes and writes,
 // so the 1 kHz sources never wait for the disk.
 type Writer struct {
-	f    *os.File
-	path string
+	hdr     []byte // the header line, written by Start
+	f       *os.File
+	path    string
+	regular bool // f is a regular file: it can be synced and cut back
+	started bool
 
 	mu      sync.Mutex
 	cond    *sync.Cond     // signalled when the goroutine has written a chunk
@@ -147,35 +150,59 @@ func (b *batch) add(t int64, used, reserved uint64) {
 // once and starts the writer goroutine. hdr's Type and V are set here; a zero
 // Start becomes now.
 func Create(path string, hdr wire.Recording) (*Writer, error) {
-	hdr.Type, hdr.V = wire.TypeRecording, FormatVersion
-	if hdr.Start == 0 {
-		hdr.Start = time.Now().UnixNano()
-	}
-	line, err := json.Marshal(hdr)
-	if err != nil {
-		return nil, fmt.Errorf("recording %s: %w", path, err)
-	}
+	w := NewWriter(hdr)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("recording: %w", err)
 	}
-	line = append(line, '\n')
-	if _, err := f.Write(line); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("recording %s: %w", path, err)
+	if err := w.Start(f, path); err != nil {
+		return nil, err
 	}
+	return w, nil
+}
+
+// NewWriter returns a Writer that queues what it is given (up to the queue's
+// bound) until Start gives it its output: a recorder installs it before its
+// sources start, and opens the file only once they have. hdr's Type and V
+// are set here; a zero Start becomes now.
+func NewWriter(hdr wire.Recording) *Writer {
+	hdr.Type, hdr.V = wire.TypeRecording, FormatVersion
+	if hdr.Start == 0 {
+		hdr.Start = time.Now().UnixNano()
+	}
+	line, _ := json.Marshal(hdr) // plain fields only: cannot fail
 	w := &Writer{
-		f: f, path: path,
+		hdr:  append(line, '\n'),
 		wake: make(chan struct{}, 1),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
-		off:  int64(len(line)),
 		buf:  make([]byte, 0, 4096),
 	}
 	w.cond = sync.NewCond(&w.mu)
-	w.stats.Lines, w.stats.Bytes = 1, uint64(len(line))
+	return w
+}
+
+// Start writes the header line to f (named path in errors) and starts the
+// writer goroutine, which writes what was queued since NewWriter and
+// everything after. On an error f is closed.
+func (w *Writer) Start(f *os.File, path string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started || w.closed {
+		f.Close()
+		return fmt.Errorf("recording %s: the writer was already started or closed", path)
+	}
+	fi, err := f.Stat()
+	w.f, w.path, w.regular = f, path, err == nil && fi.Mode().IsRegular()
+	if _, err := f.Write(w.hdr); err != nil {
+		f.Close()
+		return fmt.Errorf("recording %s: %w", path, err)
+	}
+	w.off = int64(len(w.hdr))
+	w.stats.Lines, w.stats.Bytes = 1, uint64(len(w.hdr))
+	w.started = true
 	go w.run()
-	return w, nil
+	return nil
 }
 
 // Path is the file being written.
@@ -352,10 +379,13 @@ func normalize(f any) (wire.Frame, string) {
 }
 
 // Flush writes every pending batch and queued frame and waits until they
-// are in the file. It returns Err().
+// are in the file. It returns Err(). Before Start it only returns Err().
 func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.started {
+		return w.err
+	}
 	w.sealAll()
 	target := w.enqueued
 	select {
@@ -368,9 +398,10 @@ func (w *Writer) Flush() error {
 	return w.err
 }
 
-// Close flushes, syncs and closes the file. Later NVML and Frame calls are
-// ignored. It returns the first error of the whole recording; calling it
-// again returns the same.
+// Close flushes, syncs (a regular file) and closes the file. Later NVML and
+// Frame calls are ignored. It returns the first error of the whole
+// recording; calling it again returns the same. A Writer closed before
+// Start writes nothing and touches no file.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -380,11 +411,20 @@ func (w *Writer) Close() error {
 		return err
 	}
 	w.closed = true
+	if !w.started {
+		w.queue = nil
+		close(w.done)
+		w.mu.Unlock()
+		return nil
+	}
 	w.sealAll()
 	w.mu.Unlock()
 	close(w.quit)
 	<-w.done // the goroutine drains the queue before it returns
-	serr := w.f.Sync()
+	var serr error
+	if w.regular {
+		serr = w.f.Sync() // a pipe or FIFO cannot be synced (EINVAL)
+	}
 	cerr := w.f.Close()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -531,7 +571,7 @@ func (w *Writer) writeItem(it item) (int, error) {
 	w.buf = append(w.buf, '\n')
 	n, err := w.f.Write(w.buf)
 	if err != nil {
-		if n > 0 {
+		if n > 0 && w.regular {
 			_ = w.f.Truncate(w.off) // best effort: keep the file loadable
 		}
 		return 0, fmt.Errorf("recording %s: %w", w.path, err)

@@ -442,3 +442,35 @@ func TestAgentSamplesBatched(t *testing.T) {
 		t.Fatalf("agents:\n live   %+v\n loaded %+v", a, b)
 	}
 }
+
+// A writer that is closed before it was started (the recorder could not
+// start its sources) writes nothing; one started later writes what was
+// queued before.
+func TestWriterBeforeStart(t *testing.T) {
+	w := NewWriter(header())
+	w.Frame(wire.Bye{PID: 5, T: base})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := tempPath(t, "late.gputop")
+	f, _ := os.Create(path)
+	if err := w.Start(f, path); err == nil {
+		t.Fatal("Start after Close")
+	}
+
+	w = NewWriter(header())
+	w.Frame(wire.Bye{PID: 5, T: base})
+	f, _ = os.Create(path)
+	if err := w.Start(f, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ls := lines(readFile(t, path)); len(ls) != 2 || !bytes.Contains(ls[1], []byte(`"bye"`)) {
+		t.Fatalf("file: %q", ls)
+	}
+}
