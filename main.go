@@ -266,13 +266,17 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	switch {
 	case *demoFlag || *replay != "":
 		st = store.New(replayOptions())
+		var info recording.Info
 		var err error
 		if *demoFlag {
-			_, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
+			info, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
 			opt.Title = "demo: " + demo.Title
 		} else {
-			_, err = recording.Load(*replay, st)
+			info, err = recording.Load(*replay, st)
 			opt.Title = *replay
+		}
+		if info.Dropped.Any() {
+			st.Log(droppedNote(info.Dropped))
 		}
 		if err != nil {
 			var fe *recording.FormatError
@@ -357,6 +361,8 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	})
 	st := store.New(store.DefaultOptions())
 	st.SetTap(w)
+	var events eventPrinter
+	st.OnLog(events.add)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if *duration > 0 {
@@ -380,6 +386,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		cancel()
 		stop()
 		w.Close()
+		events.flush(stderr, "gputop record: ")
 		fmt.Fprintln(stderr, "gputop record:", forceHint(err))
 		return 1
 	}
@@ -388,9 +395,10 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		where = ", agents on " + srv.Path()
 	}
 	fmt.Fprintf(stderr, "gputop record: writing %s (source %s%s); Ctrl-C ends it\n", *out, sf.source, where)
-	logs := 0
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	var told recording.Drops // drops printed so far
+	var toldAt time.Time
 loop:
 	for {
 		select {
@@ -398,11 +406,11 @@ loop:
 			break loop
 		case <-tick.C:
 			// agent events (attached, closed with a reason) go to stderr
-			l := st.Logs()
-			for _, line := range l[min(logs, len(l)):] {
-				fmt.Fprintln(stderr, "gputop record:", line)
+			events.flush(stderr, "gputop record: ")
+			if d := w.Stats().Drops(); d != told && time.Since(toldAt) >= time.Second {
+				fmt.Fprintf(stderr, "gputop record: %s is not keeping up: dropped so far %s\n", *out, d)
+				told, toldAt = d, time.Now()
 			}
-			logs = len(l)
 			if err := w.Err(); err != nil {
 				fmt.Fprintln(stderr, "gputop record:", err)
 				break loop
@@ -412,12 +420,19 @@ loop:
 	cancel()
 	stop()
 	err = w.Close()
-	fmt.Fprintf(stderr, "gputop record: %s: %d snapshots, %d bytes\n", *out, len(st.Snapshots()), w.Stats().Bytes)
+	events.flush(stderr, "gputop record: ")
+	s := w.Stats()
+	fmt.Fprintf(stderr, "gputop record: %s: %d snapshots, %d bytes\n", *out, len(st.Snapshots()), s.Bytes)
+	code := 0
 	if err != nil {
 		fmt.Fprintln(stderr, "gputop record:", err)
-		return 1
+		code = 1
 	}
-	return 0
+	if d := s.Drops(); d.Any() {
+		fmt.Fprintf(stderr, "gputop record: %s: not everything was written: dropped %s (the file says so, and loads)\n", *out, d)
+		code = 1
+	}
+	return code
 }
 
 // forceHint adds how to replace a file that record refused to truncate.
@@ -427,6 +442,11 @@ func forceHint(err error) string {
 		return err.Error() + "; --force replaces it"
 	}
 	return err.Error()
+}
+
+// droppedNote says what a recording lacks because its recorder fell behind.
+func droppedNote(d recording.Drops) string {
+	return fmt.Sprintf("the recorder dropped %s (its output did not keep up): the data has gaps there", d)
 }
 
 func cmdExport(args []string, stdout, stderr io.Writer) int {
@@ -457,7 +477,7 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		report = stderr
 	}
 	st := store.New(store.DefaultOptions())
-	_, err := recording.Load(file, st)
+	info, err := recording.Load(file, st)
 	code := 0
 	if err != nil {
 		var fe *recording.FormatError
@@ -477,6 +497,9 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(report, "wrote %s (%d rows)\n", *out, len(st.Snapshots()))
+	if info.Dropped.Any() {
+		fmt.Fprintf(report, "%s: %s\n", file, droppedNote(info.Dropped))
+	}
 	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices(), st.OOM) {
 		fmt.Fprintln(report, l)
 	}

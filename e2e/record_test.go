@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -170,6 +172,30 @@ func TestRecordKeepsExistingRecording(t *testing.T) {
 	}
 }
 
+// Every event is printed, however many: 250 agents attach and detach one
+// after the other (500 lines; the store keeps only its last 200).
+func TestRecordPrintsEveryEvent(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	r := startRecord(t, "--source", "agent", "--socket", sock, "-o", filepath.Join(dir, "run.gputop"))
+	waitFile(t, sock)
+	const n = 250
+	for i := range n {
+		agentSession(t, sock, 20000+i, 0)
+	}
+	if code := r.stop(); code != 0 {
+		t.Fatalf("exit %d: %s", code, r.stderr.String())
+	}
+	out := r.stderr.String()
+	for i := range n {
+		for _, ev := range []string{"attached", "detached"} {
+			if want := fmt.Sprintf("pid %d (e2e-agent): %s", 20000+i, ev); !strings.Contains(out, want) {
+				t.Fatalf("%q not printed (event %d of %d):\n%s", want, 2*i+1, 2*n, out)
+			}
+		}
+	}
+}
+
 // recordToFIFO starts a recorder writing to a FIFO and a reader of it that
 // waits for release before it reads; the reader's bytes come on the channel.
 func recordToFIFO(t *testing.T, dir, sock string, release <-chan struct{}) (*recorder, <-chan []byte) {
@@ -252,4 +278,50 @@ func TestRecordToStdout(t *testing.T) {
 	if _, err := recording.LoadReader("stdout", bytes.NewReader(out.Bytes()), store.New(store.DefaultOptions())); err != nil {
 		t.Fatal(err)
 	}
+}
+
+var droppedTotal = regexp.MustCompile(`(\d+) agent samples`)
+
+// A FIFO whose reader stalls: the recorder drops lines instead of growing
+// without bound, says so while it records and at the end (exit 1), and
+// writes the count into the recording, where export and the replayed TUI
+// report it. What was
+// written plus what was dropped is every sample sent.
+func TestRecordSlowFIFODrops(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	release := make(chan struct{})
+	r, got := recordToFIFO(t, dir, sock, release)
+	const n = 60_000 // two samples a line: more lines than the queue and a chunk being written hold
+	agentSession(t, sock, 32000, n)
+	close(release)
+	code := r.stop()
+	data := <-got
+	out := r.stderr.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	m := droppedTotal.FindStringSubmatch(last)
+	if code != 1 || m == nil || !strings.Contains(last, "dropped") {
+		t.Fatalf("exit %d, last line %q:\n%s", code, last, out)
+	}
+	dropped, _ := strconv.Atoi(m[1])
+	written := agentSamples(t, data)
+	if dropped == 0 || written+dropped != n {
+		t.Fatalf("%d written + %d dropped, want %d sent:\n%s", written, dropped, n, out)
+	}
+	t.Logf("%d of %d agent samples written, %d dropped; the recorder said:\n%s", written, n, dropped, out)
+	st := store.New(store.DefaultOptions())
+	info, err := recording.LoadReader("fifo", bytes.NewReader(data), st)
+	if err != nil || info.Dropped.AgentSamples != uint64(dropped) {
+		t.Fatalf("the recording says %d agent samples dropped, the recorder %d: %v", info.Dropped.AgentSamples, dropped, err)
+	}
+	rec := filepath.Join(dir, "saved.gputop")
+	os.WriteFile(rec, data, 0o644)
+	msg, code := run(t, "export", rec, "--csv", filepath.Join(dir, "s.csv"))
+	note := fmt.Sprintf("the recorder dropped %d agent samples", dropped)
+	if code != 0 || !strings.Contains(msg, note) {
+		t.Fatalf("export: exit %d: %s", code, msg)
+	}
+	tm := startTerm(t, 160, 50, "--replay", rec)
+	tm.waitFor(note)
 }

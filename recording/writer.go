@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,12 +41,75 @@ const (
 
 // Stats counts what a Writer has done so far.
 type Stats struct {
-	Lines          uint64 // lines written, header included
-	Bytes          uint64 // bytes written
-	Samples        uint64 // NVML samples written
-	DroppedSamples uint64 // NVML samples not written: queue full, or after a write error
-	DroppedFrames  uint64 // other frames not written (an agent sample counts as one): queue full, over wire.MaxFrameBytes, or after a write error
-	AgentSamples   uint64 // agent samples written
+	Lines               uint64 // lines written, header and dropped lines included
+	Bytes               uint64 // bytes written
+	Samples             uint64 // NVML samples written
+	DroppedSamples      uint64 // NVML samples not written: queue full, or after a write error
+	DroppedAgentSamples uint64 // agent samples not written: queue full, or after a write error
+	DroppedFrames       uint64 // other frames not written: queue full, over wire.MaxFrameBytes, or after a write error
+	AgentSamples        uint64 // agent samples written
+}
+
+// Drops returns the dropped counts.
+func (s Stats) Drops() Drops {
+	return Drops{NVMLSamples: s.DroppedSamples, AgentSamples: s.DroppedAgentSamples, Frames: s.DroppedFrames}
+}
+
+// TypeDropped is the type of the recorder's own dropped lines.
+const TypeDropped = "dropped"
+
+// Drops counts what a recorder could not write.
+type Drops struct {
+	NVMLSamples  uint64 `json:"nvml_samples,omitempty"`
+	AgentSamples uint64 `json:"agent_samples,omitempty"`
+	Frames       uint64 `json:"frames,omitempty"` // frames other than samples
+}
+
+// Any reports whether anything was dropped.
+func (d Drops) Any() bool { return d != Drops{} }
+
+// String lists the counts that are not 0: "12 NVML samples and 1 other frame".
+func (d Drops) String() string {
+	var parts []string
+	for _, c := range []struct {
+		n    uint64
+		what string
+	}{{d.NVMLSamples, "NVML sample"}, {d.AgentSamples, "agent sample"}, {d.Frames, "other frame"}} {
+		if c.n > 0 {
+			s := fmt.Sprintf("%d %s", c.n, c.what)
+			if c.n > 1 {
+				s += "s"
+			}
+			parts = append(parts, s)
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return "nothing"
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+func (d *Drops) add(o Drops) {
+	d.NVMLSamples += o.NVMLSamples
+	d.AgentSamples += o.AgentSamples
+	d.Frames += o.Frames
+}
+
+func (d Drops) minus(o Drops) Drops {
+	return Drops{NVMLSamples: d.NVMLSamples - o.NVMLSamples, AgentSamples: d.AgentSamples - o.AgentSamples, Frames: d.Frames - o.Frames}
+}
+
+// Dropped is a recording line of the writer's own: what it could not write
+// since its previous Dropped line (see FORMAT.md). It is written as soon as
+// the output takes lines again, so it sits where the gap is; T is the
+// newest sample time the writer had then.
+type Dropped struct {
+	Type string `json:"type"`
+	T    int64  `json:"t"`
+	Drops
 }
 
 // Writer appends frames to a recording. It implements store.Tap. NVML and
@@ -70,6 +134,8 @@ type Writer struct {
 		pid int
 		t   int64
 	}
+	noted    Drops  // drops already written in a Dropped line
+	latest   int64  // the newest sample time seen (the header's start before any): a Dropped line's t
 	enqueued uint64 // items ever put on the queue
 	written  uint64 // items the goroutine has finished with
 	closed   bool
@@ -178,6 +244,7 @@ func NewWriter(hdr wire.Recording) *Writer {
 		done: make(chan struct{}),
 		buf:  make([]byte, 0, 4096),
 	}
+	w.latest = hdr.Start
 	w.cond = sync.NewCond(&w.mu)
 	return w
 }
@@ -218,6 +285,7 @@ func (w *Writer) NVML(dev int, t int64, used, reserved uint64) {
 		w.stats.DroppedSamples++
 		return
 	}
+	w.latest = max(w.latest, t)
 	for len(w.pending) <= dev {
 		w.pending = append(w.pending, nil)
 	}
@@ -269,7 +337,7 @@ func (w *Writer) sealSamples(pid int) {
 			continue
 		}
 		if !w.push(item{s: b}) {
-			w.stats.DroppedFrames += uint64(len(b.dt))
+			w.stats.DroppedAgentSamples += uint64(len(b.dt))
 		}
 	}
 	clear(w.agent[len(keep):])
@@ -279,6 +347,7 @@ func (w *Writer) sealSamples(pid int) {
 // sample adds an agent sample to its process's open batch for its device.
 // Caller holds mu.
 func (w *Writer) sample(v wire.Sample) {
+	w.latest = max(w.latest, v.T)
 	var b *sampleBatch
 	for _, x := range w.agent {
 		if x.pid == v.PID && x.dev == v.Dev {
@@ -476,9 +545,11 @@ func (w *Writer) run() {
 }
 
 // drain writes everything queued, one chunk at a time, without holding mu
-// during I/O.
+// during I/O. Before each chunk, and once the queue is empty, it writes a
+// Dropped line for what was dropped since the last one.
 func (w *Writer) drain() {
 	for {
+		w.noteDrops()
 		w.mu.Lock()
 		q := w.queue
 		if len(q) == 0 {
@@ -531,6 +602,7 @@ func (w *Writer) drain() {
 		w.stats.Bytes += st.Bytes
 		w.stats.Samples += st.Samples
 		w.stats.DroppedSamples += st.DroppedSamples
+		w.stats.DroppedAgentSamples += st.DroppedAgentSamples
 		w.stats.DroppedFrames += st.DroppedFrames
 		w.stats.AgentSamples += st.AgentSamples
 		w.cond.Broadcast()
@@ -538,12 +610,37 @@ func (w *Writer) drain() {
 	}
 }
 
+// noteDrops writes a Dropped line for what was dropped since the last one.
+// The line bypasses the queue, which may be full: the goroutine writes it
+// itself, between chunks, so it lands where the gap is.
+func (w *Writer) noteDrops() {
+	w.mu.Lock()
+	d := w.stats.Drops().minus(w.noted)
+	failed, t := w.err != nil, w.latest
+	w.mu.Unlock()
+	if !d.Any() || failed {
+		return
+	}
+	n, err := w.writeItem(item{f: Dropped{Type: TypeDropped, T: t, Drops: d}})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.err == nil {
+			w.err = err
+		}
+		return
+	}
+	w.noted.add(d)
+	w.stats.Lines++
+	w.stats.Bytes += uint64(n)
+}
+
 func countDropped(st *Stats, it item) {
 	switch {
 	case it.b != nil:
 		st.DroppedSamples += uint64(len(it.b.dt))
 	case it.s != nil:
-		st.DroppedFrames += uint64(len(it.s.dt))
+		st.DroppedAgentSamples += uint64(len(it.s.dt))
 	default:
 		st.DroppedFrames++
 	}

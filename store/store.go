@@ -145,6 +145,7 @@ type Store struct {
 	// by the first sample at or after the row's time.
 	nvmlDue []rowAt
 	logs    []string
+	onLog   func(string) // sees every line Log adds (logs keeps the last 200)
 }
 
 // rowAt names the snapshot rows of a device at a time.
@@ -626,13 +627,22 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 // Log adds a line to the store's log (shown in the status line).
 func (s *Store) Log(line string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.logs = append(s.logs, line)
 	if len(s.logs) > 200 {
 		s.logs = s.logs[len(s.logs)-200:]
 	}
 	s.gen++
+	on := s.onLog
+	s.mu.Unlock()
+	if on != nil {
+		on(line)
+	}
 }
+
+// OnLog makes f see every line Log adds, however many (Logs returns only
+// the last 200), in the caller's goroutine and without the store's lock:
+// f must not block. Call before sources start.
+func (s *Store) OnLog(f func(string)) { s.mu.Lock(); s.onLog = f; s.mu.Unlock() }
 
 // ---- snapshots ----
 
