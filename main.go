@@ -26,6 +26,7 @@ import (
 
 	"github.com/gputop/gputop/agentlink"
 	"github.com/gputop/gputop/demo"
+	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/sampler"
@@ -43,8 +44,9 @@ Usage:
   gputop [flags]                  live TUI over local GPUs (NVML) and attached agents
   gputop --demo                   TUI over a real H200 recording embedded in the binary
   gputop --replay FILE            TUI over a recording
-  gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration
-  gputop export FILE --csv OUT    summary CSV of a recording
+  gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
+                                  an existing FILE with data only with --force
+  gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
   gputop snap LABEL               add a labelled snapshot to the running gputop
   gputop version
 
@@ -231,7 +233,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	sf.register(fs)
 	demoFlag := fs.Bool("demo", false, "play the recording embedded in the binary")
 	replay := fs.String("replay", "", "play a recording file")
-	csvPath := fs.String("csv", "", "where `e` and quitting write the summary CSV (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on `e`, nothing on quit)")
+	csvPath := fs.String("csv", "", "where `e` and quitting write the summary CSV (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on `e`, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
 	fps := fs.Int("fps", 30, "screen redraws per second at most")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -249,6 +251,12 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gputop: --fps %d: want 1..120\n", *fps)
 		return 2
 	}
+	if *csvPath != "" {
+		if t, err := outfile.Resolve(*csvPath); err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
+			fmt.Fprintf(stderr, "gputop: --csv %s: the TUI draws on standard output, so the CSV cannot go there; give a file name (or write a recording's CSV to standard output with `gputop export FILE --csv -`)\n", *csvPath)
+			return 2
+		}
+	}
 	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now}
 	var st *store.Store
 	// a closed terminal (SIGHUP) or kill (SIGTERM) ends the TUI like q does,
@@ -259,13 +267,17 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	switch {
 	case *demoFlag || *replay != "":
 		st = store.New(replayOptions())
+		var info recording.Info
 		var err error
 		if *demoFlag {
-			_, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
+			info, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
 			opt.Title = "demo: " + demo.Title
 		} else {
-			_, err = recording.Load(*replay, st)
+			info, err = recording.Load(*replay, st)
 			opt.Title = *replay
+		}
+		if info.Dropped.Any() {
+			st.Log(droppedNote(info.Dropped))
 		}
 		if err != nil {
 			var fe *recording.FormatError
@@ -324,6 +336,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	out := fs.String("o", "", "recording file to write (required)")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until Ctrl-C)")
 	comment := fs.String("comment", "", "free text stored in the recording's header")
+	force := fs.Bool("force", false, "replace FILE if it already holds data (without it an existing file is never truncated)")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -336,17 +349,21 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gputop record:", err)
 		return 2
 	}
+	// the output is looked at now and opened only once the sources have
+	// started: a recorder that cannot start touches nothing
+	if _, err := outfile.CheckStream(*out, *force); err != nil {
+		say(stderr, "gputop record:", forceHint(err))
+		return 1
+	}
 	host, _ := os.Hostname()
-	w, err := recording.Create(*out, wire.Recording{
+	w := recording.NewWriter(wire.Recording{
 		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
 		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
 	})
-	if err != nil {
-		say(stderr, "gputop record:", err)
-		return 1
-	}
 	st := store.New(store.DefaultOptions())
 	st.SetTap(w)
+	var events eventPrinter
+	st.OnLog(events.add)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if *duration > 0 {
@@ -360,14 +377,29 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		say(stderr, "gputop record:", err)
 		return 1
 	}
+	f, err := outfile.OpenStream(ctx, *out, *force, func() {
+		say(stderr, fmt.Sprintf("gputop record: %s is a FIFO: waiting for a reader", *out))
+	})
+	if err == nil {
+		err = w.Start(f, *out)
+	}
+	if err != nil {
+		cancel()
+		stop()
+		w.Close()
+		events.flush(stderr, "gputop record: ")
+		say(stderr, "gputop record:", forceHint(err))
+		return 1
+	}
 	where := ""
 	if srv != nil {
 		where = ", agents on " + srv.Path()
 	}
 	say(stderr, fmt.Sprintf("gputop record: writing %s (source %s%s); Ctrl-C ends it", *out, sf.source, where))
-	logs := 0
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	var told recording.Drops // drops printed so far
+	var toldAt time.Time
 loop:
 	for {
 		select {
@@ -375,11 +407,11 @@ loop:
 			break loop
 		case <-tick.C:
 			// agent events (attached, closed with a reason) go to stderr
-			l := st.Logs()
-			for _, line := range l[min(logs, len(l)):] {
-				fmt.Fprintln(stderr, "gputop record:", line)
+			events.flush(stderr, "gputop record: ")
+			if d := w.Stats().Drops(); d != told && time.Since(toldAt) >= time.Second {
+				say(stderr, fmt.Sprintf("gputop record: %s is not keeping up: dropped so far %s", *out, d))
+				told, toldAt = d, time.Now()
 			}
-			logs = len(l)
 			if err := w.Err(); err != nil {
 				say(stderr, "gputop record:", err)
 				break loop
@@ -389,17 +421,33 @@ loop:
 	cancel()
 	stop()
 	err = w.Close()
-	fi, _ := os.Stat(*out)
-	var size int64
-	if fi != nil {
-		size = fi.Size()
-	}
-	say(stderr, fmt.Sprintf("gputop record: %s: %d snapshots, %d bytes", *out, len(st.Snapshots()), size))
+	events.flush(stderr, "gputop record: ")
+	s := w.Stats()
+	say(stderr, fmt.Sprintf("gputop record: %s: %d snapshots, %d bytes", *out, len(st.Snapshots()), s.Bytes))
+	code := 0
 	if err != nil {
 		say(stderr, "gputop record:", err)
-		return 1
+		code = 1
 	}
-	return 0
+	if d := s.Drops(); d.Any() {
+		say(stderr, fmt.Sprintf("gputop record: %s: not everything was written: dropped %s (the file says so, and loads)", *out, d))
+		code = 1
+	}
+	return code
+}
+
+// forceHint adds how to replace a file that record refused to truncate.
+func forceHint(err error) string {
+	var he *outfile.HoldsDataError
+	if errors.As(err, &he) {
+		return err.Error() + "; --force replaces it"
+	}
+	return err.Error()
+}
+
+// droppedNote says what a recording lacks because its recorder fell behind.
+func droppedNote(d recording.Drops) string {
+	return fmt.Sprintf("the recorder dropped %s (its output did not keep up): the data has gaps there", d)
 }
 
 func cmdExport(args []string, stdout, stderr io.Writer) int {
@@ -424,8 +472,13 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	// with the CSV on standard output, the report goes to stderr
+	report := stdout
+	if t, err := outfile.Resolve(*out); err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
+		report = stderr
+	}
 	st := store.New(store.DefaultOptions())
-	_, err := recording.Load(file, st)
+	info, err := recording.Load(file, st)
 	code := 0
 	if err != nil {
 		var fe *recording.FormatError
@@ -444,9 +497,12 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		say(stderr, "gputop export:", err)
 		return 1
 	}
-	say(stdout, fmt.Sprintf("wrote %s (%d rows)", *out, len(st.Snapshots())))
+	say(report, fmt.Sprintf("wrote %s (%d rows)", *out, len(st.Snapshots())))
+	if info.Dropped.Any() {
+		say(report, fmt.Sprintf("%s: %s", file, droppedNote(info.Dropped)))
+	}
 	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices(), st.OOM) {
-		say(stdout, l)
+		say(report, l)
 	}
 	return code
 }

@@ -32,6 +32,7 @@ type Info struct {
 	Start   int64 // earliest time in the frames loaded (0 if none)
 	End     int64 // latest time in the frames loaded
 	Bytes   int64 // bytes consumed: the whole input, or up to the bad line
+	Dropped Drops // what the recorder could not write: its dropped lines, summed
 }
 
 // FormatError is a recording line that could not be loaded. Everything
@@ -240,6 +241,7 @@ var required = map[string][]field{
 	wire.TypeBye:       {fPID, fT},
 	wire.TypeEnded:     {fPID, fT},
 	wire.TypeRowHeld:   {fPID, fT, fDev, fHeld},
+	TypeDropped:        {fT},
 }
 
 // decodeJSON unmarshals and words errors for people.
@@ -417,6 +419,13 @@ func (l *loader) frame(body []byte) *FormatError {
 		if err = decodeJSON(body, &f); err == nil {
 			if err = l.checkAgent(f.PID, f.T); err == nil {
 				l.st.AgentEnded(f.PID, f.T, false, f.Reason)
+			}
+		}
+	case TypeDropped:
+		var f Dropped
+		if err = decodeJSON(body, &f); err == nil {
+			if err = l.checkTime(f.T); err == nil {
+				l.info.Dropped.add(f.Drops)
 			}
 		}
 	}

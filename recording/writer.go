@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,20 +43,86 @@ const (
 
 // Stats counts what a Writer has done so far.
 type Stats struct {
-	Lines          uint64 // lines written, header included
-	Bytes          uint64 // bytes written
-	Samples        uint64 // NVML samples written
-	DroppedSamples uint64 // NVML samples not written: queue full, or after a write error
-	DroppedFrames  uint64 // other frames not written (an agent sample counts as one): queue full, over wire.MaxFrameBytes, or after a write error
-	AgentSamples   uint64 // agent samples written
+	Lines               uint64 // lines written, header and dropped lines included
+	Bytes               uint64 // bytes written
+	Samples             uint64 // NVML samples written
+	DroppedSamples      uint64 // NVML samples not written: queue full, or after a write error
+	DroppedAgentSamples uint64 // agent samples not written: queue full, or after a write error
+	DroppedFrames       uint64 // other frames not written: queue full, over wire.MaxFrameBytes, or after a write error
+	AgentSamples        uint64 // agent samples written
+}
+
+// Drops returns the dropped counts.
+func (s Stats) Drops() Drops {
+	return Drops{NVMLSamples: s.DroppedSamples, AgentSamples: s.DroppedAgentSamples, Frames: s.DroppedFrames}
+}
+
+// TypeDropped is the type of the recorder's own dropped lines.
+const TypeDropped = "dropped"
+
+// Drops counts what a recorder could not write.
+type Drops struct {
+	NVMLSamples  uint64 `json:"nvml_samples,omitempty"`
+	AgentSamples uint64 `json:"agent_samples,omitempty"`
+	Frames       uint64 `json:"frames,omitempty"` // frames other than samples
+}
+
+// Any reports whether anything was dropped.
+func (d Drops) Any() bool { return d != Drops{} }
+
+// String lists the counts that are not 0: "12 NVML samples and 1 other frame".
+func (d Drops) String() string {
+	var parts []string
+	for _, c := range []struct {
+		n    uint64
+		what string
+	}{{d.NVMLSamples, "NVML sample"}, {d.AgentSamples, "agent sample"}, {d.Frames, "other frame"}} {
+		if c.n > 0 {
+			s := fmt.Sprintf("%d %s", c.n, c.what)
+			if c.n > 1 {
+				s += "s"
+			}
+			parts = append(parts, s)
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return "nothing"
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+func (d *Drops) add(o Drops) {
+	d.NVMLSamples += o.NVMLSamples
+	d.AgentSamples += o.AgentSamples
+	d.Frames += o.Frames
+}
+
+func (d Drops) minus(o Drops) Drops {
+	return Drops{NVMLSamples: d.NVMLSamples - o.NVMLSamples, AgentSamples: d.AgentSamples - o.AgentSamples, Frames: d.Frames - o.Frames}
+}
+
+// Dropped is a recording line of the writer's own: what it could not write
+// since its previous Dropped line (see FORMAT.md). It is written as soon as
+// the output takes lines again, so it sits where the gap is; T is the
+// newest sample time the writer had then.
+type Dropped struct {
+	Type string `json:"type"`
+	T    int64  `json:"t"`
+	Drops
 }
 
 // Writer appends frames to a recording. It implements store.Tap. NVML and
 // Frame only queue work under a short lock; a goroutine encodes and writes,
 // so the 1 kHz sources never wait for the disk.
 type Writer struct {
-	f    *os.File
-	path string
+	hdr     []byte // the header line, written by Start
+	f       *os.File
+	path    string
+	regular bool // f is a regular file: it can be synced and cut back
+	started bool
 
 	mu      sync.Mutex
 	cond    *sync.Cond     // signalled when the goroutine has written a chunk
@@ -69,6 +136,8 @@ type Writer struct {
 		pid int
 		t   int64
 	}
+	noted    Drops  // drops already written in a Dropped line
+	latest   int64  // the newest sample time seen (the header's start before any): a Dropped line's t
 	enqueued uint64 // items ever put on the queue
 	written  uint64 // items the goroutine has finished with
 	closed   bool
@@ -149,35 +218,60 @@ func (b *batch) add(t int64, used, reserved uint64) {
 // once and starts the writer goroutine. hdr's Type and V are set here; a zero
 // Start becomes now.
 func Create(path string, hdr wire.Recording) (*Writer, error) {
-	hdr.Type, hdr.V = wire.TypeRecording, FormatVersion
-	if hdr.Start == 0 {
-		hdr.Start = time.Now().UnixNano()
-	}
-	line, err := json.Marshal(hdr)
-	if err != nil {
-		return nil, fmt.Errorf("recording %s: %w", path, err)
-	}
+	w := NewWriter(hdr)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("recording: %w", err)
 	}
-	line = append(line, '\n')
-	if _, err := f.Write(line); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("recording %s: %w", path, err)
+	if err := w.Start(f, path); err != nil {
+		return nil, err
 	}
+	return w, nil
+}
+
+// NewWriter returns a Writer that queues what it is given (up to the queue's
+// bound) until Start gives it its output: a recorder installs it before its
+// sources start, and opens the file only once they have. hdr's Type and V
+// are set here; a zero Start becomes now.
+func NewWriter(hdr wire.Recording) *Writer {
+	hdr.Type, hdr.V = wire.TypeRecording, FormatVersion
+	if hdr.Start == 0 {
+		hdr.Start = time.Now().UnixNano()
+	}
+	line, _ := json.Marshal(hdr) // plain fields only: cannot fail
 	w := &Writer{
-		f: f, path: path,
+		hdr:  append(line, '\n'),
 		wake: make(chan struct{}, 1),
 		quit: make(chan struct{}),
 		done: make(chan struct{}),
-		off:  int64(len(line)),
 		buf:  make([]byte, 0, 4096),
 	}
+	w.latest = hdr.Start
 	w.cond = sync.NewCond(&w.mu)
-	w.stats.Lines, w.stats.Bytes = 1, uint64(len(line))
+	return w
+}
+
+// Start writes the header line to f (named path in errors) and starts the
+// writer goroutine, which writes what was queued since NewWriter and
+// everything after. On an error f is closed.
+func (w *Writer) Start(f *os.File, path string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started || w.closed {
+		f.Close()
+		return fmt.Errorf("recording %s: the writer was already started or closed", path)
+	}
+	fi, err := f.Stat()
+	w.f, w.path, w.regular = f, path, err == nil && fi.Mode().IsRegular()
+	if _, err := f.Write(w.hdr); err != nil {
+		f.Close()
+		return fmt.Errorf("recording %s: %w", path, err)
+	}
+	w.off = int64(len(w.hdr))
+	w.stats.Lines, w.stats.Bytes = 1, uint64(len(w.hdr))
+	w.started = true
 	go w.run()
-	return w, nil
+	return nil
 }
 
 // Path is the file being written.
@@ -193,6 +287,7 @@ func (w *Writer) NVML(dev int, t int64, used, reserved uint64) {
 		w.stats.DroppedSamples++
 		return
 	}
+	w.latest = max(w.latest, t)
 	for len(w.pending) <= dev {
 		w.pending = append(w.pending, nil)
 	}
@@ -244,7 +339,7 @@ func (w *Writer) sealSamples(pid int) {
 			continue
 		}
 		if !w.push(item{s: b}) {
-			w.stats.DroppedFrames += uint64(len(b.dt))
+			w.stats.DroppedAgentSamples += uint64(len(b.dt))
 		}
 	}
 	clear(w.agent[len(keep):])
@@ -254,6 +349,7 @@ func (w *Writer) sealSamples(pid int) {
 // sample adds an agent sample to its process's open batch for its device.
 // Caller holds mu.
 func (w *Writer) sample(v wire.Sample) {
+	w.latest = max(w.latest, v.T)
 	var b *sampleBatch
 	for _, x := range w.agent {
 		if x.pid == v.PID && x.dev == v.Dev {
@@ -354,10 +450,13 @@ func normalize(f any) (wire.Frame, string) {
 }
 
 // Flush writes every pending batch and queued frame and waits until they
-// are in the file. It returns Err().
+// are in the file. It returns Err(). Before Start it only returns Err().
 func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.started {
+		return w.err
+	}
 	w.sealAll()
 	target := w.enqueued
 	select {
@@ -370,9 +469,10 @@ func (w *Writer) Flush() error {
 	return w.err
 }
 
-// Close flushes, syncs and closes the file. Later NVML and Frame calls are
-// ignored. It returns the first error of the whole recording; calling it
-// again returns the same.
+// Close flushes, syncs (a regular file) and closes the file. Later NVML and
+// Frame calls are ignored. It returns the first error of the whole
+// recording; calling it again returns the same. A Writer closed before
+// Start writes nothing and touches no file.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -382,11 +482,20 @@ func (w *Writer) Close() error {
 		return err
 	}
 	w.closed = true
+	if !w.started {
+		w.queue = nil
+		close(w.done)
+		w.mu.Unlock()
+		return nil
+	}
 	w.sealAll()
 	w.mu.Unlock()
 	close(w.quit)
 	<-w.done // the goroutine drains the queue before it returns
-	serr := w.f.Sync()
+	var serr error
+	if w.regular {
+		serr = w.f.Sync() // a pipe or FIFO cannot be synced (EINVAL)
+	}
 	cerr := w.f.Close()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -438,9 +547,11 @@ func (w *Writer) run() {
 }
 
 // drain writes everything queued, one chunk at a time, without holding mu
-// during I/O.
+// during I/O. Before each chunk, and once the queue is empty, it writes a
+// Dropped line for what was dropped since the last one.
 func (w *Writer) drain() {
 	for {
+		w.noteDrops()
 		w.mu.Lock()
 		q := w.queue
 		if len(q) == 0 {
@@ -493,6 +604,7 @@ func (w *Writer) drain() {
 		w.stats.Bytes += st.Bytes
 		w.stats.Samples += st.Samples
 		w.stats.DroppedSamples += st.DroppedSamples
+		w.stats.DroppedAgentSamples += st.DroppedAgentSamples
 		w.stats.DroppedFrames += st.DroppedFrames
 		w.stats.AgentSamples += st.AgentSamples
 		w.cond.Broadcast()
@@ -500,12 +612,37 @@ func (w *Writer) drain() {
 	}
 }
 
+// noteDrops writes a Dropped line for what was dropped since the last one.
+// The line bypasses the queue, which may be full: the goroutine writes it
+// itself, between chunks, so it lands where the gap is.
+func (w *Writer) noteDrops() {
+	w.mu.Lock()
+	d := w.stats.Drops().minus(w.noted)
+	failed, t := w.err != nil, w.latest
+	w.mu.Unlock()
+	if !d.Any() || failed {
+		return
+	}
+	n, err := w.writeItem(item{f: Dropped{Type: TypeDropped, T: t, Drops: d}})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.err == nil {
+			w.err = err
+		}
+		return
+	}
+	w.noted.add(d)
+	w.stats.Lines++
+	w.stats.Bytes += uint64(n)
+}
+
 func countDropped(st *Stats, it item) {
 	switch {
 	case it.b != nil:
 		st.DroppedSamples += uint64(len(it.b.dt))
 	case it.s != nil:
-		st.DroppedFrames += uint64(len(it.s.dt))
+		st.DroppedAgentSamples += uint64(len(it.s.dt))
 	default:
 		st.DroppedFrames++
 	}
@@ -533,7 +670,7 @@ func (w *Writer) writeItem(it item) (int, error) {
 	w.buf = append(w.buf, '\n')
 	n, err := w.f.Write(w.buf)
 	if err != nil {
-		if n > 0 {
+		if n > 0 && w.regular {
 			_ = w.f.Truncate(w.off) // best effort: keep the file loadable
 		}
 		return 0, fmt.Errorf("recording %s: %w", w.path, err)

@@ -219,11 +219,16 @@ func TestFrameFiltering(t *testing.T) {
 	}
 	data := readFile(t, path)
 	ls := lines(data)
-	if len(ls) != 2 || string(ls[1]) != `{"type":"bye","pid":5,"t":`+strconv.FormatInt(base, 10)+"}\n" {
+	at := strconv.FormatInt(base, 10)
+	if len(ls) != 3 || string(ls[1]) != `{"type":"bye","pid":5,"t":`+at+"}\n" ||
+		string(ls[2]) != `{"type":"dropped","t":`+at+`,"frames":1}`+"\n" {
 		t.Fatalf("file: %q", data)
 	}
 	if s := w.Stats(); s.DroppedFrames != 1 {
 		t.Fatalf("stats %+v: want the oversized holders counted", s)
+	}
+	if info, err := LoadReader(path, bytes.NewReader(data), store.New(liveOptions())); err != nil || info.Dropped != (Drops{Frames: 1}) {
+		t.Fatalf("loaded %+v, %v: want the dropped holders counted", info.Dropped, err)
 	}
 }
 
@@ -440,5 +445,81 @@ func TestAgentSamplesBatched(t *testing.T) {
 	}
 	if a, b := st.Agents(), loaded.Agents(); !reflect.DeepEqual(a, b) {
 		t.Fatalf("agents:\n live   %+v\n loaded %+v", a, b)
+	}
+}
+
+// A writer whose output (here a pipe nobody reads yet) falls behind drops
+// lines instead of blocking the sources, and says how many in dropped
+// lines: the loader's sum is the writer's count, and the samples written
+// plus those dropped are all that were given. A pipe is not synced, so
+// Close succeeds.
+func TestDropsAreRecorded(t *testing.T) {
+	r, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	w := NewWriter(header())
+	if err := w.Start(pw, "pipe"); err != nil {
+		t.Fatal(err)
+	}
+	// 200 samples a batch at 2 kHz: three times the queue in lines, more than
+	// the queue and a chunk being written can hold
+	const n = 3 * maxQueue * 200
+	for i := int64(0); i < n; i++ {
+		w.NVML(0, base+i*ms/2, uint64(i), 0)
+	}
+	got := make(chan []byte)
+	go func() {
+		var b bytes.Buffer
+		b.ReadFrom(r)
+		got <- b.Bytes()
+	}()
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close on a pipe: %v", err)
+	}
+	data := <-got
+	s := w.Stats()
+	if s.DroppedSamples == 0 || s.Samples+s.DroppedSamples != n {
+		t.Fatalf("stats %+v: want some of %d samples dropped", s, n)
+	}
+	info, err := LoadReader("pipe", bytes.NewReader(data), store.New(replayOptions()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Dropped != s.Drops() || uint64(info.Samples) != s.Samples || int64(s.Bytes) != info.Bytes {
+		t.Fatalf("loaded %+v (dropped %+v), writer %+v", info, info.Dropped, s)
+	}
+}
+
+// A writer that is closed before it was started (the recorder could not
+// start its sources) writes nothing; one started later writes what was
+// queued before.
+func TestWriterBeforeStart(t *testing.T) {
+	w := NewWriter(header())
+	w.Frame(wire.Bye{PID: 5, T: base})
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := tempPath(t, "late.gputop")
+	f, _ := os.Create(path)
+	if err := w.Start(f, path); err == nil {
+		t.Fatal("Start after Close")
+	}
+
+	w = NewWriter(header())
+	w.Frame(wire.Bye{PID: 5, T: base})
+	f, _ = os.Create(path)
+	if err := w.Start(f, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ls := lines(readFile(t, path)); len(ls) != 2 || !bytes.Contains(ls[1], []byte(`"bye"`)) {
+		t.Fatalf("file: %q", ls)
 	}
 }

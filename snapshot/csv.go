@@ -2,12 +2,11 @@ package snapshot
 
 import (
 	"encoding/csv"
-	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"strconv"
 	"strings"
 
+	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -88,48 +87,13 @@ func optBytes(b *uint64) string {
 	return strconv.FormatUint(*b, 10)
 }
 
-// WriteCSV writes the summary atomically: a temporary file in the same
-// directory, then a rename, so a reader never sees half a file and a failed
-// write leaves any earlier export intact.
-func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".gputop-summary-*.csv.tmp")
-	if err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, unwrapPathErr(err))
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := csv.NewWriter(tmp)
-	if err = w.WriteAll(Records(snaps, devs, ooms)); err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	if err = os.Chmod(tmp.Name(), 0o644); err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, unwrapPathErr(err))
-	}
-	return nil
-}
-
-// unwrapPathErr drops the temporary file's name from an error, so the message
-// names only the path the user asked for.
-func unwrapPathErr(err error) error {
-	if pe, ok := err.(*os.PathError); ok {
-		return pe.Err
-	}
-	if le, ok := err.(*os.LinkError); ok {
-		return le.Err
-	}
-	return err
+// WriteCSV writes the summary CSV to path the way the user means it (see
+// package outfile): a file is replaced atomically, so a reader never sees
+// half a file and a failed write leaves any earlier export intact; "-" is
+// standard output; a device or FIFO is written in place; a read-only file
+// or a directory is refused with an error naming path.
+func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) error {
+	return outfile.Write(path, func(w io.Writer) error {
+		return csv.NewWriter(w).WriteAll(Records(snaps, devs, ooms))
+	})
 }

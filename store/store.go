@@ -153,6 +153,7 @@ type Store struct {
 	// server, so nothing can be asked)
 	asker func(pid, torchDev int) error
 	logs  []string
+	onLog func(string) // sees every line Log adds (logs keeps the last 200)
 }
 
 // awaitRow is an end row waiting for its attribution.
@@ -724,13 +725,22 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 func (s *Store) Log(line string) {
 	line = CleanText(line)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.logs = append(s.logs, line)
 	if len(s.logs) > 200 {
 		s.logs = s.logs[len(s.logs)-200:]
 	}
 	s.gen++
+	on := s.onLog
+	s.mu.Unlock()
+	if on != nil {
+		on(line)
+	}
 }
+
+// OnLog makes f see every line Log adds, however many (Logs returns only
+// the last 200), in the caller's goroutine and without the store's lock:
+// f must not block. Call before sources start.
+func (s *Store) OnLog(f func(string)) { s.mu.Lock(); s.onLog = f; s.mu.Unlock() }
 
 // ---- snapshots ----
 

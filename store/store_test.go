@@ -933,3 +933,16 @@ func TestEndReachesRowsAfterTheLastSample(t *testing.T) {
 		t.Fatalf("End() = %d after a later sample", got)
 	}
 }
+
+// OnLog sees every line, however many; Logs keeps the last 200.
+func TestOnLogSeesEveryLine(t *testing.T) {
+	st := New(DefaultOptions())
+	var seen []string
+	st.OnLog(func(l string) { seen = append(seen, l) })
+	for i := range 500 {
+		st.Log(fmt.Sprint("event ", i))
+	}
+	if len(seen) != 500 || seen[0] != "event 0" || seen[499] != "event 499" || len(st.Logs()) != 200 {
+		t.Fatalf("OnLog saw %d lines, Logs has %d", len(seen), len(st.Logs()))
+	}
+}
