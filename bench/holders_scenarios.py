@@ -618,6 +618,7 @@ def child(key: str) -> int:
         r = {"scenario": key, "title": sc.title, "mode": "fresh", "pass": False,
              "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
     r["wall_s"] = round(time.perf_counter() - t0, 2)
+    r["pid"] = os.getpid()  # whose rows a running gputop has
     sys.stdout.flush()
     print("HS_RESULT " + json.dumps(r), flush=True)
     return 0

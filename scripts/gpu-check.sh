@@ -13,6 +13,11 @@
 #   direct      bench/direct_check.py: the agent finds torch's allocator counters
 #               in place; they agree word for word with the stats call after
 #               every step and from a second thread; what a copy costs
+#   verdict     bench/verdict_check.py: gputop's verdict after cleanup on the
+#               article's program (its own cleanup, gputop.cleanup(), a kept
+#               tensor), the six leak scenarios (baseline before any matmul),
+#               a Hugging Face Trainer and a Lightning run; every row of the
+#               article's runs equal to torch's own counters to the byte
 #   spikes      20 x 4 GiB for 5 ms beside `gputop record`: all 20 seen? and
 #               what a 10 Hz / 4 Hz sampler would have seen
 #   sigkill     a training job killed with SIGKILL mid-run: its history stays,
@@ -231,11 +236,11 @@ replay_smoke() { # RECORDING: the TUI replays it in a real terminal; its screen 
 	tmux -L "$TMUXL" kill-session -t replay 2>/dev/null
 	cat "$L/replay-screen.txt"
 	local label missing=""
-	for label in "Training start" "Epoch 5" "Epoch 10" "Training end" "Before cleanup" "After cleanup" "leak check"; do
+	for label in "Training start" "Epoch 5" "Epoch 10" "Training end" "Before cleanup" "After cleanup" "✓ After cleanup: "; do
 		grep -q "$label" "$L/replay-screen.txt" || missing="$missing '$label'"
 	done
 	if [ -z "$missing" ]; then
-		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six snapshot rows and the leak check on screen ($(grep -o '[✓✗] leak check: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
+		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six snapshot rows and the After cleanup verdict on screen ($(grep -o '✓ After cleanup: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
 	else
 		result 13-replay-screen FAIL "gputop --replay at 160x50, at the end of the run: not on screen:$missing (logs/replay-screen.txt, replay.stderr)"
 	fi
@@ -243,6 +248,12 @@ replay_smoke() { # RECORDING: the TUI replays it in a real terminal; its screen 
 
 step_direct() {
 	timeout 150 "$PY" bench/direct_check.py --results-dir "$R" --name 15-direct
+}
+
+step_verdict() {
+	have_gputop || { result 16-verdict FAIL "no gputop binary"; return 1; }
+	timeout 420 "$PY" bench/verdict_check.py --gputop "$GPUTOP" --results-dir "$R" --name 16-verdict \
+		--workdir "$W/verdict"
 }
 
 step_spikes() {
@@ -388,6 +399,7 @@ echo "gputop GPU check: work dir $W, results to $OUT, budget $BUDGET s"
 step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step direct 30 15-direct
+step verdict 150 16-verdict 16-verdict-exact
 step spikes 30 20-spikes
 step sigkill 40 30-sigkill 31-cli-snap
 step oom 60 32-oom 33-oom-screen
