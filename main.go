@@ -508,8 +508,9 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdSnap(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("gputop snap", stderr, "\ngputop snap LABEL [--socket PATH]\n")
+	fs := newFlagSet("gputop snap", stderr, "\ngputop snap LABEL [--end[=false]] [--socket PATH]\n")
 	sock := fs.String("socket", "", "socket of the running gputop")
+	endFlag := fs.Bool("end", false, "the rows end a run and get a verdict (--end=false: they do not); without it the label decides (\"After cleanup\", \"Training end\" do)")
 	var label string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		label, args = args[0], args[1:]
@@ -536,7 +537,13 @@ func cmdSnap(args []string, stdout, stderr io.Writer) int {
 		}
 		path = p
 	}
-	if err := agentlink.Snap(path, label, 3*time.Second); err != nil {
+	var end *bool
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "end" {
+			end = endFlag
+		}
+	})
+	if err := agentlink.Snap(path, label, end, 3*time.Second); err != nil {
 		say(stderr, "gputop snap:", err)
 		return 1
 	}

@@ -608,7 +608,7 @@ func TestSnapRoundTrip(t *testing.T) {
 	p.sendFrame(sample(0, now, 3<<20))
 	waitFor(t, "sample", func() bool { return st.Count(store.Key{Dev: 1, PID: 1601, Metric: store.Allocated}) == 1 })
 
-	if err := Snap(srv.Path(), "Epoch 5", 5*time.Second); err != nil {
+	if err := Snap(srv.Path(), "Epoch 5", nil, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	rows := st.Snapshots()
@@ -624,14 +624,27 @@ func TestSnapRoundTrip(t *testing.T) {
 		}
 	}
 	srv.logs.wait(t, `snapshot "Epoch 5" from the shell on 2 device(s)`)
-	if err := Snap(srv.Path(), "  ", time.Second); err == nil {
+	if err := Snap(srv.Path(), "  ", nil, time.Second); err == nil {
 		t.Error("empty label accepted")
+	}
+	// --end and --end=false win over the label
+	yes, no := true, false
+	if err := Snap(srv.Path(), "Epoch 6", &yes, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := Snap(srv.Path(), "Training end", &no, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range st.Snapshots() {
+		if (r.Label == "Epoch 6") != r.End {
+			t.Errorf("row %q: end %v", r.Label, r.End)
+		}
 	}
 }
 
 func TestSnapNoDevices(t *testing.T) {
 	srv := startServer(t, newStore(t, false), nil)
-	err := Snap(srv.Path(), "Epoch 5", 5*time.Second)
+	err := Snap(srv.Path(), "Epoch 5", nil, 5*time.Second)
 	if err == nil || err.Error() != "gputop refused the snapshot: no devices known yet" {
 		t.Fatalf("err = %v", err)
 	}
@@ -640,7 +653,7 @@ func TestSnapNoDevices(t *testing.T) {
 func TestSnapNoServer(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "gputop.sock")
-	err := Snap(missing, "x", time.Second)
+	err := Snap(missing, "x", nil, time.Second)
 	if err == nil || !strings.HasPrefix(err.Error(), "no gputop is running: nothing listens on "+missing) {
 		t.Errorf("missing socket: %v", err)
 	}
@@ -648,7 +661,7 @@ func TestSnapNoServer(t *testing.T) {
 	ln, _ := net.ListenUnix("unix", &net.UnixAddr{Name: missing, Net: "unix"})
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	err = Snap(missing, "x", time.Second)
+	err = Snap(missing, "x", nil, time.Second)
 	if err == nil || !strings.HasPrefix(err.Error(), "no gputop is running") {
 		t.Errorf("stale socket: %v", err)
 	}
@@ -669,7 +682,7 @@ func TestSnapTimeout(t *testing.T) {
 			time.Sleep(2 * time.Second)
 		}
 	}()
-	err = Snap(path, "x", 100*time.Millisecond)
+	err = Snap(path, "x", nil, 100*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 100ms") {
 		t.Errorf("err = %v", err)
 	}

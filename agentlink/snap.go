@@ -13,9 +13,10 @@ import (
 )
 
 // Snap asks the gputop listening at path to take a labelled snapshot of
-// every device it knows (`gputop snap LABEL`). It waits at most timeout for
+// every device it knows (`gputop snap LABEL`); end, when set, says whether
+// its rows end a run (else the label decides). It waits at most timeout for
 // the answer and returns gputop's reason when it refuses.
-func Snap(path, label string, timeout time.Duration) error {
+func Snap(path, label string, end *bool, timeout time.Duration) error {
 	if strings.TrimSpace(label) == "" {
 		return errors.New("snapshot label is empty")
 	}
@@ -32,7 +33,7 @@ func Snap(path, label string, timeout time.Duration) error {
 	}
 	defer nc.Close()
 	nc.SetDeadline(deadline)
-	b, err := encodeLine(wire.Snap{Type: wire.TypeSnap, V: wire.Version, Label: label})
+	b, err := encodeLine(wire.Snap{Type: wire.TypeSnap, V: wire.Version, Label: label, End: end})
 	if err != nil {
 		return err
 	}
