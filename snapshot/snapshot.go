@@ -108,12 +108,17 @@ type DevRows struct {
 	// each process's latest end row (indexes into Rows), in pid order:
 	// their verdicts stay under the table whatever rows come after
 	Latest []int
+	// the latest OOM row (index into Rows), or -1
+	LatestOOM int
+	// rows without allocator values (no agent then) and without NVML
+	// figures: some of them, and all of them
+	NoAllocSome, NoAllocAll, NoNVMLSome, NoNVMLAll bool
 }
 
 // ForDevice picks the rows of device dev out of rows (in time order); the
 // rows of other devices are never mixed in.
 func ForDevice(rows []Row, dev int) DevRows {
-	var d DevRows
+	d := DevRows{LatestOOM: -1, NoAllocAll: true, NoNVMLAll: true}
 	latest := map[int]int{}
 	for _, r := range rows {
 		if r.Dev != dev {
@@ -125,7 +130,23 @@ func ForDevice(rows []Row, dev int) DevRows {
 		if r.Verdict != nil {
 			latest[r.PID] = len(d.Rows)
 		}
+		if r.Source == "oom" {
+			d.LatestOOM = len(d.Rows)
+		}
+		if r.Allocated == nil {
+			d.NoAllocSome = true
+		} else {
+			d.NoAllocAll = false
+		}
+		if r.NVMLUsed == nil {
+			d.NoNVMLSome = true
+		} else {
+			d.NoNVMLAll = false
+		}
 		d.Rows = append(d.Rows, r)
+	}
+	if len(d.Rows) == 0 {
+		d.NoAllocAll, d.NoNVMLAll = false, false
 	}
 	pids := make([]int, 0, len(latest))
 	for p := range latest {

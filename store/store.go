@@ -710,8 +710,7 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 		sort.Ints(devs)
 		for i, dev := range devs {
 			if i == 0 || dev != devs[i-1] {
-				s.markers = append(s.markers, Marker{T: t, Dev: dev, PID: pid, Label: "ended", Kind: "ended"})
-				s.lastMarker = max(s.lastMarker, t)
+				s.addMarker(Marker{T: t, Dev: dev, PID: pid, Label: "ended", Kind: "ended"})
 			}
 		}
 		s.frame(wire.Ended{Type: wire.TypeEnded, PID: pid, T: t, Reason: reason})
@@ -796,8 +795,7 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	copy(s.snapshots[i+1:], s.snapshots[i:])
 	s.snapshots[i] = row
 	s.rowsVer++
-	s.markers = append(s.markers, Marker{T: row.T, Dev: row.Dev, PID: row.PID, Label: row.Label, Kind: kind})
-	s.lastMarker = max(s.lastMarker, row.T)
+	s.addMarker(Marker{T: row.T, Dev: row.Dev, PID: row.PID, Label: row.Label, Kind: kind})
 	s.touch(row.T)
 	s.frame(row)
 	return row
@@ -1003,6 +1001,22 @@ func (s *Store) Snapshots() []wire.Snapshot {
 	return rows
 }
 
+// addMarker keeps the markers in time order (a marker of the same time
+// goes after those already there), so a replay counts those before its
+// cursor without a scan.
+func (s *Store) addMarker(m Marker) {
+	i := sort.Search(len(s.markers), func(i int) bool { return s.markers[i].T > m.T })
+	s.markers = slices.Insert(s.markers, i, m)
+	s.lastMarker = max(s.lastMarker, m.T)
+}
+
+// CountMarkers is how many markers have a time at or before t.
+func (s *Store) CountMarkers(t int64) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return sort.Search(len(s.markers), func(i int) bool { return s.markers[i].T > t })
+}
+
 // CountSnapshots is how many rows have a time at or before t.
 func (s *Store) CountSnapshots(t int64) int {
 	s.mu.RLock()
@@ -1010,7 +1024,21 @@ func (s *Store) CountSnapshots(t int64) int {
 	return sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > t })
 }
 
-// Markers returns all chart markers.
+// MarkersIn returns the markers of device dev in [from, to), in time order.
+func (s *Store) MarkersIn(dev int, from, to int64) []Marker {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i := sort.Search(len(s.markers), func(i int) bool { return s.markers[i].T >= from })
+	var out []Marker
+	for ; i < len(s.markers) && s.markers[i].T < to; i++ {
+		if s.markers[i].Dev == dev {
+			out = append(out, s.markers[i])
+		}
+	}
+	return out
+}
+
+// Markers returns all chart markers, in time order.
 func (s *Store) Markers() []Marker {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -196,9 +196,17 @@ func TestAddSnapshotFillsNVMLUsedAndPeak(t *testing.T) {
 	if !reflect.DeepEqual(labels, want) {
 		t.Fatalf("snapshot order %v, want %v", labels, want)
 	}
+	// markers are in time order too (a replay counts those before its cursor)
 	ms := st.Markers()
-	if len(ms) != 10 || ms[0].Label != "a" || ms[0].Kind != wire.MarkSnapshot || ms[0].T != at(10.7) {
+	var mlabels []string
+	for _, m := range ms {
+		mlabels = append(mlabels, m.Label)
+	}
+	if !reflect.DeepEqual(mlabels, want) || ms[2].Kind != wire.MarkSnapshot || ms[2].T != at(10.7) {
 		t.Fatalf("markers %+v", ms)
+	}
+	if n := st.CountMarkers(at(14)); n != 5 {
+		t.Fatalf("CountMarkers(14 s) = %d, want 5", n)
 	}
 }
 

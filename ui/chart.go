@@ -348,14 +348,31 @@ func (c *chartModel) render() string {
 	ox, _ := g.axes(-win, 0, maxY, xStep, yStep, xFmt, yFmt, g.style(st.Axis), g.style(st.AxisLabel))
 	x0 := ox + 1
 
-	// markers first: data drawn afterwards stays visible where they cross
+	// markers first: data drawn afterwards stays visible where they cross;
+	// one per column (the newest there, an OOM before any other), so a
+	// window holding thousands of rows costs no more than one per column
 	span := d.To - d.From
-	var labels []markLabel
+	type placed struct {
+		x  int
+		mk store.Marker
+	}
+	var marks []placed
 	for _, mk := range d.Markers {
 		if mk.T < d.From || mk.T >= d.To || span <= 0 {
 			continue
 		}
 		x := int((mk.T - d.From) * int64(gw) / span)
+		if n := len(marks); n > 0 && marks[n-1].x == x {
+			if marks[n-1].mk.Kind != "oom" || mk.Kind == "oom" {
+				marks[n-1].mk = mk
+			}
+			continue
+		}
+		marks = append(marks, placed{x, mk})
+	}
+	var labels []markLabel
+	for _, p := range marks {
+		x, mk := p.x, p.mk
 		ms := st.markStyle(mk.Kind)
 		r := '│'
 		switch mk.Kind {

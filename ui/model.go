@@ -7,7 +7,6 @@ package ui
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -464,12 +463,7 @@ func (m *Model) shape() store.Shape {
 	sh := m.st.Shape()
 	if m.opt.Replay {
 		cursor := m.tl.cursor(m.now())
-		sh.Snapshots, sh.Markers = m.st.CountSnapshots(cursor), 0
-		for _, mk := range m.st.Markers() {
-			if mk.T <= cursor {
-				sh.Markers++
-			}
-		}
+		sh.Snapshots, sh.Markers = m.st.CountSnapshots(cursor), m.st.CountMarkers(cursor)
 	}
 	return sh
 }
@@ -545,9 +539,9 @@ func (m *Model) refreshPanes(now int64) {
 	if m.opt.Replay || m.tl.paused {
 		end = cursor + 1
 	}
-	rows := m.rows.get(st, m.opt.Replay, cursor, devs)
-	sd := summaryData{Dev: snapshot.ForDevice(rows, m.dev), DevIndex: m.dev, Start: start}
-	m.nRows = len(rows)
+	dr, nRows := m.rows.get(st, m.opt.Replay, cursor, devs, m.dev)
+	sd := summaryData{Dev: dr, DevIndex: m.dev, Start: start}
+	m.nRows = nRows
 	if m.dev < len(devs) {
 		sd.DevName = devs[m.dev].Name
 	}
@@ -572,7 +566,7 @@ func (m *Model) refreshPanes(now int64) {
 	if m.dev < len(devs) {
 		total = devs[m.dev].Total
 	}
-	sd.OOM = latestOOM(sd.Dev.Rows, m.dev, start, total, st.OOM)
+	sd.OOM = latestOOM(sd.Dev, start, total, st.OOM)
 	m.table.SetData(sd)
 
 	// holders
@@ -635,12 +629,7 @@ func (m *Model) refreshChart(now, from, to int64) {
 		notes = append(notes, "allocator: no agent attached")
 	}
 	cd.Note = strings.Join(notes, "  ")
-	for _, mk := range st.Markers() {
-		if mk.Dev == m.dev && mk.T >= from && mk.T < to {
-			cd.Markers = append(cd.Markers, mk)
-		}
-	}
-	sort.SliceStable(cd.Markers, func(i, j int) bool { return cd.Markers[i].T < cd.Markers[j].T })
+	cd.Markers = st.MarkersIn(m.dev, from, to) // in time order
 	m.chart.SetData(cd)
 }
 
@@ -799,30 +788,36 @@ func (m *Model) titleBar() string {
 	return truncate(left+strings.Repeat(" ", gap)+right, m.w)
 }
 
-// rowsCache keeps the summary rows (deltas and verdicts computed) until the
-// store's rows change or, in replay, the cursor passes a row: a screen
-// redrawn for new samples costs nothing per row.
+// rowsCache keeps the summary rows (deltas and verdicts computed) and the
+// selected GPU's share of them until the store's rows change, the GPU
+// changes or, in replay, the cursor passes a row: a screen redrawn for new
+// samples costs nothing per row.
 type rowsCache struct {
 	ver   uint64
 	n     int // rows up to the cursor (replay)
 	devs  int
+	dev   int
 	rows  []snapshot.Row
+	dr    snapshot.DevRows
 	valid bool
 }
 
-func (c *rowsCache) get(st *store.Store, replay bool, cursor int64, devs []store.Device) []snapshot.Row {
+// get returns the rows of device dev and how many rows there are in all.
+func (c *rowsCache) get(st *store.Store, replay bool, cursor int64, devs []store.Device, dev int) (snapshot.DevRows, int) {
 	ver := st.Shape().Rows
 	n := -1
 	if replay {
 		n = st.CountSnapshots(cursor)
 	}
-	if c.valid && c.ver == ver && c.n == n && c.devs == len(devs) {
-		return c.rows
+	if !c.valid || c.ver != ver || c.n != n || c.devs != len(devs) {
+		snaps := st.Snapshots()
+		if n >= 0 {
+			snaps = snaps[:min(n, len(snaps))]
+		}
+		*c = rowsCache{ver: ver, n: n, devs: len(devs), dev: -1, rows: snapshot.Rows(snaps, devs), valid: true}
 	}
-	snaps := st.Snapshots()
-	if n >= 0 {
-		snaps = snaps[:min(n, len(snaps))]
+	if c.dev != dev {
+		c.dev, c.dr = dev, snapshot.ForDevice(c.rows, dev)
 	}
-	*c = rowsCache{ver: ver, n: n, devs: len(devs), rows: snapshot.Rows(snaps, devs), valid: true}
-	return c.rows
+	return c.dr, len(c.rows)
 }

@@ -16,10 +16,14 @@ type oomNote struct {
 	T          int64 // the OOM row's time
 }
 
-// latestOOM explains the last OOM row of device dev among rows (run start
-// at start, the device's memory total, 0 when unknown); nil without one.
-func latestOOM(rows []snapshot.Row, dev int, start int64, total uint64, ooms snapshot.OOMLookup) *oomNote {
-	r, o, ok := snapshot.LatestOOM(rows, dev, ooms)
+// latestOOM explains the latest OOM row of a device's rows (run start at
+// start, the device's memory total, 0 when unknown); nil without one.
+func latestOOM(d snapshot.DevRows, start int64, total uint64, ooms snapshot.OOMLookup) *oomNote {
+	if d.LatestOOM < 0 || ooms == nil {
+		return nil
+	}
+	r := d.Rows[d.LatestOOM]
+	o, ok := ooms(r.PID, r.T)
 	if !ok {
 		return nil
 	}

@@ -104,21 +104,8 @@ func (m *tableModel) Lines() int {
 
 // missing reports which sources are absent in the rows shown.
 func (m *tableModel) missing() (allocAll, allocAny, nvmlAll, nvmlAny bool) {
-	rows := m.d.Dev.Rows
-	allocAll, nvmlAll = len(rows) > 0, len(rows) > 0
-	for _, r := range rows {
-		if r.Allocated == nil {
-			allocAny = true
-		} else {
-			allocAll = false
-		}
-		if r.NVMLUsed == nil {
-			nvmlAny = true
-		} else {
-			nvmlAll = false
-		}
-	}
-	return
+	d := m.d.Dev
+	return d.NoAllocAll, d.NoAllocSome, d.NoNVMLAll, d.NoNVMLSome
 }
 
 func (m *tableModel) footnote() string {
