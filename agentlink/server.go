@@ -304,6 +304,11 @@ func (s *Server) handle(nc *net.UnixConn) {
 			return
 		}
 		f, err := ses.next(line)
+		if err == nil {
+			if aerr := admit(f, s.now()); aerr != nil {
+				err = fmt.Errorf("line %d: %w", ses.line, aerr)
+			}
+		}
 		if err != nil {
 			s.refuse(c, err.Error(), "closed")
 			return
