@@ -255,25 +255,26 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
 	stop := func() {}
+	var load *replayLoad // --replay: the file loads while the TUI shows how far it got
 	switch {
-	case *demoFlag || *replay != "":
+	case *demoFlag:
 		st = store.New(replayOptions())
-		var err error
-		if *demoFlag {
-			_, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
-			opt.Title = "demo: " + demo.Title
-		} else {
-			_, err = recording.Load(*replay, st)
-			opt.Title = *replay
-		}
-		if err != nil {
-			var fe *recording.FormatError
-			if !errors.As(err, &fe) {
-				fmt.Fprintln(stderr, "gputop:", err)
-				return 1
-			}
+		if _, err := recording.LoadReader("demo", bytes.NewReader(demo.Recording), st); err != nil {
 			opt.LoadErr = err.Error()
 		}
+		opt.Title = "demo: " + demo.Title
+		opt.Replay = true
+	case *replay != "":
+		st = store.New(replayOptions())
+		var err error
+		if load, err = startReplay(ctx, *replay, st); err != nil {
+			if ctx.Err() != nil {
+				return 0 // closed or killed before anything loaded
+			}
+			fmt.Fprintln(stderr, "gputop:", err)
+			return 1
+		}
+		opt.Title = *replay
 		opt.Replay = true
 	default:
 		st = store.New(store.DefaultOptions())
@@ -289,11 +290,16 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		}
 	}
 	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices(), st.OOM) }
-	_, err := tea.NewProgram(ui.New(st, opt), tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
+	var model tea.Model = ui.New(st, opt)
+	if load != nil {
+		model = ui.NewLoading(st, opt, load.ui())
+	}
+	_, err := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
 	signalled := ctx.Err() != nil
-	cancel()
+	cancel() // stops a load still running
 	stop()
-	if signalled && *csvPath != "" {
+	// a load given up leaves nothing to write: the CSV would lack rows
+	if signalled && *csvPath != "" && (load == nil || load.complete()) {
 		if werr := opt.WriteCSV(*csvPath); werr != nil {
 			fmt.Fprintln(stderr, "gputop:", werr)
 			return 1
@@ -424,18 +430,22 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	st := store.New(store.DefaultOptions())
-	_, err := recording.Load(file, st)
+	info, err := recording.Load(file, st)
 	code := 0
 	if err != nil {
 		var fe *recording.FormatError
-		if !errors.As(err, &fe) {
+		switch {
+		case !errors.As(err, &fe) || info.Frames == 0:
+			// nothing to export: no CSV is written, none replaced
 			fmt.Fprintln(stderr, "gputop export:", err)
 			return 1
-		}
-		// what was readable is still exported; a cut-off last line (a
-		// recorder that was killed) is only a warning
-		fmt.Fprintln(stderr, "gputop export: warning:", err)
-		if !fe.Truncated {
+		case fe.Truncated:
+			// a recorder that was killed: everything before its cut-off
+			// last line is there, so this alone is not a failure
+			fmt.Fprintln(stderr, "gputop export: warning:", err)
+		default:
+			// what was readable is still exported, but not all of it was
+			fmt.Fprintln(stderr, "gputop export:", err)
 			code = 1
 		}
 	}
