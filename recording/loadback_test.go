@@ -23,8 +23,8 @@ import (
 // wire.MaxFrameBytes). A Writer records the run; loading the file into a
 // fresh store must give the same devices, snapshot rows, markers, agents,
 // samples and log lines. Runs include hellos with more unknown UUIDs than
-// store.MaxDevices allows and frames at the size limit whose text grows
-// when cleaned.
+// store.MaxDevices allows; TestLoadBackFramesAtTheLimit adds frames at the
+// size limit whose text grows when cleaned.
 func TestLoadBackEveryRecording(t *testing.T) {
 	seeds := 60
 	if testing.Short() {
@@ -94,8 +94,36 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 	sameRecorded(t, live, loaded)
 }
 
+// The longest lines gputop can be made to record, from frames at the size
+// the server admits, fit in a recording line and load back.
+func TestLoadBackFramesAtTheLimit(t *testing.T) {
+	path := loadBackWith(t, 1, 30, func(g *ingest) {
+		for len(g.agents) == 0 {
+			g.hello()
+		}
+		for kind := 0; kind < 3; kind++ {
+			g.big(kind)
+		}
+	})
+	longest := 0
+	for _, l := range lines(readFile(t, path)) {
+		longest = max(longest, len(l)-1)
+	}
+	t.Logf("longest line %d bytes (MaxLineBytes %d)", longest, MaxLineBytes)
+	if longest < 3*wire.MaxFrameBytes-1024 {
+		t.Fatalf("longest line %d bytes: the frames did not grow as cleaning should make them", longest)
+	}
+}
+
 // loadBack records one random run of n ingest calls and loads it back.
 func loadBack(t *testing.T, seed int64, n int) {
+	t.Helper()
+	loadBackWith(t, seed, n, nil)
+}
+
+// loadBackWith is loadBack with more calls made at the end; it returns
+// the recording's path.
+func loadBackWith(t *testing.T, seed int64, n int, more func(*ingest)) string {
 	t.Helper()
 	path := tempPath(t, fmt.Sprintf("run-%d.gputop", seed))
 	w, err := Create(path, header())
@@ -112,6 +140,9 @@ func loadBack(t *testing.T, seed int64, n int) {
 			w.Flush() // a real disk keeps up; the test must not outrun the queue
 		}
 	}
+	if more != nil {
+		more(g)
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +154,7 @@ func loadBack(t *testing.T, seed int64, n int) {
 		t.Fatalf("seed %d: the recording does not load back: %v", seed, err)
 	}
 	t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { sameRecorded(t, live, loaded) })
+	return path
 }
 
 // sameRecorded fails unless b holds what a holds: devices (their sample
@@ -349,8 +381,6 @@ func (g *ingest) step() {
 				st.TakeSnapshot("cli "+g.text(), d, 0, g.now, "cli")
 			}
 		}
-	case op < 96 && g.r.Intn(4) == 0:
-		g.big()
 	}
 }
 
@@ -403,10 +433,11 @@ func (g *ingest) hello() {
 }
 
 // big sends a frame at the size limit the server admits (its canonical
-// encoding just under wire.MaxFrameBytes), made of DEL characters, which
-// cleaning turns into three bytes each: the largest recorded line gputop
-// can be made to write.
-func (g *ingest) big() {
+// encoding exactly wire.MaxFrameBytes), made of DEL characters, which
+// cleaning turns into three bytes each: the longest recorded lines gputop
+// can be made to write. kind picks a holders report, a mark (its rows) or a
+// hello (its argv).
+func (g *ingest) big(kind int) {
 	pid, ok := g.pid()
 	if !ok {
 		return
@@ -421,7 +452,7 @@ func (g *ingest) big() {
 		return f
 	}
 	t := g.agentTime()
-	switch g.r.Intn(3) {
+	switch kind {
 	case 0:
 		f := fill(func(s string) any {
 			return wire.Holders{Type: wire.TypeHolders, T: t, Groups: []wire.HolderGroup{{Kind: "other", Name: s}}}
