@@ -66,16 +66,16 @@ func TestExportErrorIsNotAWarning(t *testing.T) {
 }
 
 // A recording of a few hundred MB loads while the TUI shows how far it
-// got, and q, SIGTERM or closing the terminal (SIGHUP) during the load end
-// gputop at once, writing nothing: with --csv, a quit after the load would
-// have written the CSV, so its absence also shows that each came before
-// the load finished.
+// got, and q, ctrl+c, SIGTERM or closing the terminal (SIGHUP) during the
+// load end gputop at once, writing nothing: with --csv, a quit after the
+// load would have written the CSV, so its absence also shows that each came
+// before the load finished.
 func TestReplayLoadProgressAndQuit(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "big.gputop")
 	size := writeBigRecording(t, rec, 300<<20)
 	total := fmt.Sprintf("of %.1f MiB (", float64(size)/(1<<20))
-	for _, how := range []string{"q", "SIGTERM", "SIGHUP"} {
+	for _, how := range []string{"q", "ctrl+c", "SIGTERM", "SIGHUP"} {
 		t.Run(how, func(t *testing.T) {
 			out := filepath.Join(dir, how+".csv")
 			tm := startTerm(t, 160, 50, "--replay", rec, "--csv", out)
@@ -93,6 +93,8 @@ func TestReplayLoadProgressAndQuit(t *testing.T) {
 			switch how {
 			case "q":
 				tm.keys("q")
+			case "ctrl+c":
+				tm.keys("C-c")
 			case "SIGTERM":
 				syscall.Kill(tm.pid, syscall.SIGTERM)
 			case "SIGHUP":
