@@ -290,8 +290,9 @@ func (w *Writer) push(it item) bool {
 // with its lock held, so it only queues; encoding happens in the goroutine.
 //
 // Marks are not written (the store has already turned them into snapshot
-// rows, which are). An oom frame first writes every pending NVML batch, and
-// the OOM snapshot row the store adds right after it is not written: Load
+// rows, which are). An oom frame, a snapshot row and a device first write
+// every pending batch, so loading sees the samples the live store had. The
+// OOM snapshot row the store adds right after an oom is not written: Load
 // gives the oom to store.AgentOOM, which makes that row again from the same
 // samples, so it is neither lost nor doubled.
 func (w *Writer) Frame(f any) {
