@@ -264,29 +264,30 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
 	stop := func() {}
+	var load *replayLoad // --replay: the file loads while the TUI shows how far it got
 	switch {
-	case *demoFlag || *replay != "":
+	case *demoFlag:
 		st = store.New(replayOptions())
-		var info recording.Info
-		var err error
-		if *demoFlag {
-			info, err = recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
-			opt.Title = "demo: " + demo.Title
-		} else {
-			info, err = recording.Load(*replay, st)
-			opt.Title = *replay
-		}
+		info, err := recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
 		if info.Dropped.Any() {
 			st.Log(droppedNote(info.Dropped))
 		}
 		if err != nil {
-			var fe *recording.FormatError
-			if !errors.As(err, &fe) {
-				say(stderr, "gputop:", err)
-				return 1
-			}
 			opt.LoadErr = err.Error()
 		}
+		opt.Title = "demo: " + demo.Title
+		opt.Replay = true
+	case *replay != "":
+		st = store.New(replayOptions())
+		var err error
+		if load, err = startReplay(ctx, *replay, st); err != nil {
+			if ctx.Err() != nil {
+				return 0 // closed or killed before anything loaded
+			}
+			say(stderr, "gputop:", err)
+			return 1
+		}
+		opt.Title = *replay
 		opt.Replay = true
 	default:
 		st = store.New(store.DefaultOptions())
@@ -302,11 +303,16 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		}
 	}
 	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices(), st.OOM) }
-	_, err := tea.NewProgram(ui.New(st, opt), tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
+	var model tea.Model = ui.New(st, opt)
+	if load != nil {
+		model = ui.NewLoading(st, opt, load.ui())
+	}
+	_, err := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
 	signalled := ctx.Err() != nil
-	cancel()
+	cancel() // stops a load still running
 	stop()
-	if signalled && *csvPath != "" {
+	// a load given up leaves nothing to write: the CSV would lack rows
+	if signalled && *csvPath != "" && (load == nil || load.complete()) {
 		if werr := opt.WriteCSV(*csvPath); werr != nil {
 			say(stderr, "gputop:", werr)
 			return 1
@@ -482,14 +488,18 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 	code := 0
 	if err != nil {
 		var fe *recording.FormatError
-		if !errors.As(err, &fe) {
+		switch {
+		case !errors.As(err, &fe) || info.Frames == 0:
+			// nothing to export: no CSV is written, none replaced
 			say(stderr, "gputop export:", err)
 			return 1
-		}
-		// what was readable is still exported; a cut-off last line (a
-		// recorder that was killed) is only a warning
-		say(stderr, "gputop export: warning:", err)
-		if !fe.Truncated {
+		case fe.Truncated:
+			// a recorder that was killed: everything before its cut-off
+			// last line is there, so this alone is not a failure
+			say(stderr, "gputop export: warning:", err)
+		default:
+			// what was readable is still exported, but not all of it was
+			say(stderr, "gputop export:", err)
 			code = 1
 		}
 	}

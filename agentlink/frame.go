@@ -182,6 +182,7 @@ func checkHello(h *wire.Hello) error {
 		return fmt.Errorf(`"rate_hz" must be >= 0, got %g`, h.RateHz)
 	}
 	seen := map[int]bool{}
+	uuids := map[string]int{}
 	for i, d := range h.Devices {
 		if d.Index < 0 {
 			return fmt.Errorf("devices[%d]: \"index\" must be >= 0, got %d", i, d.Index)
@@ -195,6 +196,12 @@ func checkHello(h *wire.Hello) error {
 			return fmt.Errorf("cuda:%d is listed twice in \"devices\"", d.Index)
 		}
 		seen[d.Index] = true
+		// two torch devices cannot be one GPU; their samples would mix in
+		// one series in an order a recording could not keep
+		if j, dup := uuids[d.UUID]; dup {
+			return fmt.Errorf("cuda:%d and cuda:%d have the same \"uuid\" %q", j, d.Index, clip(d.UUID, 60))
+		}
+		uuids[d.UUID] = d.Index
 	}
 	return nil
 }

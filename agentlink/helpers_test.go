@@ -29,6 +29,13 @@ const (
 
 const vectorDir = "../testdata/protocol"
 
+// testEpoch and testNow are the test servers' clock: it reads t0 when the
+// tests start, so that the vectors' times (about t0) are as near to it as
+// a live agent's are to gputop's clock.
+var testEpoch = time.Now()
+
+func testNow() time.Time { return time.Unix(0, t0).Add(time.Since(testEpoch)) }
+
 func newStore(t *testing.T, devices bool) *store.Store {
 	t.Helper()
 	st := store.New(store.Options{RawCapacity: 10_000, Tiers: []store.TierSpec{{Width: 100 * time.Millisecond, Buckets: 100}}})
@@ -99,7 +106,7 @@ func startServer(t testing.TB, st *store.Store, tune func(*Server)) *testServer 
 	t.Helper()
 	logs := &logRec{}
 	path := filepath.Join(t.TempDir(), "gputop.sock")
-	s, err := Listen(path, st, Options{Log: logs.add})
+	s, err := Listen(path, st, Options{Log: logs.add, Now: testNow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,13 @@ type lineReader struct {
 	start, end int // unread data is buf[start:end]
 	scanned    int // bytes after start already searched for '\n'
 	err        error
+
+	// budget, when set, must grant every byte of buf past lineBufSize;
+	// onEvict is called (from any goroutine) when the budget takes them
+	// back by closing this reader: it holds held bytes, the budget limit.
+	budget  *lineBudget
+	onEvict func(held, limit int)
+	evicted bool // guarded by budget.mu
 }
 
 func newLineReader(r io.Reader, limit int) *lineReader {
@@ -37,8 +44,9 @@ func newLineReader(r io.Reader, limit int) *lineReader {
 func (l *lineReader) next() ([]byte, error) {
 	if l.start == l.end {
 		l.start, l.end, l.scanned = 0, 0, 0
-		if len(l.buf) > 4*lineBufSize {
-			l.buf = make([]byte, lineBufSize) // do not keep one huge line's buffer
+		if len(l.buf) > lineBufSize {
+			l.buf = make([]byte, lineBufSize) // do not keep one long line's buffer
+			l.release()
 		}
 	}
 	for {
@@ -70,7 +78,11 @@ func (l *lineReader) next() ([]byte, error) {
 			} else {
 				// Full of one unfinished line: grow, up to limit+1 bytes,
 				// enough to hold a line at the limit with its newline.
-				nb := make([]byte, min(2*len(l.buf), l.limit+1))
+				n := min(2*len(l.buf), l.limit+1)
+				if extra := n - max(len(l.buf), lineBufSize); l.budget != nil && extra > 0 && !l.budget.grow(l, extra) {
+					return nil, errOverBudget
+				}
+				nb := make([]byte, n)
 				copy(nb, l.buf[:l.end])
 				l.buf = nb
 			}
@@ -80,5 +92,13 @@ func (l *lineReader) next() ([]byte, error) {
 		if err != nil {
 			l.err = err // handed out once the data read with it is used up
 		}
+	}
+}
+
+// release gives back what the reader holds of its budget; call it when the
+// connection ends.
+func (l *lineReader) release() {
+	if l.budget != nil {
+		l.budget.release(l)
 	}
 }

@@ -59,7 +59,12 @@ func checkDir(dir string, uid int) error {
 		return fmt.Errorf("socket directory: %w", err)
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return fmt.Errorf("socket directory %s is a symlink; remove it or set %s", dir, SocketEnv)
+		to, err := os.Readlink(dir)
+		if err != nil {
+			to = "?"
+		}
+		// %q: the target is whatever was planted, escape sequences included
+		return fmt.Errorf("socket directory %s is a symlink to %q, not a directory; remove it or set %s", dir, to, SocketEnv)
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("socket directory %s is not a directory; remove it or set %s", dir, SocketEnv)

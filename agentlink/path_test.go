@@ -86,7 +86,7 @@ func TestSocketDirRefused(t *testing.T) {
 	if err := os.Symlink(target, dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := socketPath(env(nil), uid, tmp); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+	if _, err := socketPath(env(nil), uid, tmp); err == nil || !strings.Contains(err.Error(), dir+" is a symlink to \""+target+"\", not a directory") {
 		t.Errorf("symlink: %v", err)
 	}
 

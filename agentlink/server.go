@@ -51,6 +51,7 @@ type Server struct {
 	writeTimeout      time.Duration // a write to a peer that takes longer closes it
 	firstFrameTimeout time.Duration // a peer must send hello or snap within this
 	pending           int           // requests queued per agent before RequestHolders refuses
+	lines             *lineBudget   // memory of unfinished lines, shared by all connections
 
 	mu      sync.Mutex
 	conns   map[*client]struct{}
@@ -163,6 +164,7 @@ func Listen(path string, st *store.Store, opt Options) (*Server, error) {
 		writeTimeout:      2 * time.Second,
 		firstFrameTimeout: 10 * time.Second,
 		pending:           16,
+		lines:             newLineBudget(defaultLineBudget),
 		conns:             map[*client]struct{}{},
 		agents:            map[int]*client{},
 	}
@@ -293,6 +295,12 @@ func (s *Server) handle(nc *net.UnixConn) {
 
 	nc.SetReadDeadline(time.Now().Add(s.firstFrameTimeout))
 	lr := newLineReader(nc, wire.MaxFrameBytes)
+	lr.budget = s.lines
+	lr.onEvict = func(held, limit int) {
+		c.shut(fmt.Sprintf("it held %s of an unfinished line when the unfinished lines of all connections passed gputop's %s budget",
+			mib(uint64(held)), mib(uint64(limit))))
+	}
+	defer lr.release()
 	var ses session
 	for {
 		line, err := lr.next()
@@ -308,6 +316,11 @@ func (s *Server) handle(nc *net.UnixConn) {
 			return
 		}
 		f, err := ses.next(line)
+		if err == nil {
+			if aerr := admit(f, s.now()); aerr != nil {
+				err = fmt.Errorf("line %d: %w", ses.line, aerr)
+			}
+		}
 		if err != nil {
 			s.refuse(c, err.Error(), "closed")
 			return
@@ -539,7 +552,7 @@ func (s *Server) lost(c *client, err error) {
 		reason = "connection lost"
 	}
 	line := ""
-	if c.pid != 0 {
+	if c.pid != 0 || c.closedReason() != "" {
 		line = c.who() + ": " + reason
 	}
 	s.finish(c, false, s.now().UnixNano(), reason, line)

@@ -39,12 +39,12 @@ func helperAgent(path string) int {
 	enc := json.NewEncoder(c)
 	h := hello(os.Getpid(), wire.AgentDevice{Index: 0, UUID: uuidB, Name: "NVIDIA H200"})
 	h.Argv = []string{"killme.py"}
-	h.T = time.Now().UnixNano()
+	h.T = testNow().UnixNano() // the parent test's clock
 	if err := enc.Encode(h); err != nil {
 		return 1
 	}
 	for i := uint64(1); ; i++ {
-		if err := enc.Encode(sample(0, time.Now().UnixNano(), i)); err != nil {
+		if err := enc.Encode(sample(0, testNow().UnixNano(), i)); err != nil {
 			return 1
 		}
 		time.Sleep(time.Millisecond)
@@ -601,7 +601,7 @@ func TestSnapRoundTrip(t *testing.T) {
 	srv := startServer(t, st, nil)
 	// An agent on GPU 1 makes the snapshot carry its allocator values.
 	p := dial(t, srv.Path())
-	now := time.Now().UnixNano()
+	now := testNow().UnixNano()
 	h := hello(1601, wire.AgentDevice{Index: 0, UUID: uuidB})
 	h.T = now
 	p.sendFrame(h)

@@ -16,9 +16,10 @@ import (
 
 // Every time in a recording must lie within this window around the header's
 // start. Real recordings span hours; the bound keeps a corrupt time from
-// overflowing the store's and the chart's time arithmetic.
+// overflowing the store's and the chart's time arithmetic. Live, agents'
+// times are kept within wire.MaxClockSkew of gputop's clock.
 const (
-	maxBefore = int64(24 * time.Hour)
+	maxBefore = int64(wire.MaxClockSkew)
 	maxAfter  = int64(100 * 24 * time.Hour)
 	maxStart  = int64(1) << 62
 )
@@ -63,7 +64,7 @@ func Load(path string, st *store.Store) (Info, error) {
 // the store's ingest methods in file order. name appears in errors.
 //
 // A line that cannot be loaded (bad JSON, a missing field, an impossible
-// value, a line over wire.MaxFrameBytes, a cut-off last line) ends the load
+// value, a line over MaxLineBytes, a cut-off last line) ends the load
 // with a *FormatError; the frames before it stay in st and Info describes
 // them. Frame types this version does not know are skipped and counted. I/O
 // errors from r are returned as they are.
@@ -124,7 +125,7 @@ func (l *loader) run(br *bufio.Reader) error {
 		if errors.Is(err, bufio.ErrBufferFull) {
 			long = append(long[:0], frag...)
 			// stop reading a line as soon as it is known to be too long
-			for errors.Is(err, bufio.ErrBufferFull) && len(long) <= wire.MaxFrameBytes+1 {
+			for errors.Is(err, bufio.ErrBufferFull) && len(long) <= MaxLineBytes+1 {
 				frag, err = br.ReadSlice('\n')
 				long = append(long, frag...)
 			}
@@ -135,8 +136,8 @@ func (l *loader) run(br *bufio.Reader) error {
 		if complete {
 			body = line[:len(line)-1]
 		}
-		if len(body) > wire.MaxFrameBytes {
-			return l.errf("line longer than %d bytes (wire.MaxFrameBytes)", wire.MaxFrameBytes)
+		if len(body) > MaxLineBytes {
+			return l.errf("line longer than %d bytes (recording.MaxLineBytes)", MaxLineBytes)
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("%s: byte %d (line %d): %w", l.name, l.off, l.line, err)
@@ -608,6 +609,9 @@ func (l *loader) agentCreates(h wire.Hello, have []store.Device, nvml, rest []wi
 			continue
 		}
 		known[ad.UUID] = true
+		if next+i >= store.MaxDevices {
+			continue // AgentHello adds no device past the limit
+		}
 		want := wire.Device{Type: wire.TypeDevice, Index: next + i, UUID: ad.UUID, Name: ad.Name, Total: ad.Total}
 		if i >= len(rest) || rest[i] != want {
 			return false

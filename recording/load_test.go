@@ -260,15 +260,15 @@ func TestOversizedLine(t *testing.T) {
 	head = append(head, ls[1]...)
 	// a valid frame padded to exactly the limit loads
 	frame := `{"type":"bye","pid":1,"t":1760000000000000000}`
-	ok := frame + strings.Repeat(" ", wire.MaxFrameBytes-len(frame)) + "\n"
-	tooLong := "{" + strings.Repeat("x", wire.MaxFrameBytes) + "}\n"
+	ok := frame + strings.Repeat(" ", MaxLineBytes-len(frame)) + "\n"
+	tooLong := "{" + strings.Repeat("x", MaxLineBytes) + "}\n"
 	in := append(append(append(append([]byte(nil), head...), ok...), tooLong...), ls[2]...)
 
 	st := store.New(liveOptions())
 	info, err := LoadReader("big", bytes.NewReader(in), st)
 	fe := asFormatError(t, err)
 	off := int64(len(head) + len(ok))
-	if fe.Offset != off || fe.Line != 4 || fe.Truncated || !strings.Contains(fe.Msg, "longer than 1048576 bytes") {
+	if fe.Offset != off || fe.Line != 4 || fe.Truncated || !strings.Contains(fe.Msg, "longer than 4194304 bytes") {
 		t.Fatalf("got %+v, want line 4 at byte %d", fe, off)
 	}
 	if info.Frames != 2 || info.Bytes != off {

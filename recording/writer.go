@@ -6,6 +6,7 @@
 package recording
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -32,7 +33,7 @@ const (
 	flushEvery = 100 * time.Millisecond
 	// maxBatch caps the samples of one batch (a source fed faster than real
 	// time, e.g. a test or a fast-forward) so a batch line stays far below
-	// wire.MaxFrameBytes: 4096 samples of at most ~60 bytes are ~250 KiB.
+	// MaxLineBytes: 4096 samples of at most ~60 bytes are ~250 KiB.
 	maxBatch = 4096
 	// maxQueue bounds the lines waiting for the disk: with 8 GPUs (80
 	// batches/s) about 100 s of a stalled disk, at most ~20 MB. Past it, new
@@ -48,7 +49,7 @@ type Stats struct {
 	Samples             uint64 // NVML samples written
 	DroppedSamples      uint64 // NVML samples not written: queue full, or after a write error
 	DroppedAgentSamples uint64 // agent samples not written: queue full, or after a write error
-	DroppedFrames       uint64 // other frames not written: queue full, over wire.MaxFrameBytes, or after a write error
+	DroppedFrames       uint64 // other frames not written: queue full, over MaxLineBytes, or after a write error
 	AgentSamples        uint64 // agent samples written
 }
 
@@ -149,8 +150,10 @@ type Writer struct {
 	done chan struct{}
 
 	// owned by the goroutine
-	buf []byte
-	off int64 // end of the last complete line in the file
+	buf  []byte
+	line bytes.Buffer  // a frame's encoding
+	enc  *json.Encoder // writes to line
+	off  int64         // end of the last complete line in the file
 }
 
 // item is one queued line: an NVML batch, an agent sample batch or a wire
@@ -385,8 +388,9 @@ func (w *Writer) push(it item) bool {
 // with its lock held, so it only queues; encoding happens in the goroutine.
 //
 // Marks are not written (the store has already turned them into snapshot
-// rows, which are). An oom frame first writes every pending NVML batch, and
-// the OOM snapshot row the store adds right after it is not written: Load
+// rows, which are). An oom frame, a snapshot row and a device first write
+// every pending batch, so loading sees the samples the live store had. The
+// OOM snapshot row the store adds right after an oom is not written: Load
 // gives the oom to store.AgentOOM, which makes that row again from the same
 // samples, so it is neither lost nor doubled.
 func (w *Writer) Frame(f any) {
@@ -418,6 +422,13 @@ func (w *Writer) Frame(f any) {
 		if oom.set && isOOMRow(v, oom.pid, oom.t) {
 			return
 		}
+		// the samples the row's NVML figures were computed from go first,
+		// so loading computes the same (rows are rare)
+		w.sealAll()
+	case wire.Device:
+		// device lines must lead straight to the hello that made them (see
+		// Load), with no batch between
+		w.sealAll()
 	}
 	if !w.push(item{f: f}) {
 		w.stats.DroppedFrames++
@@ -658,13 +669,19 @@ func (w *Writer) writeItem(it item) (int, error) {
 	} else if it.s != nil {
 		w.buf = appendSamples(w.buf[:0], it.s)
 	} else {
-		line, err := json.Marshal(it.f)
-		if err != nil {
+		// the canonical encoding the socket server measured the frame in
+		// (see MaxLineBytes); Encode adds the newline
+		w.line.Reset()
+		if w.enc == nil {
+			w.enc = json.NewEncoder(&w.line)
+			w.enc.SetEscapeHTML(false)
+		}
+		if err := w.enc.Encode(it.f); err != nil {
 			return 0, nil
 		}
-		w.buf = append(w.buf[:0], line...)
+		w.buf = append(w.buf[:0], w.line.Bytes()[:w.line.Len()-1]...)
 	}
-	if len(w.buf) > wire.MaxFrameBytes {
+	if len(w.buf) > MaxLineBytes {
 		return 0, nil
 	}
 	w.buf = append(w.buf, '\n')

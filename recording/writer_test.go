@@ -213,7 +213,7 @@ func TestFrameFiltering(t *testing.T) {
 	w.Frame(wire.Reply{OK: true})
 	w.Frame("a string")
 	w.Frame(&wire.Bye{PID: 5, T: base}) // a pointer, Type left empty
-	w.Frame(wire.Holders{PID: 5, T: base, Groups: []wire.HolderGroup{{Name: strings.Repeat("n", wire.MaxFrameBytes)}}})
+	w.Frame(wire.Holders{PID: 5, T: base, Groups: []wire.HolderGroup{{Name: strings.Repeat("n", MaxLineBytes)}}})
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

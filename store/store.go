@@ -5,8 +5,11 @@
 package store
 
 import (
+	"fmt"
+	"path"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -447,8 +450,17 @@ func (s *Store) deviceByUUID(uuid string) int {
 
 // AgentHello registers an agent process and maps its torch device indices
 // to store devices by UUID; devices NVML does not know are added as
-// agent-only devices.
+// agent-only devices, up to MaxDevices in all (a recording could not hold
+// more). A device past that stays unmapped, its frames are ignored, and the
+// log says so, naming the process.
 func (s *Store) AgentHello(h wire.Hello) {
+	var full []string // torch devices left unmapped: no room for them
+	defer func() {
+		if len(full) > 0 {
+			s.Log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
+				h.PID, helloName(h), listClipped(full, 8), MaxDevices))
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h.Host, h.Torch, h.Python = CleanText(h.Host), CleanText(h.Torch), CleanText(h.Python)
@@ -474,6 +486,10 @@ func (s *Store) AgentHello(h wire.Hello) {
 				idx = d
 			}
 		}
+		if idx < 0 && len(s.devices) >= MaxDevices {
+			full = append(full, fmt.Sprintf("cuda:%d", ad.Index))
+			continue
+		}
 		if idx < 0 {
 			idx = len(s.devices)
 			s.devices = append(s.devices, Device{Index: idx, UUID: ad.UUID, Name: ad.Name, Total: ad.Total, Source: "agent"})
@@ -486,6 +502,26 @@ func (s *Store) AgentHello(h wire.Hello) {
 	s.revive(h.PID)
 	s.touch(h.T)
 	s.frame(h)
+}
+
+// helloName is the base name of a hello's argv[0], for log lines.
+func helloName(h wire.Hello) string {
+	if len(h.Argv) == 0 || h.Argv[0] == "" {
+		return "python"
+	}
+	name := path.Base(h.Argv[0])
+	if r := []rune(name); len(r) > 40 {
+		name = string(r[:40]) + "..."
+	}
+	return name
+}
+
+// listClipped joins up to n items and counts the rest.
+func listClipped(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 // AgentSample adds one allocator sample; smp.Dev is the torch index.

@@ -261,7 +261,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		m.prerender()
 		return m, cmd
 	}
-	if m.prompt.open {
+	if m.prompt.open && !m.tooSmall() {
 		var cmd tea.Cmd
 		m.prompt, cmd = m.prompt.Update(msg)
 		return m, cmd
@@ -269,8 +269,20 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 	return m, nil
 }
 
+// tooSmall is true while the screen only says it is too small.
+func (m *Model) tooSmall() bool { return m.w < MinWidth || m.h < MinHeight }
+
 // key handles a key press; the caller redraws at once afterwards.
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
+	if m.tooSmall() {
+		// nothing on screen to act on, not even an open prompt: only
+		// quitting works
+		if key.Matches(k, m.keys.Quit) {
+			m.prompt.close()
+			return m.quit()
+		}
+		return nil
+	}
 	if m.prompt.open {
 		if k.String() == "ctrl+c" {
 			m.prompt.close()

@@ -11,7 +11,8 @@ package wire
 // major version is refused with a reason.
 const Version = 1
 
-// MaxFrameBytes is the longest line accepted from a peer or a recording.
+// MaxFrameBytes is the longest line accepted from a peer; a recording's
+// lines may be longer (recording.MaxLineBytes).
 const MaxFrameBytes = 1 << 20
 
 // Frame types.

@@ -49,6 +49,13 @@ def untrusted_dir(path: str) -> str | None:
         st = os.lstat(d)
     except OSError:
         return None  # nothing there: connect fails quietly anyway
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            to = os.readlink(d)
+        except OSError:
+            to = "?"
+        # repr: the target is whatever was planted, escape sequences included
+        return f"{d} is a symlink to {to!r}, not a directory"
     if not stat.S_ISDIR(st.st_mode):
         return f"{d} is not a directory"
     if st.st_uid != os.getuid():
