@@ -5,7 +5,7 @@ package demo
 import _ "embed"
 
 // Title says what the demo shows.
-const Title = "PyTorch MLP training on an NVIDIA H200, recorded 2026-11-30 with the agent attached"
+const Title = "PyTorch MLP training on an NVIDIA H200, recorded 2026-12-01 with the agent attached"
 
 // Recording is the embedded recording file (see recording/FORMAT.md).
 //
