@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,13 +24,7 @@ func TestRecordedPastMaxDevicesExportsEveryRow(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "gputop.sock")
 	rec := filepath.Join(dir, "many.gputop")
-	cmd := exec.Command(binary, "record", "--source", "agent", "--socket", sock, "-o", rec)
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	r := startRecord(t, "--source", "agent", "--socket", sock, "-o", rec)
 	waitFile(t, sock)
 
 	// 30 agents with 40 new GPUs each (1200 > 1024), then 5 on GPUs the
@@ -53,15 +46,11 @@ func TestRecordedPastMaxDevicesExportsEveryRow(t *testing.T) {
 		}
 	}
 	// the recorder prints agents' events as it goes: wait for the last one
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(stderr.String(), "pid 3034 (train.py): detached") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	r.stderr.waitFor(t, "pid 3034 (train.py): detached")
+	if code := r.stop(); code != 0 {
+		t.Fatalf("record: exit %d\n%s", code, r.stderr.String())
 	}
-	cmd.Process.Signal(os.Interrupt)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("record: %v\n%s", err, stderr.String())
-	}
-	msg := stderr.String()
+	msg := r.stderr.String()
 	if !strings.Contains(msg, "pid 3025 (train.py): cuda:24, cuda:25, cuda:26") || !strings.Contains(msg, "not added: gputop keeps at most 1024 devices") {
 		t.Fatalf("recorder did not say which devices found no room:\n%.3000s", msg)
 	}

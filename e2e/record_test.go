@@ -39,6 +39,19 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// waitFor waits (at most 10 s) until the output holds what.
+func (l *lockedBuffer) waitFor(t *testing.T, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(l.String(), what) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("output never showed %q:\n%q", what, l.String())
+}
+
 // recorder is a running `gputop record`.
 type recorder struct {
 	t      *testing.T

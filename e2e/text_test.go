@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -76,56 +74,23 @@ func (a *agentConn) mark(label string, allocated uint64) {
 		"devs": []map[string]any{{"dev": 0, "allocated": allocated, "reserved": allocated + mib, "peak": allocated}}})
 }
 
-// syncBuffer collects a command's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-func (s *syncBuffer) waitFor(t *testing.T, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if strings.Contains(s.String(), what) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("output never showed %q:\n%q", what, s.String())
-}
-
 // `gputop record` prints the agent's events on stderr and `gputop export`
 // the recording's findings on stdout: neither passes an escape sequence on.
 func TestHostileHelloRecordAndExport(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "gputop.sock")
 	rec := filepath.Join(dir, "run.gputop")
-	cmd := exec.Command(binary, "record", "--source", "agent", "--socket", sock, "-o", rec)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	r := startRecord(t, "--source", "agent", "--socket", sock, "-o", rec)
 	a := dialAgent(t, sock)
 	a.hello(hostileArgv0, hostileTorch, hostileName)
 	a.mark("Training"+injOSC+" start", 100*mib)
-	a.mark("After cleanup", 100*mib) // a leak check: a findings line naming the device
+	a.mark("After cleanup", 100*mib) // an end row: a findings line naming the device
 	a.send(map[string]any{"type": "bye"})
-	stderr.waitFor(t, "detached")
-	cmd.Process.Signal(os.Interrupt)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("record: %v\n%s", err, stderr.String())
+	r.stderr.waitFor(t, "detached")
+	if code := r.stop(); code != 0 {
+		t.Fatalf("record: exit %d\n%s", code, r.stderr.String())
 	}
-	log := stderr.String()
+	log := r.stderr.String()
 	if strings.ContainsRune(log, 0x1b) || strings.ContainsRune(log, 0x07) {
 		t.Fatalf("record's stderr holds escape bytes:\n%q", log)
 	}
