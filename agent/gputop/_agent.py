@@ -409,13 +409,7 @@ class Agent:
                 self._in += data
         except OSError:
             pass  # nothing more (EAGAIN) or the reset itself
-        while True:
-            i = self._in.find(b"\n")
-            if i < 0:
-                break
-            line = bytes(self._in[:i])
-            del self._in[: i + 1]
-            self._handle(line)
+        self._handle_lines()
 
     def _tell(self, refusal: str) -> None:
         """Print a refusal's reason to stderr, once per distinct reason."""
@@ -560,15 +554,19 @@ class Agent:
             self._disconnect("gputop closed the connection")
             return
         self._in += data
+        self._handle_lines()
+        if len(self._in) > _wire.MAX_FRAME_BYTES:
+            self._disconnect("line from gputop exceeds 1 MiB")
+
+    def _handle_lines(self) -> None:
+        """Handle every whole line received so far."""
         while True:
             i = self._in.find(b"\n")
             if i < 0:
-                break
+                return
             line = bytes(self._in[:i])
             del self._in[: i + 1]
             self._handle(line)
-        if len(self._in) > _wire.MAX_FRAME_BYTES:
-            self._disconnect("line from gputop exceeds 1 MiB")
 
     def _handle(self, line: bytes) -> None:
         try:
