@@ -1,0 +1,80 @@
+// gputop export FILE --csv OUT: a recording's summary CSV and findings.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gputop/gputop/outfile"
+	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/store"
+)
+
+// droppedNote says what a recording lacks because its recorder fell behind.
+func droppedNote(d recording.Drops) string {
+	return fmt.Sprintf("the recorder dropped %s (its output did not keep up): the data has gaps there", d)
+}
+
+func cmdExport(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("gputop export", stderr, "\ngputop export FILE --csv OUT\n")
+	out := fs.String("csv", "", "summary CSV to write (required)")
+	// accept the file before or after the flags
+	var file string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		file, args = args[0], args[1:]
+	}
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gputop export: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if file == "" || *out == "" {
+		fmt.Fprintln(stderr, "gputop export: want FILE and --csv OUT")
+		fs.Usage()
+		return 2
+	}
+	// with the CSV on standard output, the report goes to stderr
+	report := stdout
+	if t, err := outfile.Resolve(*out); err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
+		report = stderr
+	}
+	st := store.New(store.DefaultOptions())
+	info, err := recording.Load(file, st)
+	code := 0
+	if err != nil {
+		var fe *recording.FormatError
+		switch {
+		case !errors.As(err, &fe) || info.Frames == 0:
+			// nothing to export: no CSV is written, none replaced
+			say(stderr, "gputop export:", err)
+			return 1
+		case fe.Truncated:
+			// a recorder that was killed: everything before its cut-off
+			// last line is there, so this alone is not a failure
+			say(stderr, "gputop export: warning:", err)
+		default:
+			// what was readable is still exported, but not all of it was
+			say(stderr, "gputop export:", err)
+			code = 1
+		}
+	}
+	if err := snapshot.WriteCSV(*out, st.Snapshots(), st.Devices(), st.OOM); err != nil {
+		say(stderr, "gputop export:", err)
+		return 1
+	}
+	say(report, fmt.Sprintf("wrote %s (%d rows)", *out, len(st.Snapshots())))
+	if info.Dropped.Any() {
+		say(report, fmt.Sprintf("%s: %s", file, droppedNote(info.Dropped)))
+	}
+	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices(), st.OOM) {
+		say(report, l)
+	}
+	return code
+}

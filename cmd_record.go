@@ -1,0 +1,135 @@
+// gputop record: a headless recording.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gputop/gputop/outfile"
+	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+func cmdRecord(args []string, stderr io.Writer) int {
+	fs := newFlagSet("gputop record", stderr, "\ngputop record -o FILE [flags]\n")
+	var sf sourceFlags
+	sf.register(fs)
+	out := fs.String("o", "", "recording file to write (required)")
+	duration := fs.Duration("duration", 0, "stop after this long (default: until Ctrl-C)")
+	comment := fs.String("comment", "", "free text stored in the recording's header")
+	force := fs.Bool("force", false, "replace FILE if it already holds data (without it an existing file is never truncated)")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *out == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "gputop record: -o FILE is required and takes no other arguments")
+		fs.Usage()
+		return 2
+	}
+	if err := sf.validate(); err != nil {
+		fmt.Fprintln(stderr, "gputop record:", err)
+		return 2
+	}
+	// the output is looked at now and opened only once the sources have
+	// started: a recorder that cannot start touches nothing
+	if _, err := outfile.CheckStream(*out, *force); err != nil {
+		say(stderr, "gputop record:", forceHint(err))
+		return 1
+	}
+	host, _ := os.Hostname()
+	w := recording.NewWriter(wire.Recording{
+		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
+		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
+	})
+	st := store.New(store.DefaultOptions())
+	st.SetTap(w)
+	var events eventPrinter
+	st.OnLog(events.add)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if *duration > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeout(ctx, *duration)
+		defer c()
+	}
+	srv, stop, err := sf.start(ctx, st)
+	if err != nil {
+		w.Close()
+		say(stderr, "gputop record:", err)
+		return 1
+	}
+	f, err := outfile.OpenStream(ctx, *out, *force, func() {
+		say(stderr, fmt.Sprintf("gputop record: %s is a FIFO: waiting for a reader", *out))
+	})
+	if err == nil {
+		err = w.Start(f, *out)
+	}
+	if err != nil {
+		cancel()
+		stop()
+		w.Close()
+		events.flush(stderr, "gputop record: ")
+		say(stderr, "gputop record:", forceHint(err))
+		return 1
+	}
+	where := ""
+	if srv != nil {
+		where = ", agents on " + srv.Path()
+	}
+	say(stderr, fmt.Sprintf("gputop record: writing %s (source %s%s); Ctrl-C ends it", *out, sf.source, where))
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	var told recording.Drops // drops printed so far
+	var toldAt time.Time
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			// agent events (attached, closed with a reason) go to stderr
+			events.flush(stderr, "gputop record: ")
+			if d := w.Stats().Drops(); d != told && time.Since(toldAt) >= time.Second {
+				say(stderr, fmt.Sprintf("gputop record: %s is not keeping up: dropped so far %s", *out, d))
+				told, toldAt = d, time.Now()
+			}
+			if err := w.Err(); err != nil {
+				say(stderr, "gputop record:", err)
+				break loop
+			}
+		}
+	}
+	cancel()
+	stop()
+	err = w.Close()
+	events.flush(stderr, "gputop record: ")
+	s := w.Stats()
+	say(stderr, fmt.Sprintf("gputop record: %s: %d snapshots, %d bytes", *out, len(st.Snapshots()), s.Bytes))
+	code := 0
+	if err != nil {
+		say(stderr, "gputop record:", err)
+		code = 1
+	}
+	if d := s.Drops(); d.Any() {
+		say(stderr, fmt.Sprintf("gputop record: %s: not everything was written: dropped %s (the file says so, and loads)", *out, d))
+		code = 1
+	}
+	return code
+}
+
+// forceHint adds how to replace a file that record refused to truncate.
+func forceHint(err error) string {
+	var he *outfile.HoldsDataError
+	if errors.As(err, &he) {
+		return err.Error() + "; --force replaces it"
+	}
+	return err.Error()
+}

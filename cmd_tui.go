@@ -1,0 +1,131 @@
+// gputop [flags], --demo, --replay FILE: the TUI.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/gputop/gputop/demo"
+	"github.com/gputop/gputop/outfile"
+	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/ui"
+)
+
+func cmdTUI(args []string, stderr io.Writer) int {
+	fs := newFlagSet("gputop", stderr, "")
+	var sf sourceFlags
+	sf.register(fs)
+	demoFlag := fs.Bool("demo", false, "play the recording embedded in the binary")
+	replay := fs.String("replay", "", "play a recording file")
+	csvPath := fs.String("csv", "", "where `e` and quitting write the summary CSV (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on `e`, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
+	fps := fs.Int("fps", 30, "screen redraws per second at most")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gputop: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if err := sf.validate(); err != nil {
+		fmt.Fprintln(stderr, "gputop:", err)
+		return 2
+	}
+	if *fps < 1 || *fps > 120 {
+		fmt.Fprintf(stderr, "gputop: --fps %d: want 1..120\n", *fps)
+		return 2
+	}
+	if *csvPath != "" {
+		if t, err := outfile.Resolve(*csvPath); err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
+			fmt.Fprintf(stderr, "gputop: --csv %s: the TUI draws on standard output, so the CSV cannot go there; give a file name (or write a recording's CSV to standard output with `gputop export FILE --csv -`)\n", *csvPath)
+			return 2
+		}
+	}
+	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now}
+	var st *store.Store
+	// a closed terminal (SIGHUP) or kill (SIGTERM) ends the TUI like q does,
+	// so --csv is still written
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	defer cancel()
+	stop := func() {}
+	var load *replayLoad // --replay: the file loads while the TUI shows how far it got
+	switch {
+	case *demoFlag:
+		st = store.New(replayOptions())
+		info, err := recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
+		if info.Dropped.Any() {
+			st.Log(droppedNote(info.Dropped))
+		}
+		if err != nil {
+			opt.LoadErr = err.Error()
+		}
+		opt.Title = "demo: " + demo.Title
+		opt.Replay = true
+	case *replay != "":
+		st = store.New(replayOptions())
+		var err error
+		if load, err = startReplay(ctx, *replay, st); err != nil {
+			if ctx.Err() != nil {
+				return 0 // closed or killed before anything loaded
+			}
+			say(stderr, "gputop:", err)
+			return 1
+		}
+		opt.Title = *replay
+		opt.Replay = true
+	default:
+		st = store.New(store.DefaultOptions())
+		srv, s, err := sf.start(ctx, st)
+		if err != nil {
+			say(stderr, "gputop:", err)
+			return 1
+		}
+		stop = s
+		if srv != nil {
+			opt.RequestHolders = srv.RequestHolders
+			st.Log("agents: listening on " + srv.Path())
+		}
+	}
+	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices(), st.OOM) }
+	var model tea.Model = ui.New(st, opt)
+	if load != nil {
+		model = ui.NewLoading(st, opt, load.ui())
+	}
+	_, err := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
+	signalled := ctx.Err() != nil
+	cancel() // stops a load still running
+	stop()
+	// a load given up leaves nothing to write: the CSV would lack rows
+	if signalled && *csvPath != "" && (load == nil || load.complete()) {
+		if werr := opt.WriteCSV(*csvPath); werr != nil {
+			say(stderr, "gputop:", werr)
+			return 1
+		}
+		return 0
+	}
+	if err != nil && !errors.Is(err, tea.ErrProgramKilled) && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "gputop:", err)
+		return 1
+	}
+	return 0
+}
+
+// replayOptions keep a whole recording at full resolution up to ~33 min at
+// 1 kHz; older parts of longer recordings come from the min/max tiers.
+func replayOptions() store.Options {
+	o := store.DefaultOptions()
+	o.RawCapacity = 2_000_000
+	o.KeepGone = 0 // a recording is shown whole
+	return o
+}
