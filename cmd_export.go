@@ -65,7 +65,7 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 			code = 1
 		}
 	}
-	if err := snapshot.WriteCSV(*out, st.Snapshots(), st.Devices(), st.OOM); err != nil {
+	if err := snapshot.WriteCSV(*out, st.Snapshots(), st.Devices()); err != nil {
 		say(stderr, "gputop export:", err)
 		return 1
 	}
@@ -73,7 +73,7 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 	if info.Dropped.Any() {
 		say(report, fmt.Sprintf("%s: %s", file, droppedNote(info.Dropped)))
 	}
-	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices(), st.OOM) {
+	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices()) {
 		say(report, l)
 	}
 	return code

@@ -372,7 +372,7 @@ func (l *loader) frame(body []byte) *FormatError {
 		var f wire.Snapshot
 		if err = decodeJSON(body, &f); err == nil {
 			if err = l.check(f.Dev, f.T); err == nil {
-				if oom.set && isOOMRow(f, oom.pid, oom.t) {
+				if oom.set && f.IsOOMRowOf(oom.pid, oom.t) {
 					return nil // AgentOOM already made this row
 				}
 				if l.info.Header.V < 3 {

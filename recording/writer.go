@@ -125,22 +125,17 @@ type Writer struct {
 	regular bool // f is a regular file: it can be synced and cut back
 	started bool
 
-	mu      sync.Mutex
-	cond    *sync.Cond     // signalled when the goroutine has written a chunk
-	pending []*batch       // open NVML batch per device index; nil when none
-	agent   []*sampleBatch // open agent sample batches, one per (pid, device)
-	queue   []item         // lines waiting for the goroutine, in tap order
-	spare   []item         // the queue's previous backing array, reused
-	free    []*batch       // written batches, reused so NVML does not allocate
-	lastOOM struct {
-		set bool
-		pid int
-		t   int64
-	}
-	noted    Drops  // drops already written in a Dropped line
-	latest   int64  // the newest sample time seen (the header's start before any): a Dropped line's t
-	enqueued uint64 // items ever put on the queue
-	written  uint64 // items the goroutine has finished with
+	mu       sync.Mutex
+	cond     *sync.Cond     // signalled when the goroutine has written a chunk
+	pending  []*batch       // open NVML batch per device index; nil when none
+	agent    []*sampleBatch // open agent sample batches, one per (pid, device)
+	queue    []item         // lines waiting for the goroutine, in tap order
+	spare    []item         // the queue's previous backing array, reused
+	free     []*batch       // written batches, reused so NVML does not allocate
+	noted    Drops          // drops already written in a Dropped line
+	latest   int64          // the newest sample time seen (the header's start before any): a Dropped line's t
+	enqueued uint64         // items ever put on the queue
+	written  uint64         // items the goroutine has finished with
 	closed   bool
 	err      error
 	stats    Stats
@@ -389,16 +384,13 @@ func (w *Writer) push(it item) bool {
 //
 // Marks are not written (the store has already turned them into snapshot
 // rows, which are). An oom frame, a snapshot row and a device first write
-// every pending batch, so loading sees the samples the live store had. The
-// OOM snapshot row the store adds right after an oom is not written: Load
-// gives the oom to store.AgentOOM, which makes that row again from the same
-// samples, so it is neither lost nor doubled.
+// every pending batch, so loading sees the samples the live store had. An
+// OOM's table row is no frame (the store does not tap it): Load gives the
+// oom to store.AgentOOM, which makes that row again from the same samples.
 func (w *Writer) Frame(f any) {
 	f, typ := normalize(f)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	oom := w.lastOOM
-	w.lastOOM.set = false
 	if w.closed || typ == "" {
 		if typ != "" {
 			w.stats.DroppedFrames++
@@ -414,14 +406,12 @@ func (w *Writer) Frame(f any) {
 		// ended, a new hello), as they arrived
 		w.sealSamples(o.FramePID())
 	}
-	switch v := f.(type) {
+	switch f.(type) {
 	case wire.OOM:
+		// every sample gputop had before the OOM goes first: loading makes
+		// its row again from them (the store records no OOM row)
 		w.sealAll()
-		w.lastOOM.set, w.lastOOM.pid, w.lastOOM.t = true, v.PID, v.T
 	case wire.Snapshot:
-		if oom.set && isOOMRow(v, oom.pid, oom.t) {
-			return
-		}
 		// the samples the row's NVML figures were computed from go first,
 		// so loading computes the same (rows are rare)
 		w.sealAll()
@@ -433,12 +423,6 @@ func (w *Writer) Frame(f any) {
 	if !w.push(item{f: f}) {
 		w.stats.DroppedFrames++
 	}
-}
-
-// isOOMRow reports whether row is the one store.AgentOOM makes for an oom
-// frame of pid at t.
-func isOOMRow(row wire.Snapshot, pid int, t int64) bool {
-	return row.Source == "oom" && row.Label == "OOM" && row.PID == pid && row.T == t
 }
 
 // recorded are the frame types Frame writes. Marks become the store's

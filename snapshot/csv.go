@@ -24,8 +24,8 @@ var Header = []string{
 }
 
 // Records returns the CSV records (header first) for the summary rows.
-// Values that have no source are empty cells, never 0. ooms may be nil.
-func Records(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) [][]string {
+// Values that have no source are empty cells, never 0.
+func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 	recs := [][]string{Header}
 	for _, r := range Rows(snaps, devs) {
 		pid := ""
@@ -33,12 +33,10 @@ func Records(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) [][]str
 			pid = strconv.Itoa(r.PID)
 		}
 		req, free, limit := "", "", ""
-		if r.Source == "oom" && ooms != nil {
-			if o, ok := ooms(r.PID, r.T); ok {
-				req, free = strconv.FormatUint(o.Requested, 10), strconv.FormatUint(o.Free, 10)
-				if o.Limit > 0 {
-					limit = strconv.FormatUint(o.Limit, 10)
-				}
+		if o := r.OOM; o != nil {
+			req, free = strconv.FormatUint(o.Requested, 10), strconv.FormatUint(o.Free, 10)
+			if o.Limit > 0 {
+				limit = strconv.FormatUint(o.Limit, 10)
 			}
 		}
 		var verdict, basis, py, internal, unacc, top, text string
@@ -92,8 +90,8 @@ func optBytes(b *uint64) string {
 // half a file and a failed write leaves any earlier export intact; "-" is
 // standard output; a device or FIFO is written in place; a read-only file
 // or a directory is refused with an error naming path.
-func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) error {
+func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device) error {
 	return outfile.Write(path, func(w io.Writer) error {
-		return csv.NewWriter(w).WriteAll(Records(snaps, devs, ooms))
+		return csv.NewWriter(w).WriteAll(Records(snaps, devs))
 	})
 }

@@ -8,23 +8,13 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-// OOMLookup finds the oom frame behind an OOM row (store.Store.OOM): the
-// size asked for and the free memory, which the row has no column for.
-type OOMLookup func(pid int, t int64) (wire.OOM, bool)
-
 // LatestOOM finds the last OOM row of device dev among rows and the oom
-// frame behind it.
-func LatestOOM(rows []Row, dev int, ooms OOMLookup) (Row, wire.OOM, bool) {
-	if ooms == nil {
-		return Row{}, wire.OOM{}, false
-	}
+// frame it carries.
+func LatestOOM(rows []Row, dev int) (Row, wire.OOM, bool) {
 	for i := len(rows) - 1; i >= 0; i-- {
-		r := rows[i]
-		if r.Dev != dev || r.Source != "oom" {
-			continue
+		if r := rows[i]; r.Dev == dev && r.OOM != nil {
+			return r, *r.OOM, true
 		}
-		o, ok := ooms(r.PID, r.T)
-		return r, o, ok
 	}
 	return Row{}, wire.OOM{}, false
 }
@@ -105,7 +95,7 @@ func HumanBytes(b uint64) string {
 // Findings are the verdicts of a run, for `gputop export`, where no screen
 // shows them: per device, every end row's verdict (with the process's
 // baseline comparison under it) and the latest OOM explained.
-func Findings(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) []string {
+func Findings(snaps []wire.Snapshot, devs []store.Device) []string {
 	rows := Rows(snaps, devs)
 	var out []string
 	for dev := range devs {
@@ -132,7 +122,7 @@ func Findings(snaps []wire.Snapshot, devs []store.Device, ooms OOMLookup) []stri
 				out = append(out, "  "+r.Verdict.Baseline)
 			}
 		}
-		if r, o, ok := LatestOOM(dr, dev, ooms); ok {
+		if r, o, ok := LatestOOM(dr, dev); ok {
 			e := ExplainOOM(r, o, devs[dev].Total)
 			out = append(out, fmt.Sprintf("%s: ✗ OOM at %s in pid %d: %s", name, TimeString(r.T), r.PID, e.Asked),
 				"  "+e.Cause+" "+e.Where)

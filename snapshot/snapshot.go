@@ -130,7 +130,7 @@ func ForDevice(rows []Row, dev int) DevRows {
 		if r.Verdict != nil {
 			latest[r.PID] = len(d.Rows)
 		}
-		if r.Source == "oom" {
+		if r.OOM != nil {
 			d.LatestOOM = len(d.Rows)
 		}
 		if r.Allocated == nil {

@@ -139,9 +139,6 @@ type Store struct {
 	markers   []Marker
 	// the newest marker's time (every snapshot row has one): End
 	lastMarker int64
-	// what an oom frame says beyond its table row (the size asked for, the
-	// free memory torch saw), by its row's pid and time
-	ooms map[oomKey]wire.OOM
 	// snapshot rows whose NVML figures wait for the NVML sample of their
 	// instant: readings reach the store in batches (the sampler's every
 	// 40 ms), so a row made from an agent's mark or OOM is often newer than
@@ -171,11 +168,6 @@ type rowAt struct {
 	t   int64
 }
 
-type oomKey struct {
-	pid int
-	t   int64
-}
-
 // New returns an empty store.
 func New(opt Options) *Store {
 	if opt.RawCapacity == 0 && len(opt.Tiers) == 0 {
@@ -199,7 +191,6 @@ func New(opt Options) *Store {
 		procsAt:   map[int]int64{},
 		procNames: map[int]string{},
 		agents:    map[int]*Agent{},
-		ooms:      map[oomKey]wire.OOM{},
 		awaiting:  map[int][]awaitRow{},
 	}
 }
@@ -606,20 +597,8 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) {
 			o.DeviceTotal = ad.Total
 		}
 	}
-	s.ooms[oomKey{pid, o.T}] = o
 	s.frame(o)
-	al, re, pk := o.Allocated, o.Reserved, o.Peak
-	s.addSnapshot(wire.Snapshot{Type: wire.TypeSnapshot, T: o.T, Label: "OOM", Dev: dev, PID: pid, Source: "oom",
-		Allocated: &al, Reserved: &re, Peak: &pk}, "oom")
-}
-
-// OOM returns the oom frame behind the table row of process pid at time t
-// (the row AgentOOM made), with the agent's device index in Dev.
-func (s *Store) OOM(pid int, t int64) (wire.OOM, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	o, ok := s.ooms[oomKey{pid, t}]
-	return o, ok
+	s.addSnapshot(wire.OOMRow(o, dev), wire.MarkOOM)
 }
 
 // AgentHolders stores the latest holders report of a process.
@@ -833,7 +812,9 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	s.rowsVer++
 	s.addMarker(Marker{T: row.T, Dev: row.Dev, PID: row.PID, Label: row.Label, Kind: kind})
 	s.touch(row.T)
-	s.frame(row)
+	if row.OOM == nil {
+		s.frame(row) // an OOM row is its oom frame's, recorded already
+	}
 	return row
 }
 

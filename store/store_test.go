@@ -493,12 +493,20 @@ func TestAgentOOM(t *testing.T) {
 	if oom == nil || oom.PID != 9 || oom.Requested != 1<<30 {
 		t.Fatalf("tap oom frame %+v", oom)
 	}
-	// the row leads back to its frame, for what the row has no column for
-	if o, ok := st.OOM(9, rows[0].T); !ok || o.Requested != 1<<30 || o.Allocated != 10 {
-		t.Fatalf("OOM(9, %d) = %+v, %v", rows[0].T, o, ok)
+	// the row carries its frame, for what the row has no column for; the
+	// row itself is no frame for the recording (its oom frame is)
+	if o := rows[0].OOM; o == nil || o.Requested != 1<<30 || o.Allocated != 10 {
+		t.Fatalf("the OOM row's frame: %+v", o)
 	}
-	if _, ok := st.OOM(8, 600*ms); ok {
-		t.Fatal("an ignored oom frame was kept")
+	for _, f := range tap.frames {
+		if r, ok := f.(wire.Snapshot); ok && r.Source == wire.SourceOOM {
+			t.Fatalf("the OOM row went to the tap: %+v", r)
+		}
+	}
+	for _, r := range st.Snapshots() {
+		if r.PID == 8 {
+			t.Fatal("an ignored oom frame made a row")
+		}
 	}
 	// a reconnect keeps the count and the holders report
 	st.AgentHolders(9, wire.Holders{T: 700 * ms, Dev: 0, Total: 5, Groups: []wire.HolderGroup{{Kind: "container", Name: "losses", Bytes: 5}}})
@@ -576,7 +584,8 @@ func TestTapReceivesFrames(t *testing.T) {
 	st.AgentHolders(7, wire.Holders{T: 18})
 	st.TakeSnapshot("k", 0, 19, "key", nil)
 	st.AgentEnded(7, 20, false, "killed")
-	want := []string{"Device", "DevError", "Procs", "Hello", "Sample", "Snapshot", "OOM", "Snapshot", "Holders", "Snapshot", "Ended"}
+	// the OOM's row is no frame of its own: its oom frame is
+	want := []string{"Device", "DevError", "Procs", "Hello", "Sample", "Snapshot", "OOM", "Holders", "Snapshot", "Ended"}
 	if got := tap.types(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("frames %v\nwant %v", got, want)
 	}
@@ -588,7 +597,7 @@ func TestTapReceivesFrames(t *testing.T) {
 	}
 	// no NVML sample at or after 19 yet: the row waits for it, and the
 	// frame leaves NVML out (a reader computes it from the samples)
-	if s := tap.frames[9].(wire.Snapshot); s.Label != "k" || s.PID != 7 || u(s.Allocated) != uint64(1) || s.NVMLUsed != nil {
+	if s := tap.frames[8].(wire.Snapshot); s.Label != "k" || s.PID != 7 || u(s.Allocated) != uint64(1) || s.NVMLUsed != nil {
 		t.Fatalf("snapshot frame %+v", s)
 	}
 	if r := st.Snapshots()[2]; r.Label != "k" || u(r.NVMLUsed) != uint64(101) {

@@ -11,6 +11,7 @@ import (
 	"github.com/NimbleMarkets/ntcharts/v2/canvas/runes"
 
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // yLabelW is the fixed width of the Y axis labels, so the plot area keeps
@@ -363,7 +364,7 @@ func (c *chartModel) render() string {
 		}
 		x := int((mk.T - d.From) * int64(gw) / span)
 		if n := len(marks); n > 0 && marks[n-1].x == x {
-			if marks[n-1].mk.Kind != "oom" || mk.Kind == "oom" {
+			if marks[n-1].mk.Kind != wire.MarkOOM || mk.Kind == wire.MarkOOM {
 				marks[n-1].mk = mk
 			}
 			continue
@@ -376,7 +377,7 @@ func (c *chartModel) render() string {
 		ms := st.markStyle(mk.Kind)
 		r := '│'
 		switch mk.Kind {
-		case "oom":
+		case wire.MarkOOM:
 			r = '┃'
 		case "phase_start", "phase_end":
 			r = '┆'

@@ -26,7 +26,7 @@ func TestFullFlowInTheRealRuntime(t *testing.T) {
 		CSVPath:  csv,
 		FPS:      30,
 		Now:      time.Now,
-		WriteCSV: func(p string) error { return snapshot.WriteCSV(p, st.Snapshots(), st.Devices(), st.OOM) },
+		WriteCSV: func(p string) error { return snapshot.WriteCSV(p, st.Snapshots(), st.Devices()) },
 	})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 40))
 	wait := func(what string) {

@@ -578,7 +578,7 @@ func (m *Model) refreshPanes(now int64) {
 	if m.dev < len(devs) {
 		total = devs[m.dev].Total
 	}
-	sd.OOM = latestOOM(sd.Dev, start, total, st.OOM)
+	sd.OOM = latestOOM(sd.Dev, start, total)
 	m.table.SetData(sd)
 
 	// holders

@@ -18,15 +18,12 @@ type oomNote struct {
 
 // latestOOM explains the latest OOM row of a device's rows (run start at
 // start, the device's memory total, 0 when unknown); nil without one.
-func latestOOM(d snapshot.DevRows, start int64, total uint64, ooms snapshot.OOMLookup) *oomNote {
-	if d.LatestOOM < 0 || ooms == nil {
+func latestOOM(d snapshot.DevRows, start int64, total uint64) *oomNote {
+	if d.LatestOOM < 0 {
 		return nil
 	}
 	r := d.Rows[d.LatestOOM]
-	o, ok := ooms(r.PID, r.T)
-	if !ok {
-		return nil
-	}
+	o := *r.OOM
 	e := snapshot.ExplainOOM(r, o, total)
 	head := "at " + elapsed(time.Duration(r.T-start)) + " in pid " + strconv.Itoa(r.PID) + ":"
 	if e.Asked != "" {

@@ -232,7 +232,7 @@ func (m *tableModel) View() string {
 			switch {
 			case cell == dash:
 				return st.Missing, true
-			case col == 0 && strings.HasPrefix(cell, "OOM"):
+			case col == 0 && row < len(rows) && rows[row].OOM != nil:
 				return st.Error, true
 			case cell == snapshot.Released.Mark() || cell == snapshot.Leaked.Mark() ||
 				cell == snapshot.Unknown.Mark() || cell == snapshot.Pending.Mark():

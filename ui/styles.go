@@ -3,6 +3,7 @@ package ui
 import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/lipgloss/v2"
+	"github.com/gputop/gputop/wire"
 )
 
 // Styles holds every style the UI uses, so a theme is one value.
@@ -90,7 +91,7 @@ func DefaultStyles() Styles {
 // markStyle picks the marker style for a store.Marker kind.
 func (s *Styles) markStyle(kind string) lipgloss.Style {
 	switch kind {
-	case "oom":
+	case wire.MarkOOM:
 		return s.MarkOOM
 	case "ended":
 		return s.MarkEnded

@@ -147,7 +147,7 @@ func TestSnapshotFlowAddsRowInSameFrame(t *testing.T) {
 
 func TestExportUnwritablePathKeepsRows(t *testing.T) {
 	st := newFixture()
-	write := func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices(), st.OOM) }
+	write := func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
 	bad := filepath.Join(t.TempDir(), "no-such-dir", "out.csv")
 	m := newModel(t, st, Options{Title: fixTitle, CSVPath: bad, WriteCSV: write}, 160, 50)
 	rows := len(st.Snapshots())

@@ -343,6 +343,31 @@ type Snapshot struct {
 	Held      *Held   `json:"held,omitempty"`
 	Awaiting  bool    `json:"awaiting,omitempty"`
 	Procs     *[]Proc `json:"procs,omitempty"`
+	OOM       *OOM    `json:"-"` // on the row of an oom frame (OOMRow): that frame
+}
+
+// A CUDA out-of-memory error is a row of the summary table and a marker:
+// of this source, marker kind and label, made from the oom frame, which it
+// carries. It is no frame of its own: a recording holds the oom frame, and
+// loading it makes the row again.
+const (
+	SourceOOM = "oom"
+	MarkOOM   = "oom"
+	LabelOOM  = "OOM"
+)
+
+// OOMRow is the table row of oom frame o (its PID set) on gputop's device
+// dev, with the allocator state the frame reported.
+func OOMRow(o OOM, dev int) Snapshot {
+	al, re, pk := o.Allocated, o.Reserved, o.Peak
+	return Snapshot{Type: TypeSnapshot, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
+		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, OOM: &o}
+}
+
+// IsOOMRowOf reports whether s is the row OOMRow makes of pid's oom frame at
+// t (as a row read back from elsewhere, without the frame in it).
+func (s Snapshot) IsOOMRowOf(pid int, t int64) bool {
+	return s.Source == SourceOOM && s.Label == LabelOOM && s.PID == pid && s.T == t
 }
 
 // Ended marks an agent process that vanished without saying bye.
