@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -337,16 +338,16 @@ func (s *Server) handle(nc *net.UnixConn) {
 			nc.SetReadDeadline(time.Time{}) // an agent may be quiet for long
 		case wire.Sample:
 			if c.known(s, f.Dev, "sample") {
-				s.st.AgentSample(c.pid, f)
+				ingest.Apply(s.st, c.pid, f)
 			}
 		case wire.Mark:
 			for _, d := range f.Devs {
 				c.known(s, d.Dev, "mark")
 			}
-			s.st.AgentMark(c.pid, f)
+			ingest.Apply(s.st, c.pid, f)
 		case wire.OOM:
 			if c.known(s, f.Dev, "oom") {
-				s.st.AgentOOM(c.pid, f)
+				ingest.Apply(s.st, c.pid, f)
 				msg := fmt.Sprintf("%s: CUDA out of memory on cuda:%d", c.who(), f.Dev)
 				if f.Requested > 0 {
 					msg += fmt.Sprintf(" (asked for %s)", mib(f.Requested))
@@ -354,7 +355,7 @@ func (s *Server) handle(nc *net.UnixConn) {
 				s.log(msg)
 			}
 		case wire.Holders:
-			s.st.AgentHolders(c.pid, f)
+			ingest.Apply(s.st, c.pid, f)
 		case wire.Bye:
 			s.finish(c, true, f.T, "bye", c.who()+": detached")
 			return
@@ -398,7 +399,7 @@ func (s *Server) hello(c *client, h wire.Hello) bool {
 	c.pid = h.PID
 	// Under s.mu, so that the old connection's end cannot be recorded after
 	// this hello and mark the new connection ended.
-	s.st.AgentHello(h)
+	ingest.Apply(s.st, h.PID, h)
 	s.mu.Unlock()
 
 	if old != nil && old != c {
@@ -584,7 +585,7 @@ func argv0(argv []string) string {
 	if len(argv) == 0 || argv[0] == "" {
 		return "python"
 	}
-	return clip(printable.Clean(filepath.Base(argv[0])), 40)
+	return wire.Clip(printable.Clean(filepath.Base(argv[0])), 40)
 }
 
 func mib(b uint64) string {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -245,6 +246,15 @@ var required = map[string][]field{
 	TypeDropped:        {fT},
 }
 
+// decodeChecked unmarshals a frame and checks it as the agent socket does
+// (wire.Check), so a recording holds nothing a live agent could not send.
+func decodeChecked[T wire.Frame](b []byte, f *T) error {
+	if err := decodeJSON(b, f); err != nil {
+		return err
+	}
+	return wire.Check(*f)
+}
+
 // decodeJSON unmarshals and words errors for people.
 func decodeJSON(b []byte, v any) error {
 	err := json.Unmarshal(b, v)
@@ -335,7 +345,7 @@ func (l *loader) frame(body []byte) *FormatError {
 		if err = decodeJSON(body, &f); err == nil {
 			if err = l.check(f.Dev, f.T); err == nil {
 				l.nvmlSeen(f.Dev)
-				l.st.SetProcs(f.Dev, f.T, f.Procs)
+				ingest.Apply(l.st, 0, f)
 			}
 		}
 	case wire.TypeDevError:
@@ -343,24 +353,21 @@ func (l *loader) frame(body []byte) *FormatError {
 		if err = decodeJSON(body, &f); err == nil {
 			if err = l.check(f.Dev, f.T); err == nil {
 				l.nvmlSeen(f.Dev)
-				l.st.SetDeviceError(f.Dev, f.T, f.Error)
+				ingest.Apply(l.st, 0, f)
 			}
 		}
 	case wire.TypeHello:
 		var f wire.Hello
-		if err = decodeJSON(body, &f); err == nil {
+		if err = decodeChecked(body, &f); err == nil {
 			if err = l.checkAgent(f.PID, f.T); err == nil {
 				l.hello(f)
 			}
 		}
 	case wire.TypeSample:
 		var f wire.Sample
-		if err = decodeJSON(body, &f); err == nil {
+		if err = decodeChecked(body, &f); err == nil {
 			if err = l.checkAgent(f.PID, f.T); err == nil {
-				// as it came from the agent, which does not send its pid
-				pid := f.PID
-				f.PID = 0
-				l.st.AgentSample(pid, f)
+				ingest.Apply(l.st, f.PID, f)
 			}
 		}
 	case wire.TypeSamples:
@@ -379,47 +386,47 @@ func (l *loader) frame(body []byte) *FormatError {
 					// before version 3 rows did not say; the label did
 					f.End = wire.IsEndLabel(f.Label)
 				}
-				l.st.AddSnapshot(f)
+				ingest.Apply(l.st, f.PID, f)
 			}
 		}
 	case wire.TypeOOM:
 		var f wire.OOM
-		if err = decodeJSON(body, &f); err == nil {
+		if err = decodeChecked(body, &f); err == nil {
 			if err = l.checkAgent(f.PID, f.T); err == nil {
-				l.st.AgentOOM(f.PID, f)
+				ingest.Apply(l.st, f.PID, f)
 				l.oom.set, l.oom.pid, l.oom.t = true, f.PID, f.T
 			}
 		}
 	case wire.TypeHolders:
 		var f wire.Holders
-		if err = decodeJSON(body, &f); err == nil {
+		if err = decodeChecked(body, &f); err == nil {
 			if err = l.checkAgent(f.PID, f.T); err == nil {
-				l.st.AgentHolders(f.PID, f)
+				ingest.Apply(l.st, f.PID, f)
 			}
 		}
 	case wire.TypeBye:
 		var f wire.Bye
-		if err = decodeJSON(body, &f); err == nil {
+		if err = decodeChecked(body, &f); err == nil {
 			if err = l.checkAgent(f.PID, f.T); err == nil {
-				l.st.AgentEnded(f.PID, f.T, true, "")
+				ingest.Apply(l.st, f.PID, f)
 			}
 		}
 	case wire.TypeRowHeld:
 		var f wire.RowHeld
-		if err = decodeJSON(body, &f); err == nil {
+		if err = decodeChecked(body, &f); err == nil {
 			if err = l.check(f.Dev, f.T); err == nil {
 				if f.PID <= 0 {
 					err = fmt.Errorf("pid %d is not a process id", f.PID)
 				} else {
-					l.st.SetHeld(f.PID, f.Dev, f.T, f.Held)
+					ingest.Apply(l.st, f.PID, f)
 				}
 			}
 		}
 	case wire.TypeEnded:
 		var f wire.Ended
-		if err = decodeJSON(body, &f); err == nil {
+		if err = decodeChecked(body, &f); err == nil {
 			if err = l.checkAgent(f.PID, f.T); err == nil {
-				l.st.AgentEnded(f.PID, f.T, false, f.Reason)
+				ingest.Apply(l.st, f.PID, f)
 			}
 		}
 	case TypeDropped:
@@ -468,6 +475,9 @@ func (l *loader) samples(f *wire.Samples) error {
 		smp := wire.Sample{Type: wire.TypeSample, T: t, Dev: f.Dev}
 		smp.SetCounters(c)
 		l.span(t)
+		// a batch is the recording's encoding of sample frames: each goes in
+		// as one (straight to the store, as ingest.Apply would: a batch holds
+		// thousands, and handing each over as a wire.Frame would allocate)
 		l.st.AgentSample(f.PID, smp)
 	}
 	return nil
@@ -588,7 +598,7 @@ func (l *loader) hello(h wire.Hello) {
 			l.agentDevs[d.Index] = true
 		}
 	}
-	l.st.AgentHello(h)
+	ingest.Apply(l.st, h.PID, h)
 }
 
 // agentCreates reports whether AgentHello(h), after the NVML devices have

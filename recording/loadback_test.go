@@ -97,7 +97,7 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 // The longest lines gputop can be made to record, from frames at the size
 // the server admits, fit in a recording line and load back.
 func TestLoadBackFramesAtTheLimit(t *testing.T) {
-	path := loadBackWith(t, 1, 30, func(g *ingest) {
+	path := loadBackWith(t, 1, 30, func(g *ingestRun) {
 		for len(g.agents) == 0 {
 			g.hello()
 		}
@@ -123,7 +123,7 @@ func loadBack(t *testing.T, seed int64, n int) {
 
 // loadBackWith is loadBack with more calls made at the end; it returns
 // the recording's path.
-func loadBackWith(t *testing.T, seed int64, n int, more func(*ingest)) string {
+func loadBackWith(t *testing.T, seed int64, n int, more func(*ingestRun)) string {
 	t.Helper()
 	path := tempPath(t, fmt.Sprintf("run-%d.gputop", seed))
 	w, err := Create(path, header())
@@ -231,8 +231,8 @@ func clipText(s string, n int) string {
 	return s
 }
 
-// ingest makes random ingest calls as gputop's sources would.
-type ingest struct {
+// ingestRun makes random ingest calls as gputop's sources would.
+type ingestRun struct {
 	r    *rand.Rand
 	st   *store.Store
 	now  int64 // gputop's clock
@@ -243,8 +243,8 @@ type ingest struct {
 	gone   []int
 }
 
-func newIngest(r *rand.Rand, st *store.Store) *ingest {
-	g := &ingest{r: r, st: st, now: base + int64(time.Second), agents: map[int][]int{}}
+func newIngest(r *rand.Rand, st *store.Store) *ingestRun {
+	g := &ingestRun{r: r, st: st, now: base + int64(time.Second), agents: map[int][]int{}}
 	// the sampler's devices, then a sample of each
 	g.nvml = r.Intn(4)
 	for i := 0; i < g.nvml; i++ {
@@ -258,13 +258,13 @@ func newIngest(r *rand.Rand, st *store.Store) *ingest {
 
 // agentTime is a time an agent sends: its clock is gputop's, its frames
 // may have waited a little in its queue.
-func (g *ingest) agentTime() int64 {
+func (g *ingestRun) agentTime() int64 {
 	return g.now - g.r.Int63n(int64(2*time.Second)) + g.r.Int63n(int64(100*time.Millisecond))
 }
 
 // text is a label or name: plain, with characters that cleaning or JSON
 // escaping turns into more bytes, or empty.
-func (g *ingest) text() string {
+func (g *ingestRun) text() string {
 	parts := []string{"Epoch 5", "<model>", "a&b", "\x7f", "\u2028", "\x1b[31m", "é", "\u202e", "", "x"}
 	var b strings.Builder
 	for i := g.r.Intn(4); i >= 0; i-- {
@@ -273,7 +273,7 @@ func (g *ingest) text() string {
 	return b.String()
 }
 
-func (g *ingest) pid() (int, bool) {
+func (g *ingestRun) pid() (int, bool) {
 	if len(g.agents) == 0 {
 		return 0, false
 	}
@@ -292,7 +292,7 @@ func (g *ingest) pid() (int, bool) {
 
 // torchDev is one of pid's torch indices, or now and then one its hello
 // did not list (the server drops those; the store must ignore them too).
-func (g *ingest) torchDev(pid int) int {
+func (g *ingestRun) torchDev(pid int) int {
 	devs := g.agents[pid]
 	if len(devs) == 0 || g.r.Intn(10) == 0 {
 		return g.r.Intn(50)
@@ -300,7 +300,7 @@ func (g *ingest) torchDev(pid int) int {
 	return devs[g.r.Intn(len(devs))]
 }
 
-func (g *ingest) step() {
+func (g *ingestRun) step() {
 	r, st := g.r, g.st
 	g.now += r.Int63n(int64(20 * time.Millisecond))
 	switch op := r.Intn(100); {
@@ -391,7 +391,7 @@ func (g *ingest) step() {
 // hello attaches a new agent, reconnects a gone one or updates one's
 // devices: UUIDs NVML knows, UUIDs other agents brought, new ones (at
 // times hundreds, to pass store.MaxDevices).
-func (g *ingest) hello() {
+func (g *ingestRun) hello() {
 	r := g.r
 	pid := 100 + r.Intn(20)
 	if p, ok := g.pid(); ok && r.Intn(3) == 0 {
@@ -441,7 +441,7 @@ func (g *ingest) hello() {
 // cleaning turns into three bytes each: the longest recorded lines gputop
 // can be made to write. kind picks a holders report, a mark (its rows) or a
 // hello (its argv).
-func (g *ingest) big(kind int) {
+func (g *ingestRun) big(kind int) {
 	pid, ok := g.pid()
 	if !ok {
 		return

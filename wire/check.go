@@ -1,0 +1,146 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Check reports what makes a frame unusable, naming the field; nil when it
+// can be used. The agent socket checks every frame a peer sends with it and
+// the recording loader every frame it reads, so both refuse the same
+// things in the same words. Frame types with nothing to check pass.
+func Check(f Frame) error {
+	switch v := f.(type) {
+	case Hello:
+		return checkHello(&v)
+	case Sample:
+		return firstErr(checkTime(v.T), checkDev("dev", v.Dev))
+	case Mark:
+		return checkMark(&v)
+	case OOM:
+		return firstErr(checkTime(v.T), checkDev("dev", v.Dev))
+	case Holders:
+		if v.ID < 0 {
+			return fmt.Errorf(`"id" must be >= 0, got %d`, v.ID)
+		}
+		return firstErr(checkTime(v.T), checkDev("dev", v.Dev))
+	case Bye:
+		return checkTime(v.T)
+	case Snap:
+		if err := checkVersion(v.V); err != nil {
+			return err
+		}
+		if strings.TrimSpace(v.Label) == "" {
+			return errors.New(`"label" is empty`)
+		}
+	case Request:
+		if v.What == "" {
+			return errors.New(`"what" is empty`)
+		}
+		if v.ID <= 0 {
+			return fmt.Errorf(`"id" must be > 0, got %d`, v.ID)
+		}
+	}
+	return nil
+}
+
+func checkVersion(v int) error {
+	if v == 0 {
+		return errors.New(`"v" (protocol version) is missing`)
+	}
+	if v != Version {
+		return fmt.Errorf("protocol version %d is not supported (this gputop speaks version %d)", v, Version)
+	}
+	return nil
+}
+
+func checkTime(t int64) error {
+	if t <= 0 {
+		return fmt.Errorf(`"t" must be > 0 (ns since the epoch), got %d`, t)
+	}
+	return nil
+}
+
+func checkDev(field string, dev int) error {
+	if dev < 0 {
+		return fmt.Errorf("%q must be a torch device index >= 0, got %d", field, dev)
+	}
+	return nil
+}
+
+func checkHello(h *Hello) error {
+	if err := checkVersion(h.V); err != nil {
+		return err
+	}
+	if h.PID <= 0 {
+		return fmt.Errorf(`"pid" must be > 0, got %d`, h.PID)
+	}
+	if err := checkTime(h.T); err != nil {
+		return err
+	}
+	if h.RateHz < 0 {
+		return fmt.Errorf(`"rate_hz" must be >= 0, got %g`, h.RateHz)
+	}
+	seen := map[int]bool{}
+	uuids := map[string]int{}
+	for i, d := range h.Devices {
+		if d.Index < 0 {
+			return fmt.Errorf("devices[%d]: \"index\" must be >= 0, got %d", i, d.Index)
+		}
+		if d.UUID == "" {
+			// Without a UUID the torch index cannot be tied to an NVML device,
+			// and CUDA_VISIBLE_DEVICES would silently mislabel it.
+			return fmt.Errorf("devices[%d] (cuda:%d) has no \"uuid\"", i, d.Index)
+		}
+		if seen[d.Index] {
+			return fmt.Errorf("cuda:%d is listed twice in \"devices\"", d.Index)
+		}
+		seen[d.Index] = true
+		// two torch devices cannot be one GPU; their samples would mix in
+		// one series in an order a recording could not keep
+		if j, dup := uuids[d.UUID]; dup {
+			return fmt.Errorf("cuda:%d and cuda:%d have the same \"uuid\" %q", j, d.Index, Clip(d.UUID, 60))
+		}
+		uuids[d.UUID] = d.Index
+	}
+	return nil
+}
+
+func checkMark(m *Mark) error {
+	if err := checkTime(m.T); err != nil {
+		return err
+	}
+	if strings.TrimSpace(m.Label) == "" {
+		return errors.New(`"label" is empty`)
+	}
+	switch m.Kind {
+	case "", MarkSnapshot, MarkPhaseStart, MarkPhaseEnd:
+	default:
+		return fmt.Errorf("unknown kind %q (want %q, %q or %q)", Clip(m.Kind, 40),
+			MarkSnapshot, MarkPhaseStart, MarkPhaseEnd)
+	}
+	for i, d := range m.Devs {
+		if err := checkDev(fmt.Sprintf("devs[%d].dev", i), d.Dev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Clip keeps a peer-chosen string short enough for a message.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
