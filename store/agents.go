@@ -1,0 +1,302 @@
+// The agent processes: what each said (hello, samples, marks, OOMs,
+// holders reports) and how it ended.
+
+package store
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/gputop/gputop/wire"
+)
+
+// Agent is one attached (or once attached) training process.
+type Agent struct {
+	Hello     wire.Hello
+	DevMap    map[int]int // torch device index -> store device index
+	Connected bool
+	Ended     bool   // gone without bye (killed)
+	EndReason string // why it ended or was disconnected
+	EndedAt   int64
+	Last      map[int]wire.Sample // by store device index
+	Holders   *wire.Holders
+	OOMs      int
+}
+
+// AgentHello registers an agent process and maps its torch device indices
+// to store devices by UUID; devices NVML does not know are added as
+// agent-only devices, up to MaxDevices in all (a recording could not hold
+// more). A device past that stays unmapped, its frames are ignored, and the
+// log says so, naming the process.
+func (s *Store) AgentHello(h wire.Hello) {
+	var full []string // torch devices left unmapped: no room for them
+	defer func() {
+		if len(full) > 0 {
+			s.Log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
+				h.PID, helloName(h), listClipped(full, 8), MaxDevices))
+		}
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h.Host, h.Torch, h.Python = CleanText(h.Host), CleanText(h.Torch), CleanText(h.Python)
+	h.Argv = append([]string(nil), h.Argv...)
+	for i := range h.Argv {
+		h.Argv[i] = CleanText(h.Argv[i])
+	}
+	h.Devices = append([]wire.AgentDevice(nil), h.Devices...)
+	for i := range h.Devices {
+		h.Devices[i].Name = CleanText(h.Devices[i].Name)
+	}
+	a := &Agent{Hello: h, DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
+	old := s.agents[h.PID]
+	if old != nil {
+		a.Holders, a.OOMs = old.Holders, old.OOMs
+	}
+	for _, ad := range h.Devices {
+		idx := s.deviceByUUID(ad.UUID)
+		if idx < 0 && ad.UUID == "" && old != nil {
+			// No UUID to match on: a reconnecting process keeps the device
+			// it had rather than adding a new one on every hello.
+			if d, ok := old.DevMap[ad.Index]; ok {
+				idx = d
+			}
+		}
+		if idx < 0 && len(s.devices) >= MaxDevices {
+			full = append(full, fmt.Sprintf("cuda:%d", ad.Index))
+			continue
+		}
+		if idx < 0 {
+			idx = len(s.devices)
+			s.devices = append(s.devices, Device{Index: idx, UUID: ad.UUID, Name: ad.Name, Total: ad.Total, Source: "agent"})
+			s.frame(wire.Device{Type: wire.TypeDevice, Index: idx, UUID: ad.UUID, Name: ad.Name, Total: ad.Total})
+		}
+		a.DevMap[ad.Index] = idx
+	}
+	s.agents[h.PID] = a
+	s.agentsVer++
+	s.revive(h.PID)
+	s.touch(h.T)
+	s.frame(h)
+}
+
+// helloName is the base name of a hello's argv[0], for log lines.
+func helloName(h wire.Hello) string {
+	if len(h.Argv) == 0 || h.Argv[0] == "" {
+		return "python"
+	}
+	name := path.Base(h.Argv[0])
+	if r := []rune(name); len(r) > 40 {
+		name = string(r[:40]) + "..."
+	}
+	return name
+}
+
+// listClipped joins up to n items and counts the rest.
+func listClipped(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
+}
+
+// AgentSample adds one allocator sample; smp.Dev is the torch index.
+func (s *Store) AgentSample(pid int, smp wire.Sample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil {
+		return
+	}
+	dev, ok := a.DevMap[smp.Dev]
+	if !ok {
+		return
+	}
+	s.add(Key{dev, pid, Allocated}, smp.T, smp.Allocated)
+	s.add(Key{dev, pid, Reserved}, smp.T, smp.Reserved)
+	s.add(Key{dev, pid, Peak}, smp.T, smp.Peak)
+	a.Last[dev] = smp
+	s.touch(smp.T)
+	smp.PID = pid
+	s.frame(smp)
+}
+
+// AgentMark turns a mark from code into one snapshot row per device.
+func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil {
+		return nil
+	}
+	label, kind := m.Label, m.Kind
+	if kind == "" {
+		kind = wire.MarkSnapshot
+	}
+	switch kind {
+	case wire.MarkPhaseStart:
+		label += " (start)"
+	case wire.MarkPhaseEnd:
+		label += " (end)"
+	}
+	end := wire.IsEndLabel(label)
+	if m.End != nil {
+		end = *m.End
+	}
+	var rows []wire.Snapshot
+	for _, ds := range m.Devs {
+		dev, ok := a.DevMap[ds.Dev]
+		if !ok {
+			continue
+		}
+		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak
+		row := wire.Snapshot{
+			Type: wire.TypeSnapshot, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
+			Allocated: &al, Reserved: &re, Peak: &pk, End: end,
+		}
+		if end {
+			row.Held = ds.Held
+		}
+		rows = append(rows, s.addSnapshot(row, kind))
+	}
+	return rows
+}
+
+// AgentOOM records an out-of-memory event as a red marker and a table row.
+func (s *Store) AgentOOM(pid int, o wire.OOM) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil {
+		return
+	}
+	dev, ok := a.DevMap[o.Dev]
+	if !ok {
+		return
+	}
+	a.OOMs++
+	s.agentsVer++
+	o.PID = pid
+	for _, ad := range a.Hello.Devices {
+		if ad.Index == o.Dev {
+			o.DeviceTotal = ad.Total
+		}
+	}
+	s.frame(o)
+	s.addSnapshot(wire.OOMRow(o, dev), wire.MarkOOM)
+}
+
+// AgentHolders stores the latest holders report of a process.
+func (s *Store) AgentHolders(pid int, h wire.Holders) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil {
+		return
+	}
+	h.PID = pid
+	h.Groups = cleanGroups(h.Groups)
+	h.Held = cleanHeld(h.Held)
+	a.Holders = &h
+	s.agentsVer++
+	s.touch(h.T)
+	s.frame(h)
+	if h.Held != nil {
+		// the walk ran after the rows waiting for it: it answers them
+		keep := s.awaiting[pid][:0]
+		for _, w := range s.awaiting[pid] {
+			if w.torchDev == h.Dev && w.t <= h.Held.T {
+				s.setHeld(pid, w.dev, w.t, h.Held)
+			} else {
+				keep = append(keep, w)
+			}
+		}
+		s.setAwaiting(pid, keep)
+	}
+}
+
+// cleanGroups copies holder groups with their text made safe to show.
+func cleanGroups(gs []wire.HolderGroup) []wire.HolderGroup {
+	gs = append([]wire.HolderGroup(nil), gs...)
+	for i := range gs {
+		g := &gs[i]
+		g.Kind, g.Name, g.Hint = CleanText(g.Kind), CleanText(g.Name), CleanText(g.Hint)
+		g.Examples = append([]string(nil), g.Examples...)
+		for j := range g.Examples {
+			g.Examples[j] = CleanText(g.Examples[j])
+		}
+	}
+	return gs
+}
+
+// cleanHeld copies an attribution with its text made safe to show.
+func cleanHeld(h *wire.Held) *wire.Held {
+	if h == nil {
+		return nil
+	}
+	c := *h
+	c.Top = cleanGroups(h.Top)
+	c.Skipped = CleanText(h.Skipped)
+	return &c
+}
+
+// AgentEnded marks a process as gone. clean is true after a bye frame; its
+// history stays either way.
+func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.agents[pid]
+	if a == nil || !a.Connected {
+		return
+	}
+	reason = CleanText(reason)
+	a.Connected, a.EndedAt, a.EndReason = false, t, reason
+	s.agentsVer++
+	s.markGone(pid)
+	for _, w := range append([]awaitRow(nil), s.awaiting[pid]...) {
+		s.setHeld(pid, w.dev, w.t, &wire.Held{T: t, Skipped: "the process ended before its holders walk answered"})
+	}
+	if clean {
+		s.frame(wire.Bye{Type: wire.TypeBye, PID: pid, T: t})
+	} else {
+		a.Ended = true
+		// one marker per device, in device order (map order would make
+		// the marker list differ from run to run)
+		devs := make([]int, 0, len(a.DevMap))
+		for _, dev := range a.DevMap {
+			devs = append(devs, dev)
+		}
+		sort.Ints(devs)
+		for i, dev := range devs {
+			if i == 0 || dev != devs[i-1] {
+				s.addMarker(Marker{T: t, Dev: dev, PID: pid, Label: "ended", Kind: "ended"})
+			}
+		}
+		s.frame(wire.Ended{Type: wire.TypeEnded, PID: pid, T: t, Reason: reason})
+	}
+	s.touch(t)
+}
+
+// Agents returns copies of all agents known, by pid order.
+func (s *Store) Agents() []Agent {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Agent, 0, len(s.agents))
+	for _, a := range s.agents {
+		c := *a
+		c.DevMap = copyMap(a.DevMap)
+		c.Last = copyMap(a.Last)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Hello.PID < out[j].Hello.PID })
+	return out
+}
+
+func copyMap[K comparable, V any](m map[K]V) map[K]V {
+	c := make(map[K]V, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}

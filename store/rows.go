@@ -1,0 +1,291 @@
+// The snapshot rows: completed with NVML figures, end rows waiting for and
+// given their attribution, and rows taken from the store (a key, gputop snap).
+
+package store
+
+import (
+	"sort"
+
+	"github.com/gputop/gputop/wire"
+)
+
+// awaitRow is an end row waiting for its attribution.
+type awaitRow struct {
+	dev, torchDev int
+	t             int64
+}
+
+// rowAt names the snapshot rows of a device at a time.
+type rowAt struct {
+	dev int
+	t   int64
+}
+
+func (s *Store) setAwaiting(pid int, rows []awaitRow) {
+	if len(rows) == 0 {
+		delete(s.awaiting, pid)
+	} else {
+		s.awaiting[pid] = rows
+	}
+}
+
+// SetHeld gives the end row of pid on dev at time t its attribution (a
+// recording's held frame, or an answer that came some other way). Rows
+// that already have one keep it.
+func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setHeld(pid, dev, t, cleanHeld(h))
+}
+
+func (s *Store) setHeld(pid, dev int, t int64, h *wire.Held) {
+	if h == nil {
+		return
+	}
+	for i := range s.snapshots {
+		r := &s.snapshots[i]
+		if r.PID == pid && r.Dev == dev && r.T == t && r.End && r.Held == nil {
+			r.Held = h
+			s.gen++
+			s.rowsVer++
+			s.frame(wire.RowHeld{Type: wire.TypeRowHeld, PID: pid, T: t, Dev: dev, Held: h})
+		}
+	}
+	if ws := s.awaiting[pid]; len(ws) > 0 {
+		keep := ws[:0]
+		for _, w := range ws {
+			if w.dev != dev || w.t != t {
+				keep = append(keep, w)
+			}
+		}
+		s.setAwaiting(pid, keep)
+	}
+}
+
+// AddSnapshot completes a row (NVML used at its time and the highest NVML
+// used since the device's previous snapshot, where NVML is known; values
+// already set are kept) and appends it. It returns the completed row.
+// The peak covers [previous snapshot's time, row.T] (from the store's start
+// for the first row) and is exact while that range is inside the raw window.
+func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kind := row.Kind
+	if kind == "" {
+		kind = wire.MarkSnapshot
+	}
+	return s.addSnapshot(row, kind)
+}
+
+func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
+	row.Type = wire.TypeSnapshot
+	row.Label, row.Source, kind = CleanText(row.Label), CleanText(row.Source), CleanText(kind)
+	row.Held = cleanHeld(row.Held)
+	if row.Procs != nil {
+		ps := append([]wire.Proc{}, (*row.Procs)...)
+		for i := range ps {
+			ps[i].Name = CleanText(ps[i].Name)
+		}
+		row.Procs = &ps
+	}
+	if row.End && row.Awaiting && row.Held == nil && row.PID > 0 {
+		if a := s.agents[row.PID]; a != nil {
+			for td, d := range a.DevMap {
+				if d == row.Dev {
+					s.awaiting[row.PID] = append(s.awaiting[row.PID], awaitRow{dev: row.Dev, torchDev: td, t: row.T})
+					break
+				}
+			}
+		}
+	}
+	if kind != wire.MarkSnapshot {
+		row.Kind = kind // phase and oom rows keep their marker kind in recordings
+	}
+	if sr := s.series[Key{row.Dev, 0, NVMLUsed}]; sr != nil {
+		if row.NVMLUsed == nil && row.NVMLPeak == nil && (sr.count == 0 || sr.last.t < row.T) {
+			s.nvmlDue = append(s.nvmlDue, rowAt{row.Dev, row.T})
+		} else {
+			s.nvmlFigures(&row, sr, len(s.snapshots))
+		}
+	}
+	// keep rows in time order (replay may add a row before later recorded ones)
+	i := sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > row.T })
+	s.snapshots = append(s.snapshots, wire.Snapshot{})
+	copy(s.snapshots[i+1:], s.snapshots[i:])
+	s.snapshots[i] = row
+	s.rowsVer++
+	s.addMarker(Marker{T: row.T, Dev: row.Dev, PID: row.PID, Label: row.Label, Kind: kind})
+	s.touch(row.T)
+	if row.OOM == nil {
+		s.frame(row) // an OOM row is its oom frame's, recorded already
+	}
+	return row
+}
+
+// nvmlFigures sets a row's NVML used (the last sample at or before its
+// time) and NVML peak (since the device's previous row: the last of
+// s.snapshots[:before] at or before it) where unset.
+func (s *Store) nvmlFigures(row *wire.Snapshot, sr *series, before int) {
+	if row.NVMLUsed == nil {
+		if v, _, ok := sr.valueAt(row.T); ok {
+			row.NVMLUsed = &v
+		}
+	}
+	if row.NVMLPeak == nil {
+		from := s.start
+		for i := before - 1; i >= 0; i-- {
+			if r := &s.snapshots[i]; r.Dev == row.Dev && r.T <= row.T {
+				from = r.T
+				break
+			}
+		}
+		// the level at from counts: it held until the next sample, which
+		// may be after the row (two rows a few µs apart)
+		pk, ok := sr.maxIn(from, row.T+1)
+		if v, _, held := sr.valueAt(from); held && (!ok || v > pk) {
+			pk, ok = v, true
+		}
+		if ok {
+			row.NVMLPeak = &pk
+		}
+	}
+}
+
+// fillDue gives the rows of dev waiting for NVML samples up to t their
+// figures, now that a sample at t is in.
+func (s *Store) fillDue(dev int, t int64) {
+	keep := s.nvmlDue[:0]
+	for _, d := range s.nvmlDue {
+		if d.dev != dev || d.t > t {
+			keep = append(keep, d)
+			continue
+		}
+		s.fillRows(s.snapshots, d)
+		s.gen++
+		s.rowsVer++
+	}
+	s.nvmlDue = keep
+}
+
+// fillRows gives the rows of d in rows (s.snapshots or a copy of it, in
+// the same order) their NVML figures from the samples at hand.
+func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
+	sr := s.series[Key{d.dev, 0, NVMLUsed}]
+	if sr == nil {
+		return
+	}
+	for i := range rows {
+		if r := &rows[i]; r.Dev == d.dev && r.T == d.t && r.NVMLUsed == nil && r.NVMLPeak == nil {
+			s.nvmlFigures(r, sr, i)
+		}
+	}
+}
+
+// TakeSnapshot records the snapshot rows of device dev at time t from what
+// the store holds (a key press, `gputop snap`): NVML used at t and, for
+// each agent process on dev with samples at or before t that had not
+// ended by t, its allocator counters then (exact inside the raw window,
+// see ValueAt), one row per process in pid order; one row without a
+// process (PID 0) when no agent process is there.
+//
+// end says whether the rows end a run (nil: the label decides, see
+// wire.IsEndLabel). Each end row of an agent process asks its agent for a
+// holders walk of that device (Awaiting until the answer); when the device
+// also has processes without an agent, an end row without a process
+// lists them (Procs) as NVML saw them, for their verdict.
+func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
+	s.mu.Lock()
+	isEnd := wire.IsEndLabel(CleanText(label))
+	if end != nil {
+		isEnd = *end
+	}
+	type ask struct{ pid, dev, torchDev int }
+	var asks []ask
+	var rows []wire.Snapshot
+	agents := map[int]bool{}
+	pids := make([]int, 0, len(s.agents))
+	for p := range s.agents {
+		pids = append(pids, p)
+	}
+	sort.Ints(pids)
+	for _, p := range pids {
+		a := s.agents[p]
+		if !a.Connected && a.EndedAt != 0 && a.EndedAt < t {
+			continue
+		}
+		get := func(m Metric) *uint64 {
+			if sr := s.series[Key{dev, p, m}]; sr != nil {
+				if v, _, ok := sr.valueAt(t); ok {
+					return &v
+				}
+			}
+			return nil
+		}
+		al := get(Allocated)
+		if al == nil {
+			continue
+		}
+		agents[p] = true
+		row := wire.Snapshot{T: t, Label: label, Dev: dev, PID: p, Source: source,
+			Allocated: al, Reserved: get(Reserved), Peak: get(Peak), End: isEnd}
+		switch {
+		case !isEnd:
+		case !a.Connected:
+			row.Held = &wire.Held{T: t, Skipped: "its agent was no longer attached to walk its holders"}
+		case s.asker == nil:
+			row.Held = &wire.Held{T: t, Skipped: "no agent socket here to ask for a holders walk"}
+		default:
+			for td, d := range a.DevMap {
+				if d == dev {
+					row.Awaiting = true
+					asks = append(asks, ask{p, dev, td})
+					break
+				}
+			}
+		}
+		rows = append(rows, s.addSnapshot(row, wire.MarkSnapshot))
+	}
+	var others []wire.Proc
+	for _, p := range s.procs[dev] {
+		if !agents[p.PID] {
+			others = append(others, p)
+		}
+	}
+	if len(rows) == 0 || (isEnd && len(others) > 0) {
+		row := wire.Snapshot{T: t, Label: label, Dev: dev, Source: source, End: isEnd}
+		if isEnd && s.procsAt[dev] != 0 && s.procsAt[dev] <= t {
+			// NVML's latest process list, when it is the one of this moment
+			ps := append([]wire.Proc{}, others...)
+			row.Procs = &ps
+		}
+		rows = append(rows, s.addSnapshot(row, wire.MarkSnapshot))
+	}
+	asker := s.asker
+	s.mu.Unlock()
+	for _, a := range asks {
+		if err := asker(a.pid, a.torchDev); err != nil {
+			s.SetHeld(a.pid, a.dev, t, &wire.Held{T: t, Skipped: "could not ask for a holders walk: " + err.Error()})
+		}
+	}
+	return rows
+}
+
+// Snapshots returns the summary rows in time order.
+func (s *Store) Snapshots() []wire.Snapshot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	rows := append([]wire.Snapshot(nil), s.snapshots...)
+	// rows still waiting for their NVML sample show the newest one before
+	// it (a source that stopped may never send the one they wait for)
+	for _, d := range s.nvmlDue {
+		s.fillRows(rows, d)
+	}
+	return rows
+}
+
+// CountSnapshots is how many rows have a time at or before t.
+func (s *Store) CountSnapshots(t int64) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > t })
+}
