@@ -3,7 +3,6 @@ package ui
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -161,29 +160,6 @@ func speedName(f float64) string {
 		return fmt.Sprintf("%.0fx", f)
 	}
 	return fmt.Sprintf("%gx", f)
-}
-
-// procName is a short name for an agent process, from its Python
-// sys.argv: "train.py --epochs 10"; "python -c" for code given with -c
-// (sys.argv[0] is then "-c" and the rest are the code's own arguments).
-func procName(argv []string) string {
-	if len(argv) == 0 {
-		return ""
-	}
-	if argv[0] == "-c" {
-		return "python -c"
-	}
-	parts := []string{filepath.Base(argv[0])}
-	for _, a := range argv[1:] {
-		if strings.HasPrefix(a, "-") && len(parts) > 1 {
-			break
-		}
-		parts = append(parts, filepath.Base(a))
-		if len(parts) == 3 {
-			break
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // fit cuts s to exactly h lines, none wider than w cells, so a pane can

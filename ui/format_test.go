@@ -90,18 +90,6 @@ func TestRelTimeAndElapsed(t *testing.T) {
 	}
 }
 
-func TestProcName(t *testing.T) {
-	if got := procName([]string{"/usr/bin/python3", "/home/u/train.py", "--epochs", "10"}); got != "python3 train.py" {
-		t.Errorf("procName = %q", got)
-	}
-	if got := procName([]string{"-c", "/tmp/gputop.sock"}); got != "python -c" {
-		t.Errorf("procName(-c) = %q", got)
-	}
-	if got := procName(nil); got != "" {
-		t.Errorf("procName(nil) = %q", got)
-	}
-}
-
 func TestFitNeverExceedsTheBox(t *testing.T) {
 	s := "a very long line that does not fit\nshort\nthird\nfourth"
 	got := fit(s, 10, 3)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/view"
 )
 
 // tooSmall is true while the screen only says it is too small.
@@ -175,7 +176,7 @@ func (m *Model) toggleHolders(now int64) tea.Cmd {
 }
 
 // holdersNote explains why the holders pane has no report.
-func (m *Model) holdersNote(r procRow, ok bool) string {
+func (m *Model) holdersNote(r view.Process, ok bool) string {
 	switch {
 	case !ok:
 		return "no process selected"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/view"
 )
 
 // Options configure the UI; main.go fills them.
@@ -73,7 +74,7 @@ type Model struct {
 	showHolders bool
 	quitArmed   bool // a write on quit failed; the next quit key quits anyway
 	promptEnd   bool // the open prompt takes an end row (c), not a snapshot (s)
-	rows        *rowsCache
+	rows        *view.Rows
 
 	// what the last refresh was computed from, to skip identical frames
 	lastGen          uint64
@@ -119,7 +120,7 @@ func New(st *store.Store, opt Options) Model {
 		status:     newStatus(&styles),
 		torchPeaks: map[int]*peakCache{},
 		frame:      &frameCache{},
-		rows:       &rowsCache{},
+		rows:       &view.Rows{},
 	}
 	m.status.SetLogs(st.Logs())
 	if opt.LoadErr != "" {

@@ -2,138 +2,14 @@ package ui
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
-
-	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/wire"
+	"github.com/gputop/gputop/view"
 )
-
-// procRow is one process on the selected device: NVML's view joined with
-// its agent's (when it has one).
-type procRow struct {
-	PID       int
-	Name      string
-	Used      *uint64 // NVML per-process used
-	Allocated *uint64 // torch, from the agent
-	Reserved  *uint64
-	NonTorch  *int64 // Used - Reserved: CUDA context, cuBLAS workspace, other libraries
-	Agent     bool
-	Status    string // attached, ended (killed), exited
-	Ended     bool
-	OOMs      int
-	Holders   *wire.Holders
-}
-
-// agentOn reports whether an agent process uses store device dev.
-func agentOn(a *store.Agent, dev int) bool {
-	for _, d := range a.DevMap {
-		if d == dev {
-			return true
-		}
-	}
-	return false
-}
-
-// procsSpan is how far back a replay looks for a process's NVML samples
-// before it counts the process as gone (procs are sampled at about 10/s).
-const procsSpan = 3 * time.Second
-
-// collectProcs joins the NVML process list of dev with the agents on dev.
-// Live, it uses the latest lists and each agent's last sample; in replay it
-// reads every value at the cursor t, so the pane shows that moment.
-func collectProcs(st *store.Store, dev int, t int64, replay bool) []procRow {
-	byPID := map[int]*procRow{}
-	get := func(pid int) *procRow {
-		r := byPID[pid]
-		if r == nil {
-			r = &procRow{PID: pid}
-			byPID[pid] = r
-		}
-		return r
-	}
-	if replay {
-		// values from the cursor; names as last known (the recording's
-		// final process list is empty once the job has exited)
-		for _, k := range st.Keys() {
-			if k.Dev != dev || k.Metric != store.ProcUsed {
-				continue
-			}
-			if _, ok := st.Max(k, t-int64(procsSpan), t+1); !ok {
-				continue
-			}
-			if v, ok := st.ValueAt(k, t); ok {
-				r := get(k.PID)
-				r.Used, r.Name = &v, st.ProcName(k.PID)
-			}
-		}
-	} else {
-		procs, _ := st.Procs(dev)
-		for _, p := range procs {
-			r := get(p.PID)
-			u := p.Used
-			r.Used, r.Name = &u, p.Name
-			if p.Name == "?" || p.Name == "" {
-				r.Name = st.ProcName(p.PID)
-			}
-		}
-	}
-	agents := st.Agents()
-	for i := range agents {
-		a := &agents[i]
-		if !agentOn(a, dev) || (replay && a.Hello.T > t) {
-			continue
-		}
-		pid := a.Hello.PID
-		r := get(pid)
-		r.Agent, r.OOMs, r.Holders = true, a.OOMs, a.Holders
-		if n := procName(a.Hello.Argv); n != "" {
-			r.Name = n
-		}
-		gone := !a.Connected
-		if replay {
-			gone = a.EndedAt != 0 && a.EndedAt <= t
-			if r.Holders != nil && r.Holders.T > t {
-				r.Holders = nil
-			}
-		}
-		switch {
-		case !gone:
-			r.Status = "attached"
-		case a.Ended:
-			r.Status, r.Ended = "ended (killed)", true
-		default:
-			r.Status, r.Ended = "exited", true
-		}
-		if replay {
-			if v, ok := st.ValueAt(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}, t); ok {
-				r.Allocated = &v
-			}
-			if v, ok := st.ValueAt(store.Key{Dev: dev, PID: pid, Metric: store.Reserved}, t); ok {
-				r.Reserved = &v
-			}
-		} else if smp, ok := a.Last[dev]; ok {
-			al, re := smp.Allocated, smp.Reserved
-			r.Allocated, r.Reserved = &al, &re
-		}
-	}
-	rows := make([]procRow, 0, len(byPID))
-	for _, r := range byPID {
-		if r.Used != nil && r.Reserved != nil {
-			d := int64(*r.Used) - int64(*r.Reserved)
-			r.NonTorch = &d
-		}
-		rows = append(rows, *r)
-	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].PID < rows[j].PID })
-	return rows
-}
 
 // procsModel is the process pane; up/down select a process, and the chart's
 // allocator series and the holders pane follow the selection.
@@ -141,7 +17,7 @@ type procsModel struct {
 	styles *Styles
 	keys   *KeyMap
 	w, h   int
-	rows   []procRow
+	rows   []view.Process
 	sel    int  // selected pid
 	chosen bool // the user picked sel; else it follows the default
 	tc     *tableCache
@@ -156,7 +32,7 @@ func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
 // SetRows replaces the rows and keeps the pid the user selected; until the
 // user picks one (or after it is gone) the selection is the first attached
 // agent process, whose allocator series are the interesting ones.
-func (m *procsModel) SetRows(rows []procRow) {
+func (m *procsModel) SetRows(rows []view.Process) {
 	m.rows = rows
 	if m.chosen && m.index() >= 0 {
 		return
@@ -193,11 +69,11 @@ func (m *procsModel) index() int {
 }
 
 // Selected returns the selected row, if any.
-func (m *procsModel) Selected() (procRow, bool) {
+func (m *procsModel) Selected() (view.Process, bool) {
 	if i := m.index(); i >= 0 {
 		return m.rows[i], true
 	}
-	return procRow{}, false
+	return view.Process{}, false
 }
 
 func (m procsModel) Update(msg tea.Msg) (procsModel, tea.Cmd) {

@@ -10,8 +10,8 @@ import (
 
 	"charm.land/lipgloss/v2"
 
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/view"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -133,7 +133,7 @@ func (m *Model) refreshPanes(now int64) {
 	}
 	m.header.SetData(lines, m.dev)
 
-	m.procs.SetRows(collectProcs(st, m.dev, cursor, m.opt.Replay))
+	m.procs.SetRows(view.Processes(st, m.dev, cursor, m.opt.Replay))
 	sel, selOK := m.procs.Selected()
 
 	// summary table
@@ -141,7 +141,7 @@ func (m *Model) refreshPanes(now int64) {
 	if m.opt.Replay || m.tl.paused {
 		end = cursor + 1
 	}
-	dr, nRows := m.rows.get(st, m.opt.Replay, cursor, devs, m.dev)
+	dr, nRows := m.rows.Get(st, m.opt.Replay, cursor, devs, m.dev)
 	sd := summaryData{Dev: dr, DevIndex: m.dev, Start: start}
 	m.nRows = nRows
 	if m.dev < len(devs) {
@@ -233,38 +233,4 @@ func (m *Model) refreshChart(now, from, to int64) {
 	cd.Note = strings.Join(notes, "  ")
 	cd.Markers = st.MarkersIn(m.dev, from, to) // in time order
 	m.chart.SetData(cd)
-}
-
-// rowsCache keeps the summary rows (deltas and verdicts computed) and the
-// selected GPU's share of them until the store's rows change, the GPU
-// changes or, in replay, the cursor passes a row: a screen redrawn for new
-// samples costs nothing per row.
-type rowsCache struct {
-	ver   uint64
-	n     int // rows up to the cursor (replay)
-	devs  int
-	dev   int
-	rows  []snapshot.Row
-	dr    snapshot.DevRows
-	valid bool
-}
-
-// get returns the rows of device dev and how many rows there are in all.
-func (c *rowsCache) get(st *store.Store, replay bool, cursor int64, devs []store.Device, dev int) (snapshot.DevRows, int) {
-	ver := st.Shape().Rows
-	n := -1
-	if replay {
-		n = st.CountSnapshots(cursor)
-	}
-	if !c.valid || c.ver != ver || c.n != n || c.devs != len(devs) {
-		snaps := st.Snapshots()
-		if n >= 0 {
-			snaps = snaps[:min(n, len(snaps))]
-		}
-		*c = rowsCache{ver: ver, n: n, devs: len(devs), dev: -1, rows: snapshot.Rows(snaps, devs), valid: true}
-	}
-	if c.dev != dev {
-		c.dev, c.dr = dev, snapshot.ForDevice(c.rows, dev)
-	}
-	return c.dr, len(c.rows)
 }

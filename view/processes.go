@@ -1,0 +1,158 @@
+// Package view answers what a screen or an exporter shows, joined from the
+// store: the processes on a GPU (NVML's list with each one's agent), and
+// the summary rows with their verdicts, the same for live and replay (a
+// replay asks at its cursor). The UI only draws what it gets.
+package view
+
+import (
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+// Process is one process on a device: NVML's view joined with
+// its agent's (when it has one).
+type Process struct {
+	PID       int
+	Name      string
+	Used      *uint64 // NVML per-process used
+	Allocated *uint64 // torch, from the agent
+	Reserved  *uint64
+	NonTorch  *int64 // Used - Reserved: CUDA context, cuBLAS workspace, other libraries
+	Agent     bool
+	Status    string // attached, ended (killed), exited
+	Ended     bool
+	OOMs      int
+	Holders   *wire.Holders
+}
+
+// agentOn reports whether an agent process uses store device dev.
+func agentOn(a *store.Agent, dev int) bool {
+	for _, d := range a.DevMap {
+		if d == dev {
+			return true
+		}
+	}
+	return false
+}
+
+// ProcsSpan is how far back a replay looks for a process's NVML samples
+// before it counts the process as gone (procs are sampled at about 10/s).
+const ProcsSpan = 3 * time.Second
+
+// Processes joins the NVML process list of dev with the agents on dev.
+// Live, it uses the latest lists and each agent's last sample; in replay it
+// reads every value at the cursor t, so the pane shows that moment.
+func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
+	byPID := map[int]*Process{}
+	get := func(pid int) *Process {
+		r := byPID[pid]
+		if r == nil {
+			r = &Process{PID: pid}
+			byPID[pid] = r
+		}
+		return r
+	}
+	if replay {
+		// values from the cursor; names as last known (the recording's
+		// final process list is empty once the job has exited)
+		for _, k := range st.Keys() {
+			if k.Dev != dev || k.Metric != store.ProcUsed {
+				continue
+			}
+			if _, ok := st.Max(k, t-int64(ProcsSpan), t+1); !ok {
+				continue
+			}
+			if v, ok := st.ValueAt(k, t); ok {
+				r := get(k.PID)
+				r.Used, r.Name = &v, st.ProcName(k.PID)
+			}
+		}
+	} else {
+		procs, _ := st.Procs(dev)
+		for _, p := range procs {
+			r := get(p.PID)
+			u := p.Used
+			r.Used, r.Name = &u, p.Name
+			if p.Name == "?" || p.Name == "" {
+				r.Name = st.ProcName(p.PID)
+			}
+		}
+	}
+	agents := st.Agents()
+	for i := range agents {
+		a := &agents[i]
+		if !agentOn(a, dev) || (replay && a.Hello.T > t) {
+			continue
+		}
+		pid := a.Hello.PID
+		r := get(pid)
+		r.Agent, r.OOMs, r.Holders = true, a.OOMs, a.Holders
+		if n := ProcName(a.Hello.Argv); n != "" {
+			r.Name = n
+		}
+		gone := !a.Connected
+		if replay {
+			gone = a.EndedAt != 0 && a.EndedAt <= t
+			if r.Holders != nil && r.Holders.T > t {
+				r.Holders = nil
+			}
+		}
+		switch {
+		case !gone:
+			r.Status = "attached"
+		case a.Ended:
+			r.Status, r.Ended = "ended (killed)", true
+		default:
+			r.Status, r.Ended = "exited", true
+		}
+		if replay {
+			if v, ok := st.ValueAt(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}, t); ok {
+				r.Allocated = &v
+			}
+			if v, ok := st.ValueAt(store.Key{Dev: dev, PID: pid, Metric: store.Reserved}, t); ok {
+				r.Reserved = &v
+			}
+		} else if smp, ok := a.Last[dev]; ok {
+			al, re := smp.Allocated, smp.Reserved
+			r.Allocated, r.Reserved = &al, &re
+		}
+	}
+	rows := make([]Process, 0, len(byPID))
+	for _, r := range byPID {
+		if r.Used != nil && r.Reserved != nil {
+			d := int64(*r.Used) - int64(*r.Reserved)
+			r.NonTorch = &d
+		}
+		rows = append(rows, *r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].PID < rows[j].PID })
+	return rows
+}
+
+// ProcName is a short name for an agent process, from its Python
+// sys.argv: "train.py --epochs 10"; "python -c" for code given with -c
+// (sys.argv[0] is then "-c" and the rest are the code's own arguments).
+func ProcName(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	if argv[0] == "-c" {
+		return "python -c"
+	}
+	parts := []string{filepath.Base(argv[0])}
+	for _, a := range argv[1:] {
+		if strings.HasPrefix(a, "-") && len(parts) > 1 {
+			break
+		}
+		parts = append(parts, filepath.Base(a))
+		if len(parts) == 3 {
+			break
+		}
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,40 @@
+package view
+
+import (
+	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/store"
+)
+
+// Rows keeps the summary rows (deltas and verdicts computed) and the
+// selected GPU's share of them until the store's rows change, the GPU
+// changes or, in replay, the cursor passes a row: a screen redrawn for new
+// samples costs nothing per row.
+type Rows struct {
+	ver   uint64
+	n     int // rows up to the cursor (replay)
+	devs  int
+	dev   int
+	rows  []snapshot.Row
+	dr    snapshot.DevRows
+	valid bool
+}
+
+// Get returns the rows of device dev and how many rows there are in all.
+func (c *Rows) Get(st *store.Store, replay bool, cursor int64, devs []store.Device, dev int) (snapshot.DevRows, int) {
+	ver := st.Shape().Rows
+	n := -1
+	if replay {
+		n = st.CountSnapshots(cursor)
+	}
+	if !c.valid || c.ver != ver || c.n != n || c.devs != len(devs) {
+		snaps := st.Snapshots()
+		if n >= 0 {
+			snaps = snaps[:min(n, len(snaps))]
+		}
+		*c = Rows{ver: ver, n: n, devs: len(devs), dev: -1, rows: snapshot.Rows(snaps, devs), valid: true}
+	}
+	if c.dev != dev {
+		c.dev, c.dr = dev, snapshot.ForDevice(c.rows, dev)
+	}
+	return c.dr, len(c.rows)
+}
