@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -41,79 +39,6 @@ const (
 	// growing memory.
 	maxQueue = 8192
 )
-
-// Stats counts what a Writer has done so far.
-type Stats struct {
-	Lines               uint64 // lines written, header and dropped lines included
-	Bytes               uint64 // bytes written
-	Samples             uint64 // NVML samples written
-	DroppedSamples      uint64 // NVML samples not written: queue full, or after a write error
-	DroppedAgentSamples uint64 // agent samples not written: queue full, or after a write error
-	DroppedFrames       uint64 // other frames not written: queue full, over MaxLineBytes, or after a write error
-	AgentSamples        uint64 // agent samples written
-}
-
-// Drops returns the dropped counts.
-func (s Stats) Drops() Drops {
-	return Drops{NVMLSamples: s.DroppedSamples, AgentSamples: s.DroppedAgentSamples, Frames: s.DroppedFrames}
-}
-
-// TypeDropped is the type of the recorder's own dropped lines.
-const TypeDropped = "dropped"
-
-// Drops counts what a recorder could not write.
-type Drops struct {
-	NVMLSamples  uint64 `json:"nvml_samples,omitempty"`
-	AgentSamples uint64 `json:"agent_samples,omitempty"`
-	Frames       uint64 `json:"frames,omitempty"` // frames other than samples
-}
-
-// Any reports whether anything was dropped.
-func (d Drops) Any() bool { return d != Drops{} }
-
-// String lists the counts that are not 0: "12 NVML samples and 1 other frame".
-func (d Drops) String() string {
-	var parts []string
-	for _, c := range []struct {
-		n    uint64
-		what string
-	}{{d.NVMLSamples, "NVML sample"}, {d.AgentSamples, "agent sample"}, {d.Frames, "other frame"}} {
-		if c.n > 0 {
-			s := fmt.Sprintf("%d %s", c.n, c.what)
-			if c.n > 1 {
-				s += "s"
-			}
-			parts = append(parts, s)
-		}
-	}
-	switch len(parts) {
-	case 0:
-		return "nothing"
-	case 1:
-		return parts[0]
-	}
-	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
-}
-
-func (d *Drops) add(o Drops) {
-	d.NVMLSamples += o.NVMLSamples
-	d.AgentSamples += o.AgentSamples
-	d.Frames += o.Frames
-}
-
-func (d Drops) minus(o Drops) Drops {
-	return Drops{NVMLSamples: d.NVMLSamples - o.NVMLSamples, AgentSamples: d.AgentSamples - o.AgentSamples, Frames: d.Frames - o.Frames}
-}
-
-// Dropped is a recording line of the writer's own: what it could not write
-// since its previous Dropped line (see FORMAT.md). It is written as soon as
-// the output takes lines again, so it sits where the gap is; T is the
-// newest sample time the writer had then.
-type Dropped struct {
-	Type string `json:"type"`
-	T    int64  `json:"t"`
-	Drops
-}
 
 // Writer appends frames to a recording. It implements store.Tap. NVML and
 // Frame only queue work under a short lock; a goroutine encodes and writes,
@@ -157,59 +82,6 @@ type item struct {
 	b *batch
 	s *sampleBatch
 	f any
-}
-
-// sampleBatch accumulates one agent process's samples of one device,
-// delta-encoded as they come (see wire.Samples).
-type sampleBatch struct {
-	pid, dev  int
-	t0, lastT int64
-	last      [8]uint64
-	dt        []int64
-	vals      [8][]int64
-}
-
-func newSampleBatch(pid int, s wire.Sample) *sampleBatch {
-	b := &sampleBatch{pid: pid, dev: s.Dev, t0: s.T, lastT: s.T, dt: []int64{0}}
-	b.last = s.Counters()
-	for i, v := range b.last {
-		b.vals[i] = []int64{int64(v)}
-	}
-	return b
-}
-
-func (b *sampleBatch) add(s wire.Sample) {
-	b.dt = append(b.dt, s.T-b.lastT)
-	c := s.Counters()
-	for i, v := range c {
-		b.vals[i] = append(b.vals[i], int64(v-b.last[i]))
-	}
-	b.lastT, b.last = s.T, c
-}
-
-// batch accumulates one device's NVML samples, delta-encoded as they come
-// (see wire.NVML), so sealing it costs nothing.
-type batch struct {
-	dev            int
-	t0, lastT      int64
-	lastU, lastR   uint64
-	dt, used, resv []int64
-}
-
-func (b *batch) reset(dev int, t int64, used, reserved uint64) {
-	b.dev, b.t0, b.lastT, b.lastU, b.lastR = dev, t, t, used, reserved
-	b.dt = append(b.dt[:0], 0)
-	b.used = append(b.used[:0], int64(used))
-	b.resv = append(b.resv[:0], int64(reserved))
-}
-
-// add appends one sample. Deltas use wrapping arithmetic, so every uint64
-// value round-trips exactly.
-func (b *batch) add(t int64, used, reserved uint64) {
-	b.dt = append(b.dt, t-b.lastT)
-	b.used = append(b.used, int64(used-b.lastU))
-	b.resv = append(b.resv, int64(reserved-b.lastR))
-	b.lastT, b.lastU, b.lastR = t, used, reserved
 }
 
 // Create truncates or creates path (mode 0644), writes the header line at
@@ -303,65 +175,6 @@ func (w *Writer) NVML(dev int, t int64, used, reserved uint64) {
 	}
 	if len(b.dt) >= maxBatch || t-b.t0 >= batchSpan {
 		w.seal(dev)
-	}
-}
-
-// seal moves a device's open batch to the queue. Caller holds mu.
-func (w *Writer) seal(dev int) {
-	b := w.pending[dev]
-	if b == nil {
-		return
-	}
-	w.pending[dev] = nil
-	if !w.push(item{b: b}) {
-		w.stats.DroppedSamples += uint64(len(b.dt))
-		w.free = append(w.free, b)
-	}
-}
-
-func (w *Writer) sealAll() {
-	for dev := range w.pending {
-		w.seal(dev)
-	}
-	w.sealSamples(0)
-}
-
-// sealSamples moves the open agent sample batches of pid (of every process
-// when pid is 0) to the queue, so that they are written before the frame
-// about to be queued. Caller holds mu.
-func (w *Writer) sealSamples(pid int) {
-	keep := w.agent[:0]
-	for _, b := range w.agent {
-		if pid != 0 && b.pid != pid {
-			keep = append(keep, b)
-			continue
-		}
-		if !w.push(item{s: b}) {
-			w.stats.DroppedAgentSamples += uint64(len(b.dt))
-		}
-	}
-	clear(w.agent[len(keep):])
-	w.agent = keep
-}
-
-// sample adds an agent sample to its process's open batch for its device.
-// Caller holds mu.
-func (w *Writer) sample(v wire.Sample) {
-	w.latest = max(w.latest, v.T)
-	var b *sampleBatch
-	for _, x := range w.agent {
-		if x.pid == v.PID && x.dev == v.Dev {
-			b = x
-			break
-		}
-	}
-	if b == nil {
-		w.agent = append(w.agent, newSampleBatch(v.PID, v))
-		return
-	}
-	b.add(v)
-	if len(b.dt) >= maxBatch || v.T-b.t0 >= batchSpan {
-		w.sealSamples(v.PID)
 	}
 }
 
@@ -607,42 +420,6 @@ func (w *Writer) drain() {
 	}
 }
 
-// noteDrops writes a Dropped line for what was dropped since the last one.
-// The line bypasses the queue, which may be full: the goroutine writes it
-// itself, between chunks, so it lands where the gap is.
-func (w *Writer) noteDrops() {
-	w.mu.Lock()
-	d := w.stats.Drops().minus(w.noted)
-	failed, t := w.err != nil, w.latest
-	w.mu.Unlock()
-	if !d.Any() || failed {
-		return
-	}
-	n, err := w.writeItem(item{f: Dropped{Type: TypeDropped, T: t, Drops: d}})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if err != nil {
-		if w.err == nil {
-			w.err = err
-		}
-		return
-	}
-	w.noted.add(d)
-	w.stats.Lines++
-	w.stats.Bytes += uint64(n)
-}
-
-func countDropped(st *Stats, it item) {
-	switch {
-	case it.b != nil:
-		st.DroppedSamples += uint64(len(it.b.dt))
-	case it.s != nil:
-		st.DroppedAgentSamples += uint64(len(it.s.dt))
-	default:
-		st.DroppedFrames++
-	}
-}
-
 // writeItem encodes one line and writes it with a single Write call, so a
 // killed recorder leaves at most one partial line at the end. It returns
 // 0, nil for a frame too long to be loaded again. On a write error the file
@@ -678,61 +455,4 @@ func (w *Writer) writeItem(it item) (int, error) {
 	}
 	w.off += int64(n)
 	return n, nil
-}
-
-// appendBatch encodes a batch as a wire.NVML line (same field order as
-// encoding/json would use) without allocating.
-func appendBatch(buf []byte, b *batch) []byte {
-	buf = append(buf, `{"type":"nvml","dev":`...)
-	buf = strconv.AppendInt(buf, int64(b.dev), 10)
-	buf = append(buf, `,"t0":`...)
-	buf = strconv.AppendInt(buf, b.t0, 10)
-	buf = appendInts(append(buf, `,"dt":`...), b.dt)
-	buf = appendInts(append(buf, `,"used":`...), b.used)
-	buf = appendInts(append(buf, `,"reserved":`...), b.resv)
-	return append(buf, '}')
-}
-
-// appendSamples encodes an agent sample batch as a wire.Samples line, in
-// encoding/json's field order, leaving out optional counters that were 0
-// in every sample.
-func appendSamples(buf []byte, b *sampleBatch) []byte {
-	buf = append(buf, `{"type":"samples","pid":`...)
-	buf = strconv.AppendInt(buf, int64(b.pid), 10)
-	buf = append(buf, `,"dev":`...)
-	buf = strconv.AppendInt(buf, int64(b.dev), 10)
-	buf = append(buf, `,"t0":`...)
-	buf = strconv.AppendInt(buf, b.t0, 10)
-	buf = appendInts(append(buf, `,"dt":`...), b.dt)
-	for i, name := range sampleLists {
-		if i >= 3 && allZero(b.vals[i]) {
-			continue
-		}
-		buf = appendInts(append(append(append(buf, `,"`...), name...), `":`...), b.vals[i])
-	}
-	return append(buf, '}')
-}
-
-// sampleLists names wire.Samples' counter lists in wire.Sample.Counters'
-// order; the first three are always written.
-var sampleLists = [8]string{"allocated", "reserved", "peak", "reserved_peak", "inactive", "alloc_retries", "ooms", "dropped"}
-
-func allZero(xs []int64) bool {
-	for _, x := range xs {
-		if x != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func appendInts(buf []byte, xs []int64) []byte {
-	buf = append(buf, '[')
-	for i, x := range xs {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = strconv.AppendInt(buf, x, 10)
-	}
-	return append(buf, ']')
 }

@@ -1,0 +1,118 @@
+// What a Writer could not write: counted, and written as dropped lines
+// where the gap is.
+
+package recording
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Stats counts what a Writer has done so far.
+type Stats struct {
+	Lines               uint64 // lines written, header and dropped lines included
+	Bytes               uint64 // bytes written
+	Samples             uint64 // NVML samples written
+	DroppedSamples      uint64 // NVML samples not written: queue full, or after a write error
+	DroppedAgentSamples uint64 // agent samples not written: queue full, or after a write error
+	DroppedFrames       uint64 // other frames not written: queue full, over MaxLineBytes, or after a write error
+	AgentSamples        uint64 // agent samples written
+}
+
+// Drops returns the dropped counts.
+func (s Stats) Drops() Drops {
+	return Drops{NVMLSamples: s.DroppedSamples, AgentSamples: s.DroppedAgentSamples, Frames: s.DroppedFrames}
+}
+
+// TypeDropped is the type of the recorder's own dropped lines.
+const TypeDropped = "dropped"
+
+// Drops counts what a recorder could not write.
+type Drops struct {
+	NVMLSamples  uint64 `json:"nvml_samples,omitempty"`
+	AgentSamples uint64 `json:"agent_samples,omitempty"`
+	Frames       uint64 `json:"frames,omitempty"` // frames other than samples
+}
+
+// Any reports whether anything was dropped.
+func (d Drops) Any() bool { return d != Drops{} }
+
+// String lists the counts that are not 0: "12 NVML samples and 1 other frame".
+func (d Drops) String() string {
+	var parts []string
+	for _, c := range []struct {
+		n    uint64
+		what string
+	}{{d.NVMLSamples, "NVML sample"}, {d.AgentSamples, "agent sample"}, {d.Frames, "other frame"}} {
+		if c.n > 0 {
+			s := fmt.Sprintf("%d %s", c.n, c.what)
+			if c.n > 1 {
+				s += "s"
+			}
+			parts = append(parts, s)
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return "nothing"
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+func (d *Drops) add(o Drops) {
+	d.NVMLSamples += o.NVMLSamples
+	d.AgentSamples += o.AgentSamples
+	d.Frames += o.Frames
+}
+
+func (d Drops) minus(o Drops) Drops {
+	return Drops{NVMLSamples: d.NVMLSamples - o.NVMLSamples, AgentSamples: d.AgentSamples - o.AgentSamples, Frames: d.Frames - o.Frames}
+}
+
+// Dropped is a recording line of the writer's own: what it could not write
+// since its previous Dropped line (see FORMAT.md). It is written as soon as
+// the output takes lines again, so it sits where the gap is; T is the
+// newest sample time the writer had then.
+type Dropped struct {
+	Type string `json:"type"`
+	T    int64  `json:"t"`
+	Drops
+}
+
+// noteDrops writes a Dropped line for what was dropped since the last one.
+// The line bypasses the queue, which may be full: the goroutine writes it
+// itself, between chunks, so it lands where the gap is.
+func (w *Writer) noteDrops() {
+	w.mu.Lock()
+	d := w.stats.Drops().minus(w.noted)
+	failed, t := w.err != nil, w.latest
+	w.mu.Unlock()
+	if !d.Any() || failed {
+		return
+	}
+	n, err := w.writeItem(item{f: Dropped{Type: TypeDropped, T: t, Drops: d}})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.err == nil {
+			w.err = err
+		}
+		return
+	}
+	w.noted.add(d)
+	w.stats.Lines++
+	w.stats.Bytes += uint64(n)
+}
+
+func countDropped(st *Stats, it item) {
+	switch {
+	case it.b != nil:
+		st.DroppedSamples += uint64(len(it.b.dt))
+	case it.s != nil:
+		st.DroppedAgentSamples += uint64(len(it.s.dt))
+	default:
+		st.DroppedFrames++
+	}
+}
