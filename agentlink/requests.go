@@ -1,0 +1,67 @@
+// What gputop asks of its peers (holders walks) and answers them (snap).
+
+package agentlink
+
+import (
+	"fmt"
+
+	"github.com/gputop/gputop/wire"
+)
+
+// RequestHolders asks the agent of pid which references hold its CUDA
+// memory. It does not wait: the answer arrives later as st.AgentHolders.
+func (s *Server) RequestHolders(pid int) error { return s.request(pid, nil) }
+
+// RequestHeld asks the agent of pid for a holders walk whose attribution
+// is of torch device dev: the answer to an end row (store.SetAsker).
+func (s *Server) RequestHeld(pid, dev int) error { return s.request(pid, &dev) }
+
+func (s *Server) request(pid int, dev *int) error {
+	s.mu.Lock()
+	c := s.agents[pid]
+	s.nextID++
+	id := s.nextID
+	s.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("no agent with pid %d is attached", pid)
+	}
+	b, err := encodeLine(wire.Request{Type: wire.TypeRequest, What: "holders", ID: id, Dev: dev})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+		return fmt.Errorf("pid %d has disconnected", pid)
+	default:
+	}
+	select {
+	case c.out <- b:
+		return nil
+	default:
+		return fmt.Errorf("pid %d is not reading requests (%d waiting)", pid, cap(c.out))
+	}
+}
+
+// snap takes a snapshot of every known device for `gputop snap LABEL`.
+func (s *Server) snap(c *client, f wire.Snap) {
+	devs := s.st.Devices()
+	if len(devs) == 0 {
+		s.reply(c, wire.Reply{Type: wire.TypeReply, Error: "no devices known yet"})
+		s.log(fmt.Sprintf("snapshot %q from the shell refused: no devices known yet", f.Label))
+		s.finish(c, false, 0, "", "")
+		return
+	}
+	t := s.now().UnixNano()
+	for _, d := range devs {
+		s.st.TakeSnapshot(f.Label, d.Index, t, "cli", f.End)
+	}
+	s.reply(c, wire.Reply{Type: wire.TypeReply, OK: true})
+	s.log(fmt.Sprintf("snapshot %q from the shell on %d device(s)", f.Label, len(devs)))
+	s.finish(c, false, 0, "", "")
+}
+
+func (s *Server) reply(c *client, r wire.Reply) {
+	if b, err := encodeLine(r); err == nil {
+		c.write(b, s.writeTimeout) // the peer may be gone; nothing to do then
+	}
+}

@@ -1,0 +1,130 @@
+// NVML's per-process usage, refreshed about 10 times a second.
+
+package sampler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gputop/gputop/wire"
+)
+
+func (n *NVML) procLoop(ctx context.Context) {
+	every := max(time.Duration(float64(time.Second)/n.opt.ProcRate), time.Millisecond)
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		n.refreshProcs()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+	}
+}
+
+// refreshProcs queries every device's processes once and stores them.
+// NOT_SUPPORTED means the device has no process data: nothing is stored.
+// Other errors are logged once per change; the device's error line is left
+// to the memory sampler, which sees the same failures.
+func (n *NVML) refreshProcs() {
+	n.names.begin()
+	defer n.names.sweep()
+	for _, d := range n.devs {
+		if d.h == nil {
+			continue
+		}
+		procs, ok, err := queryProcs(d.h)
+		t := time.Now().UnixNano()
+		if err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Ret != d.procErr {
+				d.procErr = e.Ret
+				n.st.Log(fmt.Sprintf("GPU %d: process list: %s", d.index, describe(e.Ret)))
+			}
+			continue
+		}
+		if d.procErr != nvml.SUCCESS {
+			d.procErr = nvml.SUCCESS
+			n.st.Log(fmt.Sprintf("GPU %d: process list readable again", d.index))
+		}
+		if !ok {
+			continue
+		}
+		for i := range procs {
+			procs[i].Name = n.names.lookup(procs[i].PID)
+		}
+		n.st.SetProcs(d.index, t, procs)
+	}
+}
+
+// procUse is one pid's memory while merging; known is false when NVML
+// reported only "not available".
+type procUse struct {
+	used  uint64
+	known bool
+}
+
+// queryProcs returns the compute and graphics processes of a device merged
+// by pid. ok is false when the device supports neither query.
+func queryProcs(h nvml.Device) (procs []wire.Proc, ok bool, err error) {
+	compute, r := h.GetComputeRunningProcesses()
+	errC := check("GetComputeRunningProcesses", r)
+	graphics, r := h.GetGraphicsRunningProcesses()
+	errG := check("GetGraphicsRunningProcesses", r)
+	for _, e := range []error{errC, errG} {
+		if e != nil && !noData(e) {
+			return nil, false, e
+		}
+	}
+	if errC != nil && errG != nil {
+		return nil, false, nil
+	}
+	return mergeProcs(compute, graphics), true, nil
+}
+
+// mergeProcs merges process lists by pid. One list can name a pid more than
+// once (one entry per MIG instance): those are separate memory and add up.
+// A pid in both lists is one context seen twice: the larger figure wins.
+// "Not available" is unknown, never a number; it gives way to a known one.
+// The result is sorted by memory used, largest first, unknown last.
+func mergeProcs(lists ...[]nvml.ProcessInfo) []wire.Proc {
+	merged := map[int]procUse{}
+	for _, list := range lists {
+		this := map[int]procUse{}
+		for _, p := range list {
+			u := this[int(p.Pid)]
+			if p.UsedGpuMemory != notAvailable {
+				u.used += p.UsedGpuMemory
+				u.known = true
+			}
+			this[int(p.Pid)] = u
+		}
+		for pid, u := range this {
+			m, seen := merged[pid]
+			if !seen || (u.known && (!m.known || u.used > m.used)) {
+				merged[pid] = u
+			}
+		}
+	}
+	out := make([]wire.Proc, 0, len(merged))
+	for pid, u := range merged {
+		out = append(out, wire.Proc{PID: pid, Used: u.used, UsedUnknown: !u.known})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.UsedUnknown != b.UsedUnknown {
+			return !a.UsedUnknown
+		}
+		if a.Used != b.Used {
+			return a.Used > b.Used
+		}
+		return a.PID < b.PID
+	})
+	return out
+}
