@@ -27,7 +27,7 @@ Usage:
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
-  gputop snap LABEL               add a labelled snapshot to the running gputop
+  gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop version
 
 Flags:

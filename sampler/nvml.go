@@ -8,8 +8,10 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/sampler/native"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // Defaults for NVMLOptions.
@@ -150,7 +152,7 @@ func (n *NVML) initDevice(i int, v1 bool) *nvmlDev {
 	h, r := n.lib.DeviceGetHandleByIndex(i)
 	if err := check("DeviceGetHandleByIndex", r); err != nil {
 		n.st.SetDevice(info)
-		n.st.SetDeviceError(i, t, describe(r))
+		ingest.Apply(n.st, 0, wire.DevError{T: t, Dev: i, Error: describe(r)})
 		return d
 	}
 	d.h = h
@@ -209,13 +211,13 @@ func (d *nvmlDev) fail(st *store.Store, t int64, err error, now time.Time) {
 		return
 	}
 	d.errRet, d.errOp = e.Ret, e.Op
-	st.SetDeviceError(d.index, t, describe(e.Ret))
+	ingest.Apply(st, 0, wire.DevError{T: t, Dev: d.index, Error: describe(e.Ret)})
 }
 
 // recovered clears the device's error after a successful read.
 func (d *nvmlDev) recovered(st *store.Store, t int64) {
 	d.errRet, d.errOp = nvml.SUCCESS, ""
-	st.SetDeviceError(d.index, t, "")
+	ingest.Apply(st, 0, wire.DevError{T: t, Dev: d.index})
 }
 
 // Close shuts NVML down. Call it after Run has returned.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -59,7 +60,7 @@ func (n *NVML) refreshProcs() {
 		for i := range procs {
 			procs[i].Name = n.names.lookup(procs[i].PID)
 		}
-		n.st.SetProcs(d.index, t, procs)
+		ingest.Apply(n.st, 0, wire.Procs{T: t, Dev: d.index, Procs: procs})
 	}
 }
 
