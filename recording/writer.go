@@ -192,7 +192,7 @@ func (w *Writer) push(it item) bool {
 	return true
 }
 
-// Frame queues a wire frame (a wire.* value or pointer). The store calls it
+// Frame queues a wire frame (a value or a pointer to one). The store calls it
 // with its lock held, so it only queues; encoding happens in the goroutine.
 //
 // Marks are not written (the store has already turned them into snapshot
@@ -200,7 +200,7 @@ func (w *Writer) push(it item) bool {
 // every pending batch, so loading sees the samples the live store had. An
 // OOM's table row is no frame (the store does not tap it): Load gives the
 // oom to store.AgentOOM, which makes that row again from the same samples.
-func (w *Writer) Frame(f any) {
+func (w *Writer) Frame(f wire.Frame) {
 	f, typ := normalize(f)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -249,12 +249,11 @@ var recorded = map[string]bool{
 
 // normalize dereferences pointers, fills in the Type field and returns the
 // frame type, or "" for values that are not recording frames.
-func normalize(f any) (wire.Frame, string) {
-	fr, ok := f.(wire.Frame)
-	if !ok || !recorded[fr.FrameType()] {
+func normalize(f wire.Frame) (wire.Frame, string) {
+	if f == nil || !recorded[f.FrameType()] {
 		return nil, ""
 	}
-	return fr.Typed(), fr.FrameType()
+	return f.Typed(), f.FrameType()
 }
 
 // Flush writes every pending batch and queued frame and waits until they

@@ -77,7 +77,7 @@ func DefaultOptions() Options {
 // and must not call back into the store.
 type Tap interface {
 	NVML(dev int, t int64, used, reserved uint64)
-	Frame(f any) // a wire.* value
+	Frame(f wire.Frame)
 }
 
 // Store is the shared state.
@@ -188,7 +188,7 @@ func (s *Store) touch(t int64) {
 	}
 }
 
-func (s *Store) frame(f any) {
+func (s *Store) frame(f wire.Frame) {
 	if s.tap != nil {
 		s.tap.Frame(f)
 	}

@@ -29,7 +29,7 @@ func (r *tapRec) NVML(dev int, t int64, used, reserved uint64) {
 	r.nvml = append(r.nvml, fmt.Sprintf("%d@%d:%d/%d", dev, t, used, reserved))
 }
 
-func (r *tapRec) Frame(f any) {
+func (r *tapRec) Frame(f wire.Frame) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.frames = append(r.frames, f)
