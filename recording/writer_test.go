@@ -210,7 +210,7 @@ func TestFrameFiltering(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Frame(wire.Mark{Type: wire.TypeMark, T: base, Label: "x"})
-	w.Frame(wire.Reply{OK: true}) // (a value that is no frame at all no longer compiles)
+	w.Frame(wire.Reply{OK: true})       // (a value that is no frame at all no longer compiles)
 	w.Frame(&wire.Bye{PID: 5, T: base}) // a pointer, Type left empty
 	w.Frame(wire.Holders{PID: 5, T: base, Groups: []wire.HolderGroup{{Name: strings.Repeat("n", MaxLineBytes)}}})
 	if err := w.Close(); err != nil {
