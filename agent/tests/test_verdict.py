@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -219,7 +220,8 @@ def replay_screen(gputop_bin: str, rec: Path, tmp: Path) -> str:
             subprocess.run(["tmux", "send-keys", "-t", name, "End"], check=True)
             time.sleep(0.3)
             scr = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
-            if "After cleanup" in scr and ("✗" in scr or "✓" in scr):
+            at = re.search(r"cursor (\S+) / (\S+)", scr)  # the title: at the end once both agree
+            if at and at.group(1) == at.group(2) and "After cleanup" in scr:
                 return scr
         return scr
     finally:
