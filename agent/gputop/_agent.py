@@ -15,11 +15,14 @@ Rules it keeps, because it lives inside someone's training job:
   after every reconnect. A connection gputop refuses (or closes within a
   second) does not reset the backoff, so a refusal never makes it spin; a
   refusal of the hello itself waits for another gputop (_refused_for_good).
+
+Around the thread, each in its own module: the connection to gputop
+(_connection: connect, send, read, refusals and the backoff), torch's
+out-of-memory observer (_oom), and interpreter exit and fork (_lifecycle).
 """
 
 from __future__ import annotations
 
-import atexit
 import collections
 import math
 import os
@@ -31,7 +34,8 @@ import time
 import warnings
 from typing import Any
 
-from . import _env, _stats, _wire
+from . import _env, _oom, _stats, _wire
+from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection, _wait_writable
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
 # Raw stats mappings kept between two sends: a tick stores what the stats
@@ -44,7 +48,6 @@ DEVICE_RECHECK_S = 1.0  # how often the set of initialised devices is re-read
 # thread only looks for one, this often, instead of at the sampling rate
 # (it would take the GIL from CPU-bound work such as data loading).
 NO_DEVICE_TICK_S = 0.1
-BACKOFF_MIN_S, BACKOFF_MAX_S = 0.05, 1.0
 STOP_TIMEOUT_S = 1.0  # the most detach()/exit waits to flush and say bye
 DEFAULT_RATE_HZ = 100.0
 MAX_RATE_HZ = 1000.0
@@ -56,10 +59,8 @@ SEND_INTERVAL_S = 0.1
 # at once would hand it the GIL in the middle of the caller's snapshot().
 MARK_WAKE_AFTER_S = 0.02
 
-_NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0)
 
-
-class Agent:
+class Agent(Connection):
     """Handle of the running agent, as returned by :func:`gputop.attach`."""
 
     def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> None:
@@ -333,111 +334,6 @@ class Agent:
         except OSError:
             pass
 
-    def _retry_later(self, now: float) -> None:
-        self._next_connect = now + self._backoff
-        self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
-
-    def _connect(self) -> bool:
-        path = self.socket or _env.socket_path()
-        if self._final is not None:
-            if self._final == (path, _socket_file(path)):
-                return False  # the gputop that refused us for good still listens
-            self._final = None
-        why = _env.untrusted_dir(path)
-        if why:
-            self.last_error = f"not connecting to {path}: {why}"
-            return False
-        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            s.settimeout(0.5)
-            s.connect(path)
-            s.setblocking(False)
-        except OSError as e:
-            s.close()
-            if not isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
-                self.last_error = f"connect {path}: {e}"
-            return False
-        self._sock = s
-        self._path = path
-        self._connected_at = time.monotonic()
-        self._refusal = None
-        self._out.clear()
-        self._in.clear()
-        self._hello_devs = None
-        self.connects += 1
-        self._check_devices()  # says hello: nothing was said on this connection yet
-        if self._hello_devs is None:
-            self._hello()  # the device list could not be read: hello with the last one
-        self.connected = True
-        return True
-
-    def _disconnect(self, why: str | None) -> None:
-        """End the connection and schedule the next try."""
-        had = self._sock is not None
-        if had:
-            self._read_last()  # gputop's reply before it closed: a refusal's reason
-        refusal, self._refusal = self._refusal, None
-        if refusal is not None:
-            why = f"refused by gputop: {refusal}"
-        if why:
-            self.last_error = why
-        self._close()
-        if not had:
-            return
-        now = time.monotonic()
-        if refusal is not None:
-            self.refused = refusal
-            if _refused_for_good(refusal):
-                self._final = (self._path, _socket_file(self._path))
-            self._tell(refusal)
-        elif now - self._connected_at >= BACKOFF_MAX_S:
-            # a connection that held: gputop went away (restarted), so come
-            # back soon; one it closed at once counts as a failed try
-            self._backoff = BACKOFF_MIN_S
-        self._retry_later(now)
-
-    def _read_last(self) -> None:
-        """Read what gputop sent before the connection broke: a send that
-        fails (gputop closed while a hello was on its way) comes before the
-        reply with the reason is read."""
-        s = self._sock
-        try:
-            while s is not None and len(self._in) <= _wire.MAX_FRAME_BYTES:
-                data = s.recv(65536)
-                if not data:
-                    break
-                self._in += data
-        except OSError:
-            pass  # nothing more (EAGAIN) or the reset itself
-        self._handle_lines()
-
-    def _tell(self, refusal: str) -> None:
-        """Print a refusal's reason to stderr, once per distinct reason."""
-        if refusal in self._told or len(self._told) >= 32:
-            return
-        self._told.add(refusal)
-        then = ("not connecting again until another gputop listens there" if self._final is not None
-                else "retrying with the backoff (50 ms doubling to 1 s)")
-        try:
-            sys.stderr.write(f"gputop agent: gputop at {_printable(self._path)} refused this process: "
-                             f"{_printable(refusal)}; {then}\n")
-            sys.stderr.flush()
-        except Exception:
-            pass
-
-    def _close(self) -> None:
-        s, self._sock = self._sock, None
-        self.connected = False
-        self._hello_devs = None
-        # A partly written frame cannot be finished on a new connection.
-        self._out.clear()
-        self._in.clear()
-        if s is not None:
-            try:
-                s.close()
-            except OSError:
-                pass
-
     def _check_devices(self) -> None:
         try:
             devs = sorted(set(self._src.devices()))
@@ -527,47 +423,6 @@ class Agent:
                 break
         self._flush()
 
-    def _flush(self) -> None:
-        s = self._sock
-        while s is not None and self._out:
-            try:
-                n = s.send(self._out, _NOSIGNAL)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                self._disconnect(f"gputop went away: {e.strerror or e}")
-                return
-            del self._out[:n]
-
-    def _read(self) -> None:
-        s = self._sock
-        if s is None:
-            return
-        try:
-            data = s.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as e:
-            self._disconnect(f"gputop went away: {e.strerror or e}")
-            return
-        if not data:
-            self._disconnect("gputop closed the connection")
-            return
-        self._in += data
-        self._handle_lines()
-        if len(self._in) > _wire.MAX_FRAME_BYTES:
-            self._disconnect("line from gputop exceeds 1 MiB")
-
-    def _handle_lines(self) -> None:
-        """Handle every whole line received so far."""
-        while True:
-            i = self._in.find(b"\n")
-            if i < 0:
-                return
-            line = bytes(self._in[:i])
-            del self._in[: i + 1]
-            self._handle(line)
-
     def _handle(self, line: bytes) -> None:
         try:
             f = _wire.decode(line)
@@ -580,15 +435,6 @@ class Agent:
             self.post(_holders_frame(rid, dev), urgent=True)
         elif f["type"] == "reply" and not f.get("ok", True):
             self._refusal = str(f.get("error") or "no reason given")
-
-    def _bye_now(self) -> None:
-        """Say bye without waiting: whatever the socket takes at once."""
-        if self._sock is not None:
-            try:
-                self._out += _wire.encode({"type": "bye", "t": time.time_ns()})
-                self._flush()
-            except Exception:
-                pass
 
     def _finish(self) -> None:
         """Flush what is queued and say bye, within STOP_TIMEOUT_S."""
@@ -636,34 +482,6 @@ class Disabled:
         return f"<gputop agent off: {self.last_error}>"
 
 
-def _refused_for_good(refusal: str) -> bool:
-    """A refusal that the same gputop will repeat to every try of this
-    process: its hello refused (line 1: the protocol version, the hello's
-    size or content, all the same on the next connection) or its uid."""
-    return refusal.startswith(("line 1:", "peer uid "))
-
-
-def _socket_file(path: str) -> Any:
-    """What tells one gputop's socket from the next one's at the same path."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_ctime_ns)
-
-
-def _printable(s: str, limit: int = 300) -> str:
-    """Text from gputop made safe for the process's stderr (a terminal)."""
-    return "".join(c if c.isprintable() else "\ufffd" for c in s[:limit])
-
-
-def _wait_writable(s: _socket.socket, deadline: float) -> bool:
-    p = select.poll()
-    p.register(s.fileno(), select.POLLOUT)
-    left = deadline - time.monotonic()
-    return left > 0 and bool(p.poll(max(1, int(left * 1000))))
-
-
 def _rate(rate_hz: Any) -> float:
     try:
         r = float(rate_hz)
@@ -706,7 +524,6 @@ def _holders_frame(rid: int, dev: int | None = None) -> dict[str, Any]:
 _lock = threading.Lock()
 _current: Agent | None = None
 _detached = False  # detach() was called: snapshot() must not restart the agent
-_torch_oom = False  # torch's OOM observer is registered
 
 
 def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> Agent | Disabled:
@@ -742,80 +559,10 @@ def current(auto: bool = True) -> Agent | None:
     return a if isinstance(a, Agent) else None
 
 
+# torch's OOM observer (_oom): whichever agent is current when an OOM
+# happens gets it
+_on_oom = _oom.observer(lambda: _current)
+
+
 def _register_oom_observer(src: _stats.Source) -> None:
-    # torch has no way to remove an observer: register once per process for
-    # torch (once per injected source in tests) and let the callback find
-    # whichever agent is current.
-    global _torch_oom
-    torch_wide = isinstance(src, _stats.TorchSource)
-    if _torch_oom if torch_wide else getattr(src, "_gputop_oom", False):
-        return
-    try:
-        if src.oom_observer(_on_oom):
-            if torch_wide:
-                _torch_oom = True
-            else:
-                src._gputop_oom = True  # type: ignore[attr-defined]
-    except Exception:
-        pass
-
-
-def _on_oom(device: int, alloc: int, device_limit: int, device_free: int) -> None:
-    """torch's out-of-memory observer; runs in the thread whose allocation
-    failed, so it reads one device and queues: nothing that can raise or wait.
-
-    torch passes the device, the size asked for, the most it may hold on the
-    device (its total memory, or less under set_per_process_memory_fraction)
-    and CUDA's free memory."""
-    try:
-        ag = _current
-        if ag is None or not ag.alive:
-            return
-        try:
-            c = _stats.source().read(int(device))
-        except Exception:
-            c = _stats.ZERO
-        ag.post({
-            "type": "oom", "t": time.time_ns(), "dev": int(device),
-            "requested": int(alloc), "free": int(device_free), "limit": int(device_limit),
-            "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
-        }, urgent=True)
-    except BaseException:
-        pass
-
-
-def _at_exit() -> None:
-    ag = _current
-    if ag is not None and ag.pid == os.getpid():
-        try:
-            ag._stop(STOP_TIMEOUT_S)
-        except BaseException:
-            pass
-
-
-def _after_fork_in_child() -> None:
-    # The child has no agent thread, only copies of the parent's socket and
-    # pipe. Close them: a DataLoader worker holding the parent's socket open
-    # would hide the parent's death from gputop.
-    global _current, _lock, _detached
-    _lock = threading.Lock()
-    ag, _current = _current, None
-    _detached = False
-    if ag is not None:
-        ag._stopping = True
-        s, ag._sock = ag._sock, None
-        if s is not None:
-            try:
-                s.close()
-            except OSError:
-                pass
-        for fd in (ag._wake_r, ag._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-atexit.register(_at_exit)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    _oom.register(src, _on_oom)

@@ -1,0 +1,216 @@
+"""The agent's connection to gputop: connecting (with the backoff, 50 ms
+doubling to 1 s, and not at all while a gputop that refused this process
+for good still listens at the socket), sending what the agent encoded,
+reading gputop's lines, and what a refusal leaves: its reason kept and
+printed once, the backoff not reset. All of it runs on the agent thread,
+on a non-blocking socket.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket as _socket
+import sys
+import time
+from typing import Any
+
+from . import _env, _wire
+
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.05, 1.0
+
+_NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0)
+
+
+class Connection:
+    """The connection's half of Agent (_agent), as methods of that class.
+
+    Agent's __init__ sets the state used here (_sock, _out, _in, _path,
+    _connected_at, _backoff, _next_connect, _refusal, _told, _final,
+    connected, connects, last_error, refused) beside its own; Agent also
+    supplies _check_devices() and _hello(), which say hello on a new
+    connection, and _handle(line), which acts on each line from gputop.
+    """
+
+    def _retry_later(self, now: float) -> None:
+        self._next_connect = now + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
+
+    def _connect(self) -> bool:
+        path = self.socket or _env.socket_path()
+        if self._final is not None:
+            if self._final == (path, _socket_file(path)):
+                return False  # the gputop that refused us for good still listens
+            self._final = None
+        why = _env.untrusted_dir(path)
+        if why:
+            self.last_error = f"not connecting to {path}: {why}"
+            return False
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            s.settimeout(0.5)
+            s.connect(path)
+            s.setblocking(False)
+        except OSError as e:
+            s.close()
+            if not isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
+                self.last_error = f"connect {path}: {e}"
+            return False
+        self._sock = s
+        self._path = path
+        self._connected_at = time.monotonic()
+        self._refusal = None
+        self._out.clear()
+        self._in.clear()
+        self._hello_devs = None
+        self.connects += 1
+        self._check_devices()  # says hello: nothing was said on this connection yet
+        if self._hello_devs is None:
+            self._hello()  # the device list could not be read: hello with the last one
+        self.connected = True
+        return True
+
+    def _disconnect(self, why: str | None) -> None:
+        """End the connection and schedule the next try."""
+        had = self._sock is not None
+        if had:
+            self._read_last()  # gputop's reply before it closed: a refusal's reason
+        refusal, self._refusal = self._refusal, None
+        if refusal is not None:
+            why = f"refused by gputop: {refusal}"
+        if why:
+            self.last_error = why
+        self._close()
+        if not had:
+            return
+        now = time.monotonic()
+        if refusal is not None:
+            self.refused = refusal
+            if _refused_for_good(refusal):
+                self._final = (self._path, _socket_file(self._path))
+            self._tell(refusal)
+        elif now - self._connected_at >= BACKOFF_MAX_S:
+            # a connection that held: gputop went away (restarted), so come
+            # back soon; one it closed at once counts as a failed try
+            self._backoff = BACKOFF_MIN_S
+        self._retry_later(now)
+
+    def _read_last(self) -> None:
+        """Read what gputop sent before the connection broke: a send that
+        fails (gputop closed while a hello was on its way) comes before the
+        reply with the reason is read."""
+        s = self._sock
+        try:
+            while s is not None and len(self._in) <= _wire.MAX_FRAME_BYTES:
+                data = s.recv(65536)
+                if not data:
+                    break
+                self._in += data
+        except OSError:
+            pass  # nothing more (EAGAIN) or the reset itself
+        self._handle_lines()
+
+    def _tell(self, refusal: str) -> None:
+        """Print a refusal's reason to stderr, once per distinct reason."""
+        if refusal in self._told or len(self._told) >= 32:
+            return
+        self._told.add(refusal)
+        then = ("not connecting again until another gputop listens there" if self._final is not None
+                else "retrying with the backoff (50 ms doubling to 1 s)")
+        try:
+            sys.stderr.write(f"gputop agent: gputop at {_printable(self._path)} refused this process: "
+                             f"{_printable(refusal)}; {then}\n")
+            sys.stderr.flush()
+        except Exception:
+            pass
+
+    def _close(self) -> None:
+        s, self._sock = self._sock, None
+        self.connected = False
+        self._hello_devs = None
+        # A partly written frame cannot be finished on a new connection.
+        self._out.clear()
+        self._in.clear()
+        if s is not None:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _flush(self) -> None:
+        s = self._sock
+        while s is not None and self._out:
+            try:
+                n = s.send(self._out, _NOSIGNAL)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                self._disconnect(f"gputop went away: {e.strerror or e}")
+                return
+            del self._out[:n]
+
+    def _read(self) -> None:
+        s = self._sock
+        if s is None:
+            return
+        try:
+            data = s.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._disconnect(f"gputop went away: {e.strerror or e}")
+            return
+        if not data:
+            self._disconnect("gputop closed the connection")
+            return
+        self._in += data
+        self._handle_lines()
+        if len(self._in) > _wire.MAX_FRAME_BYTES:
+            self._disconnect("line from gputop exceeds 1 MiB")
+
+    def _handle_lines(self) -> None:
+        """Handle every whole line received so far."""
+        while True:
+            i = self._in.find(b"\n")
+            if i < 0:
+                return
+            line = bytes(self._in[:i])
+            del self._in[: i + 1]
+            self._handle(line)
+
+    def _bye_now(self) -> None:
+        """Say bye without waiting: whatever the socket takes at once."""
+        if self._sock is not None:
+            try:
+                self._out += _wire.encode({"type": "bye", "t": time.time_ns()})
+                self._flush()
+            except Exception:
+                pass
+
+
+def _refused_for_good(refusal: str) -> bool:
+    """A refusal that the same gputop will repeat to every try of this
+    process: its hello refused (line 1: the protocol version, the hello's
+    size or content, all the same on the next connection) or its uid."""
+    return refusal.startswith(("line 1:", "peer uid "))
+
+
+def _socket_file(path: str) -> Any:
+    """What tells one gputop's socket from the next one's at the same path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
+
+def _printable(s: str, limit: int = 300) -> str:
+    """Text from gputop made safe for the process's stderr (a terminal)."""
+    return "".join(c if c.isprintable() else "\ufffd" for c in s[:limit])
+
+
+def _wait_writable(s: _socket.socket, deadline: float) -> bool:
+    p = select.poll()
+    p.register(s.fileno(), select.POLLOUT)
+    left = deadline - time.monotonic()
+    return left > 0 and bool(p.poll(max(1, int(left * 1000))))
