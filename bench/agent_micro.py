@@ -15,23 +15,16 @@ import argparse
 import json
 import os
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import call_times_ns, quantile  # noqa: E402
 
 
 def timed(fn, n: int, gap: float = 0.0) -> dict:
-    """Back to back, or with gap seconds of sleep before each call (a cold
-    call, as a snapshot once an epoch is)."""
-    for _ in range(min(n, 50)):
-        fn()
-    ns = []
-    for _ in range(n):
-        if gap:
-            time.sleep(gap)
-        t0 = time.perf_counter_ns()
-        fn()
-        ns.append(time.perf_counter_ns() - t0)
-    ns.sort()
-    return {"median_us": round(ns[len(ns) // 2] / 1e3, 2), "p99_us": round(ns[int(len(ns) * 0.99)] / 1e3, 2)}
+    """Back to back after 50 untimed calls, or with gap seconds of sleep
+    before each call (a cold call, as a snapshot once an epoch is)."""
+    ns = call_times_ns(fn, n, warmup=min(n, 50), gap=gap)
+    return {"median_us": round(quantile(ns, 0.5) / 1e3, 2), "p99_us": round(quantile(ns, 0.99) / 1e3, 2)}
 
 
 def main() -> int:

@@ -34,8 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import start_gputop, stop_proc, thread_cpu_ns  # noqa: E402
-from overhead import Bare  # noqa: E402
+from common import Bare, start_gputop, stop_proc, thread_cpu_ns  # noqa: E402
 
 _real_poll = select.poll
 SPANS: list[int] = []  # ns from poll() returning to the next poll() call

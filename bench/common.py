@@ -1,14 +1,31 @@
-"""Helpers shared by the H200 benchmark scripts."""
+"""Helpers shared by the bench scripts: the one module they import besides
+rec.py (the recording reader). Standard library only; torch is passed in
+where a helper needs it.
+
+  gputop processes   start_gputop, stop_proc
+  results            write_result, check_args, work_dir
+  /proc readings     schedstat, thread_cpu_ns, thread_sched_ns (this
+                     process's threads); cpu_ticks, thread_ticks,
+                     status_kib, comm, children (any process)
+  timing             call_times_ns, quantile, pcts
+  shared load        setup_cpu (the reference model's training step),
+                     Bare (the least a sampling thread can do)
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import select
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+
+# ---------------------------------------------------------------- gputop processes
 
 
 def stop_proc(p: subprocess.Popen | None, sig: int = signal.SIGINT) -> None:
@@ -41,16 +58,7 @@ def start_gputop(binary: str, rec: str, sock: str, source: str, log) -> subproce
     return p
 
 
-def thread_cpu_ns(tid: int | None) -> int | None:
-    """CPU time of one thread of this process, in ns (schedstat's first
-    field), or None where the kernel does not say."""
-    if not tid:
-        return None
-    try:
-        with open(f"/proc/self/task/{tid}/schedstat") as fh:
-            return int(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
+# ---------------------------------------------------------------- results
 
 
 def write_result(d: str | None, name: str, status: str, summary: str, **kw) -> None:
@@ -79,3 +87,198 @@ def work_dir(a: argparse.Namespace, tag: str) -> str:
     work = a.workdir or tempfile.mkdtemp(prefix=f"gputop-{tag}.")
     os.makedirs(work, exist_ok=True)
     return work
+
+
+# ---------------------------------------------------------------- /proc readings
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")  # the unit of /proc/PID/stat's CPU times
+
+
+def schedstat(tid: int) -> tuple[int, int] | None:
+    """(ns on a CPU, ns waiting for one) of thread tid of this process, from
+    /proc/self/task/TID/schedstat, or None where the kernel does not say."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as fh:
+            f = fh.read().split()
+        return int(f[0]), int(f[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def thread_cpu_ns(tid: int | None) -> int | None:
+    """CPU time of one thread of this process, in ns (schedstat's first
+    field), or None where the kernel does not say."""
+    if not tid:
+        return None
+    s = schedstat(tid)
+    return s[0] if s is not None else None
+
+
+def thread_sched_ns(tid: int) -> tuple[int, int] | None:
+    """(ns on a CPU, ns waiting for one) of the calling thread. The CPU time
+    comes from the thread's clock: schedstat's lags by up to a scheduler
+    tick while the thread runs, as much as the effect measured here."""
+    s = schedstat(tid)
+    if s is None:
+        return None
+    return time.thread_time_ns(), s[1]
+
+
+def _stat_fields(path: str) -> list[str]:
+    """The fields of a /proc .../stat file after the command name (which may
+    hold spaces and parentheses): the first is field 3, the state."""
+    with open(path) as fh:
+        s = fh.read()
+    return s[s.rfind(")") + 2:].split()
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """utime + stime of a process (fields 14 and 15 of /proc/PID/stat), in
+    CLK_TCK ticks; None when it is gone."""
+    try:
+        rest = _stat_fields(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    return int(rest[11]) + int(rest[12])
+
+
+def thread_ticks(pid: int) -> dict[str, int]:
+    """CPU ticks (utime + stime) of a process's threads, summed by thread
+    name: gputop's Go threads are "gputop", its sampling thread
+    "gputop-nvml"."""
+    out: dict[str, int] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                name = fh.read().strip()
+            rest = _stat_fields(f"/proc/{pid}/task/{tid}/stat")
+        except OSError:
+            continue
+        out[name] = out.get(name, 0) + int(rest[11]) + int(rest[12])
+    return out
+
+
+def status_kib(pid: int, key: str) -> int | None:
+    """A kB figure of /proc/PID/status (VmRSS, VmHWM), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def comm(pid: int) -> str:
+    """A process's command name, "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is pid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if int(_stat_fields(f"/proc/{d}/stat")[1]) == pid:
+                    out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+# ---------------------------------------------------------------- timing
+
+
+def call_times_ns(fn, n: int, warmup: int = 0, gap: float = 0.0) -> list[int]:
+    """How long each of n calls of fn took, in ns, sorted; after warmup
+    untimed calls, and with gap seconds of sleep before each call when
+    given (a cold call, as a snapshot once an epoch is)."""
+    for _ in range(warmup):
+        fn()
+    ns = []
+    for _ in range(n):
+        if gap:
+            time.sleep(gap)
+        t = time.perf_counter_ns()
+        fn()
+        ns.append(time.perf_counter_ns() - t)
+    ns.sort()
+    return ns
+
+
+def quantile(v: list[int], q: float) -> int:
+    """The value at quantile q of the sorted list v (the median is q 0.5)."""
+    return v[min(len(v) - 1, int(len(v) * q))]
+
+
+def pcts(ns: list[int]) -> dict:
+    """n, median, p90, p99 and max of ns in µs, to 0.1."""
+    v = sorted(ns)
+    if not v:
+        return {"n": 0}
+    return {"n": len(v), "median_us": round(quantile(v, 0.5) / 1e3, 1),
+            "p90_us": round(quantile(v, 0.9) / 1e3, 1),
+            "p99_us": round(quantile(v, 0.99) / 1e3, 1),
+            "max_us": round(v[-1] / 1e3, 1)}
+
+
+# ---------------------------------------------------------------- shared load
+
+
+def setup_cpu(torch, nn, device: str = "cuda"):
+    """The reference article's model and its trainer's step, at its batch size."""
+    dev = torch.device(device)
+    model = nn.Sequential(
+        nn.Linear(100, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.3),
+        nn.Linear(256, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Dropout(0.3),
+        nn.Linear(128, 10)).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    crit = nn.CrossEntropyLoss()
+    batches = [(torch.randn(64, 100, device=dev), torch.randint(0, 10, (64,), device=dev))
+               for _ in range(32)]
+    state = {"i": 0}
+
+    def step() -> float:
+        x, y = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        opt.zero_grad()
+        loss = crit(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+class Bare(threading.Thread):
+    """The least a sampling thread can do at hz: wake from poll() as the
+    agent does and, given a stats call, make it and drop its result."""
+
+    def __init__(self, hz: float, fn=None) -> None:
+        super().__init__(daemon=True)
+        self.period, self.n, self.fn = 1.0 / hz, 0, fn
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        wait, mono, fn = select.poll().poll, time.monotonic, self.fn
+        nxt = mono()
+        while not self.halt.is_set():
+            ms = math.ceil((nxt - mono()) * 1000)
+            wait(ms if ms > 0 else 0)
+            if fn is not None:
+                fn()
+            self.n += 1
+            nxt += self.period
+            if nxt <= mono():
+                nxt = mono() + self.period

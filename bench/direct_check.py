@@ -33,19 +33,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import write_result  # noqa: E402
-from overhead import setup_cpu  # noqa: E402
+from common import call_times_ns, quantile, setup_cpu, write_result  # noqa: E402
 
 
 def timed(fn, n: int) -> float:
     """Median of n calls, in µs."""
-    v = []
-    for _ in range(n):
-        t = time.perf_counter_ns()
-        fn()
-        v.append(time.perf_counter_ns() - t)
-    v.sort()
-    return v[len(v) // 2] / 1e3
+    return quantile(call_times_ns(fn, n), 0.5) / 1e3
 
 
 def async_child() -> str:

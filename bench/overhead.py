@@ -60,12 +60,12 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import start_gputop, stop_proc, thread_cpu_ns, write_result  # noqa: E402
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import rec as recording  # noqa: E402
+from common import (Bare, call_times_ns, pcts, setup_cpu, start_gputop, stop_proc,  # noqa: E402
+                    thread_cpu_ns, thread_sched_ns, write_result)
 
 IDLE_HZ = 1 / 3600  # "idle": the attached agent's thread sleeps through the block
 
@@ -81,32 +81,6 @@ FLOOR = (("on", "the agent"), ("stats", "the agent, stats call"),
 
 
 # ================================================================ worker side
-
-def setup_cpu(torch, nn, device: str = "cuda"):
-    """The reference article's model and its trainer's step, at its batch size."""
-    dev = torch.device(device)
-    model = nn.Sequential(
-        nn.Linear(100, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Dropout(0.3),
-        nn.Linear(256, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Dropout(0.3),
-        nn.Linear(128, 10)).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    crit = nn.CrossEntropyLoss()
-    batches = [(torch.randn(64, 100, device=dev), torch.randint(0, 10, (64,), device=dev))
-               for _ in range(32)]
-    state = {"i": 0}
-
-    def step() -> float:
-        x, y = batches[state["i"] % len(batches)]
-        state["i"] += 1
-        opt.zero_grad()
-        loss = crit(model(x), y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        return loss.item()
-
-    return step
-
 
 def setup_gpu(torch, nn, width: int = 8192, layers: int = 8, batch: int = 8192):
     """A transformer-sized bf16 MLP: each step is ~30 ms of matrix work."""
@@ -150,43 +124,6 @@ class Naive(threading.Thread):
                 time.sleep(d)
             else:
                 nxt = time.perf_counter()
-
-
-class Bare(threading.Thread):
-    """The least a sampling thread can do at hz: wake from poll() as the
-    agent does and, given a stats call, make it and drop its result."""
-
-    def __init__(self, hz: float, fn=None) -> None:
-        super().__init__(daemon=True)
-        self.period, self.n, self.fn = 1.0 / hz, 0, fn
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        import math
-        import select
-        wait, mono, fn = select.poll().poll, time.monotonic, self.fn
-        nxt = mono()
-        while not self.halt.is_set():
-            ms = math.ceil((nxt - mono()) * 1000)
-            wait(ms if ms > 0 else 0)
-            if fn is not None:
-                fn()
-            self.n += 1
-            nxt += self.period
-            if nxt <= mono():
-                nxt = mono() + self.period
-
-
-def thread_sched_ns(tid: int) -> tuple[int, int] | None:
-    """(ns on a CPU, ns waiting for one) of the calling thread. The CPU time
-    comes from the thread's clock: schedstat's lags by up to a scheduler
-    tick while the thread runs, as much as the effect measured here."""
-    try:
-        with open(f"/proc/self/task/{tid}/schedstat") as fh:
-            wait = int(fh.read().split()[1])
-        return time.thread_time_ns(), wait
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def run_segment(torch, step, seconds: float) -> dict:
@@ -310,23 +247,9 @@ def worker_train(a, torch, nn) -> dict:
     return {"pid": os.getpid(), "kind": a.kind, "segments": segs}
 
 
-def pcts(ns: list[int]) -> dict:
-    v = sorted(ns)
-    if not v:
-        return {"n": 0}
-    return {"n": len(v), "median_us": round(v[len(v) // 2] / 1e3, 1),
-            "p90_us": round(v[int(len(v) * 0.9)] / 1e3, 1),
-            "p99_us": round(v[min(len(v) - 1, int(len(v) * 0.99))] / 1e3, 1),
-            "max_us": round(v[-1] / 1e3, 1)}
-
-
 def time_calls(fn, n: int) -> dict:
-    out = []
-    for _ in range(n):
-        t = time.perf_counter_ns()
-        fn()
-        out.append(time.perf_counter_ns() - t)
-    return pcts(out)
+    """n calls of fn back to back, in µs."""
+    return pcts(call_times_ns(fn, n))
 
 
 class Tail(threading.Thread):
@@ -530,7 +453,6 @@ def parent(a) -> int:
     # agent activity as gputop saw it: proves the agent was sending while timed
     res["agent_seen_by_gputop"] = {}
     if gp is not None and os.path.exists(rec):
-        import rec as recording
         r = recording.load(rec)
         for kind in ("cpu", "gpu"):
             w = res.get(kind)

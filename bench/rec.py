@@ -160,6 +160,40 @@ def _decode_samples(rec: Recording, f: dict) -> None:
         rec.samples.append(s)
 
 
+def _header(rec: Recording, f: dict) -> None:
+    rec.header = f
+
+
+def _device(rec: Recording, f: dict) -> None:
+    rec.devices[int(f["index"])] = f
+
+
+def _kept(name: str):
+    """A decoder that keeps the frame as it is, in the Recording list name."""
+    return lambda rec, f: getattr(rec, name).append(f)
+
+
+# What load() does with each frame type of recording/FORMAT.md (the types
+# of wire/frames.go): a decoder for those the checks read; the types in
+# SKIPPED are only counted (Recording.counts), as are types unknown here.
+# agent/tests/test_bench_rec.py holds both to wire/frames.go and FORMAT.md.
+DECODERS = {
+    "recording": _header,
+    "device": _device,
+    "nvml": _decode_nvml,
+    "sample": _kept("samples"),
+    "samples": _decode_samples,
+    "snapshot": _kept("snapshots"),
+    "procs": _kept("procs"),
+    "hello": _kept("hellos"),
+    "ended": _kept("ended"),
+    "bye": _kept("byes"),
+    "oom": _kept("ooms"),
+}
+SKIPPED = ("device_error", "holders", "held", "dropped",
+           "mark", "snap", "reply", "request")  # the last four: agent-socket frames, not recorded
+
+
 def load(path: str) -> Recording:
     rec = Recording(path=path)
     offset = 0
@@ -178,28 +212,9 @@ def load(path: str) -> Recording:
                     raise ValueError("not a JSON object")
                 typ = f.get("type", "")
                 rec.counts[typ] = rec.counts.get(typ, 0) + 1
-                if typ == "recording":
-                    rec.header = f
-                elif typ == "device":
-                    rec.devices[int(f["index"])] = f
-                elif typ == "nvml":
-                    _decode_nvml(rec, f)
-                elif typ == "sample":
-                    rec.samples.append(f)
-                elif typ == "samples":
-                    _decode_samples(rec, f)
-                elif typ == "snapshot":
-                    rec.snapshots.append(f)
-                elif typ == "procs":
-                    rec.procs.append(f)
-                elif typ == "hello":
-                    rec.hellos.append(f)
-                elif typ == "ended":
-                    rec.ended.append(f)
-                elif typ == "bye":
-                    rec.byes.append(f)
-                elif typ == "oom":
-                    rec.ooms.append(f)
+                decode = DECODERS.get(typ)
+                if decode is not None:
+                    decode(rec, f)
             except (ValueError, KeyError, TypeError) as e:
                 rec.errors.append(f"{path}: line {lineno} (byte {start}): {e}")
     for s in rec.nvml.values():

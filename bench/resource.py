@@ -30,63 +30,19 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import stop_proc, write_result  # noqa: E402
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import rec as recording  # noqa: E402
+from common import (CLK_TCK, children, comm, cpu_ticks, status_kib, stop_proc,  # noqa: E402
+                    thread_ticks, write_result)
 
 TMUX_SOCKET = "gputop-bench"  # a private tmux server: the user's sessions are not touched
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def tmux(*args: str, check: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run(["tmux", "-L", TMUX_SOCKET, "-f", "/dev/null", *args],
                           capture_output=True, text=True, check=check)
-
-
-def cpu_ticks(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            s = fh.read()
-    except OSError:
-        return None
-    rest = s[s.rfind(")") + 2:].split()
-    return int(rest[11]) + int(rest[12])  # utime, stime (fields 14 and 15)
-
-
-def status_kib(pid: int, key: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    s = fh.read()
-                if int(s[s.rfind(")") + 2:].split()[1]) == pid:
-                    out.append(int(d))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
 
 
 def start_in_tmux(session: str, cmd: str, want: str, width: int, height: int) -> int | None:
@@ -108,28 +64,6 @@ def start_in_tmux(session: str, cmd: str, want: str, width: int, height: int) ->
         if want in comm(c):
             return c
     return pid
-
-
-def thread_ticks(pid: int) -> dict[str, int]:
-    """CPU ticks (utime + stime) of a process's threads, summed by thread
-    name: gputop's Go threads are "gputop", its sampling thread
-    "gputop-nvml"."""
-    out: dict[str, int] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
-                name = fh.read().strip()
-            with open(f"/proc/{pid}/task/{tid}/stat") as fh:
-                st = fh.read()
-        except OSError:
-            continue
-        rest = st[st.rfind(")") + 2:].split()
-        out[name] = out.get(name, 0) + int(rest[11]) + int(rest[12])
-    return out
 
 
 class Probe:
@@ -288,7 +222,6 @@ def main(argv: list[str] | None = None) -> int:
     out = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": a.seconds,
            "size": a.size, "job": not a.no_job, "together": a.together,
            "monitors": {p.name: p.result for p in probes}}
-    import rec as recording
     if os.path.exists(rec_path):
         r = recording.load(rec_path)
         out["record_nvml"] = {str(d): s.rate() for d, s in r.nvml.items()}

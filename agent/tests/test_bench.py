@@ -3,6 +3,7 @@ they say, here against the real binary and a pretend allocator."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -12,6 +13,12 @@ from pathlib import Path
 from conftest import TESTS
 
 REPO = Path(TESTS).parents[1]
+
+
+def _results(name: str):
+    """A raw result dump of bench/results/, kept gzipped."""
+    with gzip.open(REPO / "bench" / "results" / name, "rt") as fh:
+        return json.load(fh)
 
 
 def _bench_module(name: str):
@@ -71,7 +78,7 @@ def test_overhead_analysis_of_a_real_h200_run(tmp_path: Path, capsys) -> None:
     # the raw segments of the 05:44 H200 run, analysed again: the figures
     # BENCHMARKS.md quotes must come out of them
     overhead = _bench_module("overhead")
-    res = json.loads((REPO / "bench" / "results" / "2026-11-30-overhead-toggle.json").read_text())
+    res = _results("2026-11-30-overhead-toggle.json.gz")
     a = overhead.argparse.Namespace(results_dir=str(tmp_path / "res"), prefix="40-", skip=[],
                                     gputop=None, seg_cpu=1.0, seg_gpu=2.0, seg_toggle=0.25)
     overhead.analyse(a, res)
@@ -92,7 +99,7 @@ def test_floor_analysis_of_real_h200_runs(tmp_path: Path, capsys) -> None:
     # agent at 50/s toggled against idle (07:01): the figures BENCHMARKS.md
     # quotes must come out of the stored segments
     overhead = _bench_module("overhead")
-    runs = json.loads((REPO / "bench" / "results" / "2026-11-30-overhead-floor.json").read_text())
+    runs = _results("2026-11-30-overhead-floor.json.gz")
     got = {}
     for name in ("floor_0706", "floor_0719"):
         a = overhead.argparse.Namespace(results_dir=str(tmp_path / name), prefix="", skip=["gpu", "snap"],
@@ -124,7 +131,7 @@ def test_direct_reading_figures_of_real_h200_runs() -> None:
     # 08:57, 150 toggle rounds at 09:01), and the same agent on the stats
     # call in the floor runs: the figures BENCHMARKS.md quotes
     overhead = _bench_module("overhead")
-    runs = json.loads((REPO / "bench" / "results" / "2026-11-30-overhead-direct.json").read_text())
+    runs = _results("2026-11-30-overhead-direct.json.gz")
     assert list(runs) == ["toggle_0847", "floor_0843", "floor_0857", "toggle_0901"]
     on: list[float] = []
     stats: list[float] = []
