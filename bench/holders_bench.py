@@ -13,7 +13,7 @@ list of loss tensors whose autograd graphs are kept, an output kept with its
 graph, IPython-style output history, a stored traceback, a cache inside an
 object, and tensors only an unnamed container reaches. Then it times
 --repeat walks (after one warm-up) and prints min / median / max and the
-target (issue 4: 100,000 objects and 1,000 CUDA tensors in at most 200 ms).
+target (100,000 objects and 1,000 CUDA tensors in at most 200 ms).
 
 --json FILE writes the numbers; --check exits 1 when the median misses the
 target.

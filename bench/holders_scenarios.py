@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The reference article's memory-leak scenarios, diagnosed by gputop.holders()
-on a real GPU (issue 4, item 4), plus the holders() cost benchmark.
+on a real GPU, plus the holders() cost benchmark.
 
     PYTHONPATH=agent python3 bench/holders_scenarios.py --out holders.json
     GPUTOP_HOLDERS_DEVICE=cpu ... holders_scenarios.py --dry-run      # CPU tensors

@@ -103,7 +103,7 @@ def setup_gpu(torch, nn, width: int = 8192, layers: int = 8, batch: int = 8192):
 
 
 class Naive(threading.Thread):
-    """The trap issue 3 describes: three stats dict rebuilds per sample."""
+    """The usual trap: three stats dict rebuilds per sample."""
 
     def __init__(self, torch, hz: float) -> None:
         super().__init__(daemon=True)
