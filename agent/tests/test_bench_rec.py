@@ -49,10 +49,16 @@ def go_structs(*paths: Path) -> dict[str, list[tuple[str, str]]]:
     return out
 
 
+def go_sources() -> list[Path]:
+    """wire/frames.go and the recording package's Go files (its own frames)."""
+    return [REPO / "wire" / "frames.go"] + sorted(p for p in (REPO / "recording").glob("*.go")
+                                                  if not p.name.endswith("_test.go"))
+
+
 def go_frame_types() -> dict[str, str]:
     """Frame type -> its Go struct, from the Type constants (TypeX names struct X)."""
     out = {}
-    for p in (REPO / "wire" / "frames.go", REPO / "recording" / "writer.go"):
+    for p in go_sources():
         for m in re.finditer(r'^\s*(?:const\s+)?Type(\w+)\s*=\s*"(\w+)"', p.read_text(), re.M):
             out[m.group(2)] = m.group(1)
     return out
@@ -96,7 +102,7 @@ def test_rec_knows_every_frame_type_of_the_format():
 
 
 def test_rec_reads_the_fields_wire_defines():
-    structs = go_structs(REPO / "wire" / "frames.go", REPO / "recording" / "writer.go")
+    structs = go_structs(*go_sources())
     types, table = go_frame_types(), format_table()
     checked = 0
     for typ, fn in rec.DECODERS.items():
@@ -112,7 +118,7 @@ def test_rec_reads_the_fields_wire_defines():
     # order, and the Go writer's own names for the sample lists
     samples = [k for k, t in structs["Samples"] if t == "[]int64" and k != "dt"]
     assert list(rec.SAMPLE_LISTS) == samples
-    writer = re.search(r"var sampleLists = \[8\]string\{(.*?)\}", (REPO / "recording" / "writer.go").read_text())
+    writer = re.search(r"var sampleLists = \[8\]string\{(.*?)\}", "".join(p.read_text() for p in go_sources()))
     assert list(rec.SAMPLE_LISTS) == re.findall(r'"(\w+)"', writer.group(1))
     nvml = [k for k, t in structs["NVML"] if t == "[]int64" and k != "dt"]
     assert nvml == ["used", "reserved"] and {"used", "reserved"} <= frame_fields(rec._decode_nvml)[1]
