@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/csv"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,38 +13,22 @@ import (
 func TestExportedLabelsAreNoFormulas(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "run.gputop")
-	writeRecording(t, rec)
-	data, err := os.ReadFile(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	labels := []string{`=HYPERLINK("http://x","y")`, "+1 epoch", "-cmd|' /C calc'!A0", "@SUM(A1)", "plain"}
-	var out []string
-	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		out = append(out, l)
+	editedRecording(t, rec, func(l string) []string {
+		out := []string{l}
 		if strings.Contains(l, `"type":"snapshot"`) {
 			for _, lab := range labels {
 				b, _ := json.Marshal(lab)
 				out = append(out, strings.Replace(l, `"label":"Recorded start"`, `"label":`+string(b), 1))
 			}
 		}
-	}
-	if err := os.WriteFile(rec, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+		return out
+	})
 	path := filepath.Join(dir, "s.csv")
 	if msg, code := run(t, "export", rec, "--csv", path); code != 0 {
 		t.Fatalf("export: exit %d: %s", code, msg)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := readCSV(t, path)
 	got := map[string]bool{}
 	deltas := 0
 	for _, r := range recs[1:] {

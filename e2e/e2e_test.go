@@ -133,6 +133,24 @@ func (tm *term) keys(k ...string) {
 	}
 }
 
+// editedRecording writes writeRecording's file at path with each of its
+// lines replaced by what edit makes of it (the line itself, and any more).
+func editedRecording(t *testing.T, path string, edit func(line string) []string) {
+	t.Helper()
+	writeRecording(t, path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		out = append(out, edit(l)...)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func readCSV(t *testing.T, path string) [][]string {
 	t.Helper()
 	f, err := os.Open(path)

@@ -116,23 +116,15 @@ func TestHostileHelloRecordAndExport(t *testing.T) {
 func TestHostileRecordingExport(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "run.gputop")
-	writeRecording(t, rec)
-	data, err := os.ReadFile(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	name, _ := json.Marshal(hostileName) // ESC is \u001b in the JSON, a raw ESC once loaded
 	label, _ := json.Marshal("After" + injOSC + " cleanup")
-	var out []string
-	for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		out = append(out, strings.Replace(l, `"name":"Test GPU"`, `"name":`+string(name), 1))
+	editedRecording(t, rec, func(l string) []string {
+		out := []string{strings.Replace(l, `"name":"Test GPU"`, `"name":`+string(name), 1)}
 		if strings.Contains(l, `"type":"snapshot"`) { // a second row, an end row: a verdict to report
 			out = append(out, strings.Replace(l, `"label":"Recorded start"`, `"label":`+string(label)+`,"end":true`, 1))
 		}
-	}
-	if err := os.WriteFile(rec, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+		return out
+	})
 	msg, code := run(t, "export", rec, "--csv", filepath.Join(dir, "s.csv"))
 	if code != 0 {
 		t.Fatalf("export: exit %d: %q", code, msg)
