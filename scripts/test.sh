@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: gofmt and go vet, the Go tests (unit, golden views, NVML
 # against go-nvml's mock, the real binary over the real socket and in a real
-# tmux terminal), then the Python agent's tests against the real binary.
+# tmux terminal), then the Python agent's tests against the real binary,
+# then the wheels (scripts/build-wheels.sh) installed and run.
 # Python test packages go into .venv (made on first use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +20,7 @@ go test -count=1 -race ./store ./sampler ./agentlink ./recording
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r agent/requirements-test.txt
 .venv/bin/python -m pytest -q agent/tests
+
+# the wheels: built into dist/, installed into fresh venvs, run, their tags checked
+bash scripts/build-wheels.sh
+.venv/bin/python -m pytest -q scripts/wheels/test_wheels.py

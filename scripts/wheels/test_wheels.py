@@ -1,0 +1,198 @@
+"""The wheels scripts/build-wheels.sh wrote to dist/, installed and run the
+way a user installs and runs them: pip into a fresh venv from dist/ alone
+(no index), the installed `gputop` binary as a command and in a real
+terminal (tmux), the agent imported from the venv, and each binary's glibc
+symbol versions (objdump -T) held to its wheel's manylinux tag.
+
+Run scripts/build-wheels.sh first (scripts/test.sh does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST = ROOT / "dist"
+TOOLS = ROOT / ".wheel-tools"
+VERSION = re.search(r'^const version = "(.*)"$', (ROOT / "main.go").read_text(), re.M).group(1)
+ARCHES = {"x86_64": 62, "aarch64": 183}  # the wheel's arch: ELF e_machine (EM_X86_64, EM_AARCH64)
+
+
+def wheel(platform: str) -> Path:
+    found = sorted(DIST.glob(f"gputop_profiler-{VERSION}-py3-none-{platform}.whl"))
+    assert len(found) == 1, (f"want one gputop_profiler {VERSION} wheel for {platform} in {DIST}, "
+                             f"found {found}: run scripts/build-wheels.sh")
+    return found[0]
+
+
+def wheel_tags(whl: Path) -> list[str]:
+    with zipfile.ZipFile(whl) as z:
+        text = z.read(f"gputop_profiler-{VERSION}.dist-info/WHEEL").decode()
+    return re.findall(r"^Tag: (.*)$", text, re.M)
+
+
+def run(*cmd: str | Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=120, **kw)
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without anything pointing at this checkout's agent."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "GPUTOP_BIN")}
+
+
+def fresh_venv(path: Path, *pip_args: str | Path) -> Path:
+    r = run(sys.executable, "-m", "venv", path)
+    assert r.returncode == 0, r.stderr
+    r = run(path / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check",
+            "--no-index", *pip_args, env=clean_env())
+    assert r.returncode == 0, f"pip install {pip_args}: {r.stdout}\n{r.stderr}"
+    return path
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory) -> Path:
+    """A venv where pip chose, from everything in dist/, what it installs
+    for `pip install gputop-profiler` on this machine (Linux x86_64)."""
+    return fresh_venv(tmp_path_factory.mktemp("venv"), "--find-links", DIST, f"gputop-profiler=={VERSION}")
+
+
+def test_pip_installs_the_x86_64_wheel_and_gputop_is_its_binary(venv):
+    infos = list(venv.glob("lib/python*/site-packages/gputop_profiler-*.dist-info"))
+    assert len(infos) == 1, infos
+    tags = re.findall(r"^Tag: (.*)$", (infos[0] / "WHEEL").read_text(), re.M)
+    assert tags == wheel_tags(wheel("manylinux_*_x86_64.*")), tags
+    gputop = venv / "bin" / "gputop"
+    assert gputop.read_bytes()[:4] == b"\x7fELF", f"{gputop} is not the binary"
+    assert os.access(gputop, os.X_OK)
+
+
+def test_gputop_version_is_the_wheels(venv):
+    r = run(venv / "bin" / "gputop", "version", env=clean_env())
+    assert (r.returncode, r.stdout) == (0, f"gputop {VERSION}\n"), r
+
+
+def test_import_gputop_comes_from_the_venv(venv, tmp_path):
+    r = run(venv / "bin" / "python", "-c", "import gputop; print(gputop.__file__); print(gputop.__version__)",
+            cwd=tmp_path, env=clean_env())
+    assert r.returncode == 0, r.stderr
+    where, version = r.stdout.split("\n")[:2]
+    assert Path(where).is_relative_to(venv) and version == VERSION, r.stdout
+
+
+def test_gputop_demo_in_a_terminal(venv):
+    name = f"wheel-{uuid.uuid4().hex[:8]}"
+    r = run("tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--",
+            venv / "bin" / "gputop", "--demo")
+    assert r.returncode == 0, r.stderr
+    try:
+        deadline, screen = time.monotonic() + 30, ""
+        while time.monotonic() < deadline:
+            screen = run("tmux", "capture-pane", "-p", "-t", name).stdout
+            if "NVIDIA H200" in screen and "demo" in screen:
+                break
+            time.sleep(0.1)
+        assert "NVIDIA H200" in screen and "demo" in screen, f"the demo never showed; last screen:\n{screen}"
+        run("tmux", "send-keys", "-t", name, "q")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and run("tmux", "has-session", "-t", name).returncode == 0:
+            time.sleep(0.1)
+        assert run("tmux", "has-session", "-t", name).returncode != 0, "gputop did not quit on q"
+    finally:
+        run("tmux", "kill-session", "-t", name)
+
+
+FAKE_NVML = """
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *count) { return 999; } /* NVML_ERROR_UNKNOWN */
+"""
+
+
+def test_nvml_is_bound_when_the_library_is_loaded(venv, tmp_path):
+    """NVML is left unbound in the binary (weak symbols, lazy binding): with
+    no libnvidia-ml.so.1 it starts and says there is no driver; with one,
+    the calls reach the library dlopen found (a stand-in whose
+    nvmlDeviceGetCount_v2 fails)."""
+    gputop = venv / "bin" / "gputop"
+    r = run(gputop, "record", "-o", tmp_path / "none.jsonl", "--source", "nvml", "--duration", "1s",
+            env=clean_env())
+    assert r.returncode == 1 and "no NVIDIA driver" in r.stderr and "libnvidia-ml.so.1" in r.stderr, r
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (tmp_path / "nvml.c").write_text(FAKE_NVML)
+    cc = run("cc", "-shared", "-fPIC", "-o", lib / "libnvidia-ml.so.1", tmp_path / "nvml.c")
+    assert cc.returncode == 0, cc.stderr
+    r = run(gputop, "record", "-o", tmp_path / "fake.jsonl", "--source", "nvml", "--duration", "1s",
+            env={**clean_env(), "LD_LIBRARY_PATH": str(lib)})
+    assert r.returncode == 1, r
+    assert "cannot list GPUs: nvml DeviceGetCount: unknown NVML error" in r.stderr, r.stderr
+
+
+def glibc_needs(binary: Path) -> tuple[int, int]:
+    r = run("objdump", "-T", binary)
+    assert r.returncode == 0, r.stderr
+    versions = {tuple(map(int, v.split("."))) for v in re.findall(r"\bGLIBC_(\d+\.\d+)\b", r.stdout)}
+    assert versions, f"objdump -T {binary}: no GLIBC_ symbol versions"
+    return max(versions)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_binary_needs_no_newer_glibc_than_its_tag(arch, tmp_path):
+    whl = wheel(f"manylinux_*_{arch}.*")
+    tags = wheel_tags(whl)
+    allowed = []
+    for t in tags:
+        m = re.fullmatch(rf"py3-none-manylinux_(\d+)_(\d+)_{arch}", t)
+        if m:
+            allowed.append((int(m[1]), int(m[2])))
+    assert len(allowed) == 1, f"{whl.name}: want one manylinux_X_Y_{arch} tag, have {tags}"
+    with zipfile.ZipFile(whl) as z:
+        names = z.namelist()
+        binary = tmp_path / "gputop"
+        binary.write_bytes(z.read(f"gputop_profiler-{VERSION}.data/scripts/gputop"))
+    assert not [n for n in names if re.search(r"lib(nvidia|cuda)", n)], names
+
+    head = binary.read_bytes()[:20]
+    assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == ARCHES[arch], head
+    needs = glibc_needs(binary)
+    assert needs <= allowed[0], f"{arch}: the binary needs GLIBC_{needs}, its tag allows {allowed[0]}"
+    dynamic = run("objdump", "-p", binary).stdout
+    assert not re.search(r"NEEDED\s+\S*(nvidia|cuda)", dynamic), dynamic
+    # auditwheel's own reading of the manylinux policy (libraries and symbols)
+    r = run(TOOLS / "bin" / "auditwheel", "show", whl)
+    assert f'"manylinux_{allowed[0][0]}_{allowed[0][1]}_{arch}"' in r.stdout, r.stdout + r.stderr
+
+
+def test_agent_only_wheel_installs_imports_and_says_the_binary_is_elsewhere(tmp_path):
+    whl = wheel("any")
+    with zipfile.ZipFile(whl) as z:
+        assert not [n for n in z.namelist() if ".data/" in n], z.namelist()
+        assert not any(z.read(n)[:4] == b"\x7fELF" for n in z.namelist())
+    venv = fresh_venv(tmp_path / "venv", whl)
+    r = run(venv / "bin" / "python", "-c", "import gputop; print(gputop.__file__)", cwd=tmp_path, env=clean_env())
+    assert r.returncode == 0 and Path(r.stdout.strip()).is_relative_to(venv), r
+
+    # as in an active venv: its bin/ first on PATH, no gputop program after it
+    path = f"{venv / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    r = run(venv / "bin" / "gputop", "version", env={**clean_env(), "PATH": path})
+    assert r.returncode == 1 and "agent-only" in r.stderr and "go install" in r.stderr, r
+    assert r.stdout == "", r.stdout
+
+    # a gputop program further along PATH (go install's) is the one that runs
+    programs = tmp_path / "gobin"
+    programs.mkdir()
+    with zipfile.ZipFile(wheel("manylinux_*_x86_64.*")) as z:
+        (programs / "gputop").write_bytes(z.read(f"gputop_profiler-{VERSION}.data/scripts/gputop"))
+    (programs / "gputop").chmod(0o755)
+    r = run(venv / "bin" / "gputop", "version", env={**clean_env(), "PATH": f"{path}{os.pathsep}{programs}"})
+    assert (r.returncode, r.stdout) == (0, f"gputop {VERSION}\n"), r
