@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -75,9 +76,35 @@ def test_pip_installs_the_x86_64_wheel_and_gputop_is_its_binary(venv):
     assert os.access(gputop, os.X_OK)
 
 
-def test_gputop_version_is_the_wheels(venv):
-    r = run(venv / "bin" / "gputop", "version", env=clean_env())
-    assert (r.returncode, r.stdout) == (0, f"gputop {VERSION}\n"), r
+# The aarch64 binary runs under qemu-user with Debian's aarch64 glibc
+# (packages qemu-user and libc6-arm64-cross; .ci/run installs them).
+QEMU_AARCH64 = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
+
+
+@pytest.fixture(scope="module", params=ARCHES)
+def gputop(request, venv, tmp_path_factory) -> tuple[str, list[str]]:
+    """(arch, the command that runs that arch's installed gputop): x86_64's
+    from the venv; aarch64's installed by pip for that platform into a
+    directory of its own (--platform --target) and run under qemu-user."""
+    arch = request.param
+    if arch == "x86_64":
+        return arch, [str(venv / "bin" / "gputop")]
+    if not shutil.which(QEMU_AARCH64[0]) or not Path(QEMU_AARCH64[2], "lib", "ld-linux-aarch64.so.1").exists():
+        pytest.fail("running the aarch64 binary needs qemu-user and libc6-arm64-cross (apt-get install them)")
+    target = tmp_path_factory.mktemp("aarch64")
+    r = run(sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
+            "--find-links", DIST, "--only-binary=:all:", "--platform", "manylinux_2_17_aarch64",
+            "--target", target, f"gputop-profiler=={VERSION}", env=clean_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    binary = target / "bin" / "gputop"
+    assert binary.read_bytes()[:4] == b"\x7fELF" and os.access(binary, os.X_OK), binary
+    return arch, [*QEMU_AARCH64, str(binary)]
+
+
+def test_gputop_version_is_the_wheels(gputop):
+    arch, cmd = gputop
+    r = run(*cmd, "version", env=clean_env())
+    assert (r.returncode, r.stdout) == (0, f"gputop {VERSION}\n"), (arch, r)
 
 
 def test_import_gputop_comes_from_the_venv(venv, tmp_path):
@@ -88,24 +115,24 @@ def test_import_gputop_comes_from_the_venv(venv, tmp_path):
     assert Path(where).is_relative_to(venv) and version == VERSION, r.stdout
 
 
-def test_gputop_demo_in_a_terminal(venv):
-    name = f"wheel-{uuid.uuid4().hex[:8]}"
-    r = run("tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--",
-            venv / "bin" / "gputop", "--demo")
+def test_gputop_demo_in_a_terminal(gputop):
+    arch, cmd = gputop
+    name = f"wheel-{arch}-{uuid.uuid4().hex[:8]}"
+    r = run("tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--", *cmd, "--demo")
     assert r.returncode == 0, r.stderr
     try:
-        deadline, screen = time.monotonic() + 30, ""
+        deadline, screen = time.monotonic() + 60, ""
         while time.monotonic() < deadline:
             screen = run("tmux", "capture-pane", "-p", "-t", name).stdout
             if "NVIDIA H200" in screen and "demo" in screen:
                 break
             time.sleep(0.1)
-        assert "NVIDIA H200" in screen and "demo" in screen, f"the demo never showed; last screen:\n{screen}"
+        assert "NVIDIA H200" in screen and "demo" in screen, f"{arch}: the demo never showed; last screen:\n{screen}"
         run("tmux", "send-keys", "-t", name, "q")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and run("tmux", "has-session", "-t", name).returncode == 0:
             time.sleep(0.1)
-        assert run("tmux", "has-session", "-t", name).returncode != 0, "gputop did not quit on q"
+        assert run("tmux", "has-session", "-t", name).returncode != 0, f"{arch}: gputop did not quit on q"
     finally:
         run("tmux", "kill-session", "-t", name)
 
@@ -117,25 +144,46 @@ int nvmlDeviceGetCount_v2(unsigned int *count) { return 999; } /* NVML_ERROR_UNK
 """
 
 
-def test_nvml_is_bound_when_the_library_is_loaded(venv, tmp_path):
+def test_nvml_is_bound_when_the_library_is_loaded(gputop, tmp_path):
     """NVML is left unbound in the binary (weak symbols, lazy binding): with
     no libnvidia-ml.so.1 it starts and says there is no driver; with one,
-    the calls reach the library dlopen found (a stand-in whose
-    nvmlDeviceGetCount_v2 fails)."""
-    gputop = venv / "bin" / "gputop"
-    r = run(gputop, "record", "-o", tmp_path / "none.jsonl", "--source", "nvml", "--duration", "1s",
+    the calls reach the library dlopen found (a stand-in, built for the
+    binary's arch by the build's zig, whose nvmlDeviceGetCount_v2 fails)."""
+    arch, cmd = gputop
+    r = run(*cmd, "record", "-o", tmp_path / "none.jsonl", "--source", "nvml", "--duration", "1s",
             env=clean_env())
-    assert r.returncode == 1 and "no NVIDIA driver" in r.stderr and "libnvidia-ml.so.1" in r.stderr, r
+    assert r.returncode == 1 and "no NVIDIA driver" in r.stderr and "libnvidia-ml.so.1" in r.stderr, (arch, r)
 
     lib = tmp_path / "lib"
     lib.mkdir()
     (tmp_path / "nvml.c").write_text(FAKE_NVML)
-    cc = run("cc", "-shared", "-fPIC", "-o", lib / "libnvidia-ml.so.1", tmp_path / "nvml.c")
+    cc = run(TOOLS / "bin" / "python", "-m", "ziglang", "cc", "-target", f"{arch}-linux-gnu.2.17",
+             "-shared", "-fPIC", "-o", lib / "libnvidia-ml.so.1", tmp_path / "nvml.c",
+             env={**clean_env(), "ZIG_GLOBAL_CACHE_DIR": str(TOOLS / "zig-cache")})
     assert cc.returncode == 0, cc.stderr
-    r = run(gputop, "record", "-o", tmp_path / "fake.jsonl", "--source", "nvml", "--duration", "1s",
+    r = run(*cmd, "record", "-o", tmp_path / "fake.jsonl", "--source", "nvml", "--duration", "1s",
             env={**clean_env(), "LD_LIBRARY_PATH": str(lib)})
-    assert r.returncode == 1, r
-    assert "cannot list GPUs: nvml DeviceGetCount: unknown NVML error" in r.stderr, r.stderr
+    assert r.returncode == 1, (arch, r)
+    assert "cannot list GPUs: nvml DeviceGetCount: unknown NVML error" in r.stderr, (arch, r.stderr)
+
+
+# pip --platform matches the tags given, without the older manylinux ones a
+# pip on that machine would also accept, so each case names one tag.
+@pytest.mark.parametrize("platform, takes", [
+    ("manylinux_2_17_x86_64", "manylinux_2_17_x86_64.manylinux2014_x86_64"),
+    ("manylinux2014_x86_64", "manylinux_2_17_x86_64.manylinux2014_x86_64"),  # pip before PEP 600 (20.3)
+    ("manylinux_2_17_aarch64", "manylinux_2_17_aarch64.manylinux2014_aarch64"),
+    ("manylinux2010_x86_64", "any"),  # glibc 2.12: older than the binaries need
+    ("musllinux_1_2_x86_64", "any"),
+    ("macosx_11_0_arm64", "any"),
+])
+def test_pip_takes_the_wheel_that_fits_the_platform(platform, takes, tmp_path):
+    r = run(sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-index",
+            "--find-links", DIST, "--only-binary=:all:", "--platform", platform, "--no-deps",
+            "--dest", tmp_path, f"gputop-profiler=={VERSION}", env=clean_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = [p.name for p in tmp_path.iterdir()]
+    assert got == [f"gputop_profiler-{VERSION}-py3-none-{takes}.whl"], (platform, got)
 
 
 def glibc_needs(binary: Path) -> tuple[int, int]:
