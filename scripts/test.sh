@@ -21,6 +21,8 @@ if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r agent/requirements-test.txt
 .venv/bin/python -m pytest -q agent/tests
 
-# the wheels: built into dist/, installed into fresh venvs, run, their tags checked
+# the wheels: built into dist/, installed into fresh venvs, run (also on
+# Debian 11's glibc 2.31 and, for aarch64, under qemu-user), tags checked
 bash scripts/build-wheels.sh
+bash scripts/wheels/old-glibc.sh .wheel-tools/glibc-2.31
 .venv/bin/python -m pytest -q scripts/wheels/test_wheels.py

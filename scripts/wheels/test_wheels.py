@@ -81,14 +81,32 @@ def test_pip_installs_the_x86_64_wheel_and_gputop_is_its_binary(venv):
 QEMU_AARCH64 = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
 
 
-@pytest.fixture(scope="module", params=ARCHES)
+# Debian 11's glibc 2.31 (Ubuntu 20.04's release), unpacked by
+# scripts/wheels/old-glibc.sh, which scripts/test.sh runs.
+GLIBC_2_31 = TOOLS / "glibc-2.31" / "lib"
+
+
+@pytest.fixture(scope="module", params=[*ARCHES, "x86_64 on glibc 2.31"])
 def gputop(request, venv, tmp_path_factory) -> tuple[str, list[str]]:
     """(arch, the command that runs that arch's installed gputop): x86_64's
-    from the venv; aarch64's installed by pip for that platform into a
-    directory of its own (--platform --target) and run under qemu-user."""
+    from the venv, on this machine's glibc or on 2.31 (its loader run with
+    its libraries, LD_LIBRARY_PATH after them); aarch64's installed by pip
+    for that platform into a directory of its own (--platform --target) and
+    run under qemu-user."""
     arch = request.param
     if arch == "x86_64":
         return arch, [str(venv / "bin" / "gputop")]
+    if arch == "x86_64 on glibc 2.31":
+        loader = GLIBC_2_31 / "ld-linux-x86-64.so.2"
+        if not loader.exists():
+            pytest.fail(f"no {loader}: run scripts/wheels/old-glibc.sh {GLIBC_2_31.parent}")
+        wrapper = tmp_path_factory.mktemp("glibc-2.31") / "gputop"
+        wrapper.write_text(f'#!/bin/sh\nexec "{loader}" --library-path "{GLIBC_2_31}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}" '
+                           f'"{venv / "bin" / "gputop"}" "$@"\n')
+        wrapper.chmod(0o755)
+        r = run(loader, "--library-path", GLIBC_2_31, GLIBC_2_31 / "libc.so.6")
+        assert "release version 2.31" in r.stdout, r.stdout
+        return "x86_64", [str(wrapper)]
     if not shutil.which(QEMU_AARCH64[0]) or not Path(QEMU_AARCH64[2], "lib", "ld-linux-aarch64.so.1").exists():
         pytest.fail("running the aarch64 binary needs qemu-user and libc6-arm64-cross (apt-get install them)")
     target = tmp_path_factory.mktemp("aarch64")
