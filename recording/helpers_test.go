@@ -259,3 +259,9 @@ func readFile(t testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// batchLine is the line the Writer writes for b, without its newline.
+func batchLine(b *batch) []byte {
+	f := b.frame()
+	return f.AppendJSON(nil)
+}
