@@ -262,3 +262,13 @@ def test_agent_only_wheel_installs_imports_and_says_the_binary_is_elsewhere(tmp_
     (programs / "gputop").chmod(0o755)
     r = run(venv / "bin" / "gputop", "version", env={**clean_env(), "PATH": f"{path}{os.pathsep}{programs}"})
     assert (r.returncode, r.stdout) == (0, f"gputop {VERSION}\n"), r
+
+    # what its message advises replaces it with the platform wheel's binary
+    advice = re.search(r"^  pip install (.*)$", run(venv / "bin" / "gputop", env={**clean_env(), "PATH": path}).stderr, re.M)
+    assert advice, "the agent-only gputop advises no pip command"
+    r = run(venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
+            "--find-links", DIST, *advice[1].split(), env=clean_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run(venv / "bin" / "gputop", "version", env={**clean_env(), "PATH": path})
+    assert (r.returncode, r.stdout) == (0, f"gputop {VERSION}\n"), r
+    assert (venv / "bin" / "gputop").read_bytes()[:4] == b"\x7fELF"
