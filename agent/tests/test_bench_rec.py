@@ -50,8 +50,9 @@ def go_structs(*paths: Path) -> dict[str, list[tuple[str, str]]]:
 
 
 def go_sources() -> list[Path]:
-    """wire/frames.go and the recording package's Go files (its own frames)."""
-    return [REPO / "wire" / "frames.go"] + sorted(p for p in (REPO / "recording").glob("*.go")
+    """wire/frames.go, wire/encode.go (the batch lines' encoder) and the
+    recording package's Go files (its own frames)."""
+    return [REPO / "wire" / "frames.go", REPO / "wire" / "encode.go"] + sorted(p for p in (REPO / "recording").glob("*.go")
                                                   if not p.name.endswith("_test.go"))
 
 
@@ -118,7 +119,7 @@ def test_rec_reads_the_fields_wire_defines():
     # order, and the Go writer's own names for the sample lists
     samples = [k for k, t in structs["Samples"] if t == "[]int64" and k != "dt"]
     assert list(rec.SAMPLE_LISTS) == samples
-    writer = re.search(r"var sampleLists = \[8\]string\{(.*?)\}", "".join(p.read_text() for p in go_sources()))
+    writer = re.search(r"var SampleLists = \[8\]string\{(.*?)\}", "".join(p.read_text() for p in go_sources()))
     assert list(rec.SAMPLE_LISTS) == re.findall(r'"(\w+)"', writer.group(1))
     nvml = [k for k, t in structs["NVML"] if t == "[]int64" and k != "dt"]
     assert nvml == ["used", "reserved"] and {"used", "reserved"} <= frame_fields(rec._decode_nvml)[1]
