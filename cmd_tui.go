@@ -27,9 +27,9 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	var sf sourceFlags
 	sf.register(fs)
 	demoFlag := fs.Bool("demo", false, "play the recording embedded in the binary")
-	replay := fs.String("replay", "", "play a recording file")
-	csvPath := fs.String("csv", "", "where `e` and quitting write the summary CSV (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on `e`, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
-	fps := fs.Int("fps", 30, "screen redraws per second at most")
+	replay := fs.String("replay", "", "play the recording `FILE`")
+	csvPath := fs.String("csv", "", "write the summary CSV to `PATH` on the e key and on quitting (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on e, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
+	fps := fs.Int("fps", 30, "at most `N` screen redraws per second")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}

@@ -29,8 +29,6 @@ Usage:
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop version
-
-Flags:
 `
 
 func main() {
@@ -91,6 +89,10 @@ func newFlagSet(name string, stderr io.Writer, extra string) *flag.FlagSet {
 		if extra != "" {
 			fmt.Fprint(stderr, extra)
 		}
+		// the flag package names a flag's argument after the back-quoted
+		// word in its usage text (else after its type): each usage says
+		// its argument that way, as the lines above write it
+		fmt.Fprint(stderr, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs
