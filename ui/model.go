@@ -15,6 +15,7 @@ import (
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/view"
+	"github.com/gputop/gputop/wire"
 )
 
 // Options configure the UI; main.go fills them.
@@ -72,8 +73,11 @@ type Model struct {
 	status  statusModel
 
 	showHolders bool
-	quitArmed   bool // a write on quit failed; the next quit key quits anyway
-	promptEnd   bool // the open prompt takes an end row (c), not a snapshot (s)
+	focus       focusPane     // the pane ↑/↓ act on (focus.go)
+	edit        *wire.RowEdit // the row the open prompt renames or deletes (rowedit.go)
+	geo         *paneGeo      // where the last drawn screen put the panes (mouse.go)
+	quitArmed   bool          // a write on quit failed; the next quit key quits anyway
+	promptEnd   bool          // the open prompt takes an end row (c), not a snapshot (s)
 	rows        *view.Rows
 
 	// what the last refresh was computed from, to skip identical frames
@@ -121,6 +125,7 @@ func New(st *store.Store, opt Options) Model {
 		torchPeaks: map[int]*peakCache{},
 		frame:      &frameCache{},
 		rows:       &view.Rows{},
+		geo:        &paneGeo{},
 	}
 	m.status.SetLogs(st.Logs())
 	if opt.LoadErr != "" {
@@ -201,6 +206,11 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		m.refresh(true)
 		m.prerender()
 		return m, cmd
+	case tea.MouseClickMsg, tea.MouseWheelMsg:
+		m.mouse(msg.(tea.MouseMsg))
+		m.refresh(true)
+		m.prerender()
+		return m, nil
 	}
 	if m.prompt.open && !m.tooSmall() {
 		var cmd tea.Cmd
