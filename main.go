@@ -24,6 +24,7 @@ Usage:
   gputop [flags]                  live TUI over local GPUs (NVML) and attached agents
   gputop --demo                   TUI over a real H200 recording embedded in the binary
   gputop --replay FILE            TUI over a recording
+  gputop --record FILE [flags]    live TUI that also writes a recording, with the rows you rename or delete
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)

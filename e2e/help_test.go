@@ -15,7 +15,7 @@ var flagLine = regexp.MustCompile(`^  -([a-z-]+)(?: (\S+))?$`)
 // the flag's text, else from its Go type): no "-csv e", no "-socket string".
 func TestHelpNamesEveryFlagArgument(t *testing.T) {
 	want := map[string]map[string]string{
-		"": {"csv": "PATH", "demo": "", "fps": "N", "proc-rate": "HZ", "rate": "HZ",
+		"": {"csv": "PATH", "demo": "", "fps": "N", "proc-rate": "HZ", "rate": "HZ", "record": "FILE",
 			"replay": "FILE", "socket": "PATH", "source": "S"},
 		"record": {"comment": "TEXT", "duration": "D", "force": "", "o": "FILE",
 			"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S"},
