@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -347,4 +348,32 @@ func TestMarkerJumpsInTerminal(t *testing.T) {
 	tm.keys("p")
 	tm.waitCursor(2 * time.Second)
 	tm.waitFor("selected row 2 of 2: row 02")
+}
+
+// --record never replaces a file that holds data (the TUI has no --force)
+// and refuses standard output, where the TUI draws; nothing starts.
+func TestTUIRecordRefusesWhatItWouldReplace(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old.gputop")
+	if err := os.WriteFile(old, []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s.sock")
+	out, code := run(t, "--source", "agent", "--socket", sock, "--record", old)
+	if code != 1 || !strings.Contains(out, "--record "+old) || !strings.Contains(out, "give another name") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if b, _ := os.ReadFile(old); string(b) != "kept\n" {
+		t.Fatalf("the file changed: %q", b)
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Fatalf("the socket was started")
+	}
+	out, code = run(t, "--source", "agent", "--socket", sock, "--record", "-")
+	if code != 1 || !strings.Contains(out, "the TUI draws on standard output") {
+		t.Fatalf("--record -: exit %d: %s", code, out)
+	}
+	if out, code = run(t, "--demo", "--record", filepath.Join(dir, "new.gputop")); code != 2 || !strings.Contains(out, "does not go with --demo") {
+		t.Fatalf("--demo --record: exit %d: %s", code, out)
+	}
 }

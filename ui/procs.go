@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"charm.land/bubbles/v2/key"
-	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/gputop/gputop/view"
 )
@@ -78,20 +76,6 @@ func (m *procsModel) Selected() (view.Process, bool) {
 		return m.rows[i], true
 	}
 	return view.Process{}, false
-}
-
-func (m procsModel) Update(msg tea.Msg) (procsModel, tea.Cmd) {
-	if k, ok := msg.(tea.KeyPressMsg); ok && len(m.rows) > 0 {
-		i := max(m.index(), 0)
-		switch {
-		case key.Matches(k, m.keys.Up):
-			i = max(i-1, 0)
-		case key.Matches(k, m.keys.Down):
-			i = min(i+1, len(m.rows)-1)
-		}
-		m.sel, m.chosen = m.rows[i].PID, true
-	}
-	return m, nil
 }
 
 func optSigned(d *int64) string {
