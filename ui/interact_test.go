@@ -252,6 +252,12 @@ func TestMouse(t *testing.T) {
 	if m.tl.zoom != z {
 		t.Errorf("the wheel down over the chart: zoom %d, want %d", m.tl.zoom, z)
 	}
+	// a drag or a release redraws nothing
+	before := m.version
+	m = send(t, m, tea.MouseMotionMsg{X: 5, Y: 5, Button: tea.MouseLeft}, tea.MouseReleaseMsg{X: 5, Y: 5})
+	if m.version != before {
+		t.Errorf("mouse motion and release moved the frame version %d -> %d", before, m.version)
+	}
 	if v := m.View(); v.MouseMode != tea.MouseModeCellMotion {
 		t.Errorf("mouse mode %v, want cell motion", v.MouseMode)
 	}

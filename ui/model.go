@@ -167,6 +167,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, m.tick()
 	}
+	switch msg.(type) {
+	case tea.MouseMotionMsg, tea.MouseReleaseMsg:
+		return m, nil // a drag or a release changes nothing: no redraw
+	}
 	nm, cmd := m.update(msg)
 	nm.titleK = nm.titleKey()
 	nm.title = nm.titleBar()
