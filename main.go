@@ -24,13 +24,12 @@ Usage:
   gputop [flags]                  live TUI over local GPUs (NVML) and attached agents
   gputop --demo                   TUI over a real H200 recording embedded in the binary
   gputop --replay FILE            TUI over a recording
+  gputop --record FILE [flags]    live TUI that also writes a recording, with the rows you rename or delete
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop version
-
-Flags:
 `
 
 func main() {
@@ -91,6 +90,10 @@ func newFlagSet(name string, stderr io.Writer, extra string) *flag.FlagSet {
 		if extra != "" {
 			fmt.Fprint(stderr, extra)
 		}
+		// the flag package names a flag's argument after the back-quoted
+		// word in its usage text (else after its type): each usage says
+		// its argument that way, as the lines above write it
+		fmt.Fprint(stderr, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs

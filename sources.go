@@ -28,10 +28,10 @@ type sourceFlags struct {
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
-	fs.Float64Var(&s.rate, "rate", 1000, "NVML device samples per second per GPU")
-	fs.Float64Var(&s.procRate, "proc-rate", 10, "NVML process-list refreshes per second")
-	fs.StringVar(&s.source, "source", "all", "sources: nvml, agent or all")
-	fs.StringVar(&s.socket, "socket", "", "agent socket path (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
+	fs.Float64Var(&s.rate, "rate", 1000, "read NVML `HZ` times a second per GPU")
+	fs.Float64Var(&s.procRate, "proc-rate", 10, "refresh NVML's process lists `HZ` times a second")
+	fs.StringVar(&s.source, "source", "all", "read from source `S`: nvml, agent or all")
+	fs.StringVar(&s.socket, "socket", "", "agent socket `PATH` (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
 }
 
 func (s *sourceFlags) validate() error {

@@ -12,7 +12,8 @@ import (
 
 // Apply applies frame f of agent process pid (as gputop files it: the
 // kernel's pid for a live peer, the frame's for a recording) to st, and
-// returns the snapshot rows it made (a mark's). Frames that are about no
+// returns the snapshot rows it made (a mark's), or the row an edit
+// changed, as it was (none: the edit named no row). Frames that are about no
 // process (device, procs, device_error, snapshot rows) ignore pid. A frame
 // type the store has no use for (a socket's snap, reply, request) does
 // nothing.
@@ -36,6 +37,10 @@ func Apply(st *store.Store, pid int, f wire.Frame) []wire.Snapshot {
 		st.AgentEnded(pid, v.T, false, v.Reason)
 	case wire.RowHeld:
 		st.SetHeld(pid, v.Dev, v.T, v.Held)
+	case wire.RowEdit:
+		if row, ok := st.EditRow(v); ok {
+			return []wire.Snapshot{row}
+		}
 	case wire.Snapshot:
 		st.AddSnapshot(v)
 	case wire.Procs:

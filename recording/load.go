@@ -313,6 +313,13 @@ func (l *loader) frame(body []byte) *FormatError {
 				}
 			}
 		}
+	case wire.TypeRowEdit:
+		var f wire.RowEdit
+		if err = decodeChecked(body, &f); err == nil {
+			if err = l.check(f.Dev, f.T); err == nil && ingest.Apply(l.st, f.PID, f) == nil {
+				err = fmt.Errorf("row_edit names no snapshot row: none labelled %q of pid %d on device %d at t %d", wire.Clip(f.Label, 60), f.PID, f.Dev, f.T)
+			}
+		}
 	case wire.TypeEnded:
 		var f wire.Ended
 		if err = decodeChecked(body, &f); err == nil {

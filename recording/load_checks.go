@@ -91,6 +91,7 @@ var required = map[string][]field{
 	wire.TypeBye:       {fPID, fT},
 	wire.TypeEnded:     {fPID, fT},
 	wire.TypeRowHeld:   {fPID, fT, fDev, fHeld},
+	wire.TypeRowEdit:   {fT, fDev, fLabel},
 	TypeDropped:        {fT},
 }
 

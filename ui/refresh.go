@@ -170,7 +170,9 @@ func (m *Model) refreshPanes(now int64) {
 		total = devs[m.dev].Total
 	}
 	sd.OOM = latestOOM(sd.Dev, start, total)
+	sd.Total = total
 	m.table.SetData(sd)
+	m.markFocus()
 
 	// holders
 	var rep *wire.Holders

@@ -41,6 +41,7 @@ const (
 	TypeSnapshot  = "snapshot" // a resolved row of the summary table
 	TypeEnded     = "ended"    // an agent process disconnected without bye
 	TypeRowHeld   = "held"     // an end row's attribution, arrived after the row
+	TypeRowEdit   = "row_edit" // a snapshot row renamed or deleted by the user
 )
 
 // Head is decoded first to learn a frame's type.
@@ -388,4 +389,19 @@ type RowHeld struct {
 	T    int64  `json:"t"`
 	Dev  int    `json:"dev"`
 	Held *Held  `json:"held"`
+}
+
+// RowEdit is what the user did to a snapshot row in the TUI: renamed it
+// (Rename, the new label) or deleted it (Delete). The row is the one of
+// process PID (0: the row of no agent process) on (store) device Dev at
+// time T, labelled Label when edited. A recording holds it after the row,
+// so a replay and an export show the rows as the user left them.
+type RowEdit struct {
+	Type   string `json:"type"`
+	T      int64  `json:"t"`
+	Dev    int    `json:"dev"`
+	PID    int    `json:"pid,omitempty"`
+	Label  string `json:"label"`
+	Rename string `json:"rename,omitempty"`
+	Delete bool   `json:"delete,omitempty"`
 }

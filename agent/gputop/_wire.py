@@ -117,6 +117,10 @@ SCHEMAS: dict[str, tuple] = {
     "held": (
         _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("dev", "i"), _f("held", "O", False, HELD),
     ),
+    "row_edit": (
+        _f("type", "s"), _f("t", "i"), _f("dev", "i"), _f("pid", "i", True), _f("label", "s"),
+        _f("rename", "s", True), _f("delete", "b", True),
+    ),
 }
 
 # Go's appendString with escapeHTML off: short escapes for these, \u00XX

@@ -210,6 +210,23 @@ def test_rec_reads_rows_as_gputop_export(gputop_bin: str, path: Path, tmp_path: 
     assert n == {"demo.gputop": 6, "h200-spikes.gputop": 0}.get(path.name, 1)
 
 
+def test_rec_follows_row_edits_as_gputop_export(gputop_bin: str, tmp_path: Path):
+    """A recording whose first row was renamed and last row deleted in the
+    TUI (row_edit lines after them): rec.py and export read the same 5 rows."""
+    src = REPO / "demo" / "demo.gputop"
+    lines = src.read_text().splitlines()
+    snaps = [json.loads(x) for x in lines if x.startswith('{"type":"snapshot"')]
+    first, last = snaps[0], snaps[-1]
+    ref = lambda f: {"t": f["t"], "dev": f["dev"], **({"pid": f["pid"]} if f.get("pid") else {}), "label": f["label"]}  # noqa: E731
+    lines += [json.dumps({"type": "row_edit", **ref(first), "rename": "Renamed start"}),
+              json.dumps({"type": "row_edit", **ref(last), "delete": True})]
+    path = tmp_path / "edited.gputop"
+    path.write_text("\n".join(lines) + "\n")
+    assert same_rows(gputop_bin, path, tmp_path) == 5
+    labels = [x["label"] for x in rec.load(str(path)).snapshots]
+    assert labels[0] == "Renamed start" and last["label"] not in labels[-1:], labels
+
+
 def test_rec_nvml_series_is_gputops(gputop_bin: str, tmp_path: Path):
     # the H200 spikes recording (version 1, NVML at 1 kHz, twenty 4 GiB
     # spikes of 5 ms) with rows added that carry no NVML figures: gputop
