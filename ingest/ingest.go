@@ -48,6 +48,8 @@ func Apply(st *store.Store, pid int, f wire.Frame) []wire.Snapshot {
 		st.SetProcs(v.Dev, v.T, v.Procs)
 	case wire.DevError:
 		st.SetDeviceError(v.Dev, v.T, v.Error)
+	case wire.Host:
+		st.SetHost(store.Host{ID: v.ID, Name: v.Name, Up: v.Up, Reason: v.Reason, Since: v.T})
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -258,6 +259,15 @@ func (d *Decoder) decode(typ string, body []byte) (wire.Frame, error) {
 			return nil, fmt.Errorf("pid %d is not a process id", f.PID)
 		}
 		return f, nil
+	case wire.TypeHost:
+		var f wire.Host
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		if f.ID < 1 || f.ID > store.MaxHosts {
+			return nil, fmt.Errorf("host id %d out of range 1..%d", f.ID, store.MaxHosts)
+		}
+		return f, d.checkTime(f.T)
 	case TypeDropped:
 		var f Dropped
 		if err := decodeJSON(body, &f); err != nil {

@@ -160,6 +160,8 @@ func (l *loader) apply(f wire.Frame) {
 		l.oom.set, l.oom.pid, l.oom.t = true, v.PID, v.T
 	case Dropped:
 		l.info.Dropped.add(v.Drops)
+	case wire.Host:
+		ingest.Apply(l.st, 0, v)
 	case wire.Owned:
 		ingest.Apply(l.st, v.FramePID(), v) // holders, bye, ended, held
 	case wire.Samples:

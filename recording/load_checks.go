@@ -40,6 +40,7 @@ type presence struct {
 	Skipped   json.RawMessage `json:"skipped"`
 	Groups    json.RawMessage `json:"groups"`
 	Held      json.RawMessage `json:"held"`
+	ID        json.RawMessage `json:"id"`
 }
 
 type field struct {
@@ -72,6 +73,7 @@ var (
 	fSkipped   = field{"skipped", func(p *presence) json.RawMessage { return p.Skipped }, false}
 	fGroups    = field{"groups", func(p *presence) json.RawMessage { return p.Groups }, true}
 	fHeld      = field{"held", func(p *presence) json.RawMessage { return p.Held }, false}
+	fID        = field{"id", func(p *presence) json.RawMessage { return p.ID }, false}
 )
 
 // required lists, per frame type, the fields that must be present: those the
@@ -91,6 +93,7 @@ var required = map[string][]field{
 	wire.TypeBye:       {fPID, fT},
 	wire.TypeEnded:     {fPID, fT},
 	wire.TypeRowHeld:   {fPID, fT, fDev, fHeld},
+	wire.TypeHost:      {fID, fName, fT},
 	TypeDropped:        {fT},
 }
 

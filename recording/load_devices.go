@@ -11,7 +11,7 @@ import (
 // flushDevices adds the held-back device frames as NVML devices.
 func (l *loader) flushDevices() {
 	for _, d := range l.devs {
-		l.st.SetDevice(store.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Source: "nvml"})
+		l.st.SetDevice(store.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Source: "nvml", Host: d.Host})
 	}
 	l.devs = l.devs[:0]
 }

@@ -55,6 +55,7 @@ func TestEveryFrameTypeIsAFrame(t *testing.T) {
 		"Request": Request{}, "Recording": Recording{}, "Device": Device{}, "NVML": NVML{},
 		"Procs": Procs{}, "DevError": DevError{}, "Snapshot": Snapshot{}, "Ended": Ended{},
 		"RowHeld": RowHeld{},
+		"Host":    Host{},
 	}
 	seen := map[string]bool{}
 	for _, name := range structs {

@@ -88,6 +88,7 @@ SCHEMAS: dict[str, tuple] = {
     ),
     "device": (
         _f("type", "s"), _f("index", "i"), _f("uuid", "s"), _f("name", "s"), _f("total", "i"),
+        _f("host", "s", True),
     ),
     "nvml": (
         _f("type", "s"), _f("dev", "i"), _f("t0", "i"), _f("dt", "li"),
@@ -116,6 +117,10 @@ SCHEMAS: dict[str, tuple] = {
     ),
     "held": (
         _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("dev", "i"), _f("held", "O", False, HELD),
+    ),
+    "host": (
+        _f("type", "s"), _f("id", "i"), _f("name", "s"), _f("up", "b"), _f("reason", "s", True),
+        _f("t", "i"),
     ),
 }
 
