@@ -45,9 +45,10 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		return 1
 	}
 	host, _ := os.Hostname()
+	hosts, _ := sf.hosts()
 	w := recording.NewWriter(wire.Recording{
 		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
-		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
+		Tool: toolVersion(), RateHz: int(sf.rate), Comment: *comment, Hosts: hosts,
 	})
 	st := store.New(store.DefaultOptions())
 	st.SetTap(w)

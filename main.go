@@ -27,6 +27,8 @@ Usage:
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
+  gputop serve [--stdio]          NVML and agents with no terminal; --stdio: the live stream
+                                  on standard output, until standard input ends (for --ssh)
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop version
 
@@ -71,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "record":
 			return cmdRecord(args[1:], stderr)
+		case "serve":
+			return cmdServe(args[1:], os.Stdin, os.Stdout, stderr)
 		case "export":
 			return cmdExport(args[1:], stdout, stderr)
 		case "snap":

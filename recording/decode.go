@@ -98,7 +98,9 @@ func (d *Decoder) next() (wire.Frame, error) {
 		}
 		if len(line) == 0 { // end of input at a line boundary
 			if !d.header {
-				return nil, d.errf("empty file: not a gputop recording")
+				e := d.errf("empty file: not a gputop recording")
+				e.Empty = d.off == 0
+				return nil, e
 			}
 			return nil, io.EOF
 		}

@@ -42,6 +42,7 @@ type FormatError struct {
 	Line      int   // 1-based line number
 	Msg       string
 	Truncated bool // the last line was cut off (no newline): e.g. the recorder was killed
+	Empty     bool // there was nothing at all to read
 }
 
 func (e *FormatError) Error() string {

@@ -269,6 +269,9 @@ type Recording struct {
 	Tool    string `json:"tool,omitempty"`
 	RateHz  int    `json:"rate_hz,omitempty"`
 	Comment string `json:"comment,omitempty"`
+	// Hosts are the remote hosts of a multi-host view (gputop --ssh), in
+	// the order of their ids (Host frames): the first is id 1.
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 // Device describes one NVML device in a recording.

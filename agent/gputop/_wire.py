@@ -85,6 +85,7 @@ SCHEMAS: dict[str, tuple] = {
     "recording": (
         _f("type", "s"), _f("v", "i"), _f("start", "i"), _f("host", "s", True),
         _f("tool", "s", True), _f("rate_hz", "i", True), _f("comment", "s", True),
+        _f("hosts", "ls", True),
     ),
     "device": (
         _f("type", "s"), _f("index", "i"), _f("uuid", "s"), _f("name", "s"), _f("total", "i"),

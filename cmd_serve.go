@@ -1,0 +1,127 @@
+// gputop serve: NVML sampling and the agent socket with no terminal; with
+// --stdio, the live stream on standard output as a recording's frames
+// (what gputop --ssh reads from each host).
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+// serveOptions are gputop serve's flags.
+type serveOptions struct {
+	sources sourceFlags
+	// stdio writes the stream to standard output and ends at the end of
+	// standard input: the remote end of gputop --ssh, whose ssh closes
+	// stdin when the viewer goes.
+	stdio bool
+}
+
+func (o *serveOptions) register(fs *flag.FlagSet) {
+	o.sources.register(fs)
+	fs.BoolVar(&o.stdio, "stdio", false, "write the live stream to standard output as a recording's frames, until standard input ends (for gputop --ssh)")
+}
+
+func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer) int {
+	fs := newFlagSet("gputop serve", stderr, "\ngputop serve [--stdio] [flags]\n")
+	var o serveOptions
+	o.register(fs)
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "gputop serve: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if err := o.sources.validate(); err != nil {
+		fmt.Fprintln(stderr, "gputop serve:", err)
+		return 2
+	}
+	if o.sources.ssh != "" || o.sources.source == "none" {
+		fmt.Fprintln(stderr, "gputop serve: serves this machine's GPUs and agents: --ssh and --source none have no place here")
+		return 2
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	st := store.New(store.DefaultOptions())
+	var w *recording.Writer
+	if o.stdio {
+		// a viewer that went away is a write error (EPIPE) ending serve,
+		// not a SIGPIPE killing it with its socket left behind
+		signal.Ignore(syscall.SIGPIPE)
+		host, _ := os.Hostname()
+		w = recording.NewWriter(wire.Recording{
+			Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
+			Tool: toolVersion(), RateHz: int(o.sources.rate),
+		})
+		st.SetTap(w)
+		go func() {
+			// the end of stdin (ssh closing it) ends serve
+			io.Copy(io.Discard, stdin)
+			cancel()
+		}()
+	}
+	var events eventPrinter
+	st.OnLog(events.add)
+	_, stop, err := o.sources.start(ctx, st)
+	if err != nil {
+		if w != nil {
+			w.Close()
+		}
+		say(stderr, "gputop serve:", err)
+		return 1
+	}
+	if w != nil {
+		if err := w.Start(stdout, "standard output"); err != nil {
+			cancel()
+			stop()
+			say(stderr, "gputop serve:", err)
+			return 1
+		}
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	code := 0
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			if w == nil {
+				events.flush(stderr, "gputop serve: ")
+				continue
+			}
+			events.flush(io.Discard, "") // the stream carries what the log says
+			if err := w.Err(); err != nil {
+				say(stderr, "gputop serve:", err)
+				code = 1
+				break loop
+			}
+		}
+	}
+	cancel()
+	stop()
+	if w != nil {
+		w.Close()
+	} else {
+		events.flush(stderr, "gputop serve: ")
+	}
+	return code
+}
+
+// toolVersion names this gputop in a recording's header; gputop --ssh
+// compares a remote's with its own.
+func toolVersion() string { return "gputop " + version }
