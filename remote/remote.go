@@ -178,7 +178,7 @@ func (s *Source) session(ctx context.Context) (streamed bool, reason string) {
 		return streamed, ve.Error()
 	case ended:
 		// the stream ended (or ended mid-line): why is ssh's to say
-		return streamed, s.exitReason(werr, errTail.String())
+		return streamed, s.exitReason(streamed, werr, errTail.String())
 	case errors.As(streamErr, &fe):
 		return streamed, "bad stream: " + fe.Error()
 	}
@@ -186,15 +186,20 @@ func (s *Source) session(ctx context.Context) (streamed bool, reason string) {
 }
 
 // exitReason words how ssh ended: its status and the last thing it (or the
-// remote gputop) said on stderr.
-func (s *Source) exitReason(werr error, stderr string) string {
-	status := "the stream ended"
+// remote gputop) said on stderr. Status 255 is ssh's own failure before a
+// stream (unreachable, refused, no key), or, after one, the remote gputop
+// or the connection gone.
+func (s *Source) exitReason(streamed bool, werr error, stderr string) string {
+	status := "ssh " + s.opt.Host + " exited"
 	var ee *exec.ExitError
 	if errors.As(werr, &ee) {
-		status = "ssh " + s.opt.Host + " exited with status " + fmt.Sprint(ee.ExitCode())
-		if ee.ExitCode() == 255 {
+		status = fmt.Sprintf("ssh %s exited with status %d", s.opt.Host, ee.ExitCode())
+		if ee.ExitCode() == 255 && !streamed {
 			status = "ssh " + s.opt.Host + " failed (status 255)"
 		}
+	}
+	if streamed {
+		status = "the stream ended: " + status
 	}
 	if last := lastLine(stderr); last != "" {
 		status += ": " + last
