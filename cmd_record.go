@@ -22,6 +22,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	fs := newFlagSet("gputop record", stderr, "\ngputop record -o FILE [flags]\n")
 	var sf sourceFlags
 	sf.register(fs)
+	sf.registerSSH(fs)
 	out := fs.String("o", "", "recording file to write (required)")
 	duration := fs.Duration("duration", 0, "stop after this long (default: until Ctrl-C)")
 	comment := fs.String("comment", "", "free text stored in the recording's header")

@@ -49,8 +49,8 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 		fmt.Fprintln(stderr, "gputop serve:", err)
 		return 2
 	}
-	if o.sources.ssh != "" || o.sources.source == "none" {
-		fmt.Fprintln(stderr, "gputop serve: serves this machine's GPUs and agents: --ssh and --source none have no place here")
+	if o.sources.source == "none" {
+		fmt.Fprintln(stderr, "gputop serve: --source none: serve has nothing but this machine's sources to serve")
 		return 2
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -23,6 +23,8 @@ const usage = `gputop: GPU memory profiler for PyTorch (NVML + in-process alloca
 Usage:
   gputop [flags]                  live TUI over local GPUs (NVML) and attached agents
   gputop --demo                   TUI over a real H200 recording embedded in the binary
+  gputop --ssh HOST[,HOST...]     TUI over remote hosts (each runs gputop serve --stdio over ssh;
+                                  $GPUTOP_SSH: the ssh command and its options)
   gputop --replay FILE            TUI over a recording
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force

@@ -34,10 +34,15 @@ type sourceFlags struct {
 func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.rate, "rate", 1000, "NVML device samples per second per GPU")
 	fs.Float64Var(&s.procRate, "proc-rate", 10, "NVML process-list refreshes per second")
-	fs.StringVar(&s.source, "source", "", "sources on this machine: nvml, agent or all (default all; with --ssh none unless given)")
-	fs.StringVar(&s.ssh, "ssh", "", "remote hosts to show beside (or instead of) this one, comma-separated: each runs `gputop serve --stdio` over ssh ($GPUTOP_SSH: the ssh command and its options)")
-	fs.StringVar(&s.sshGputop, "ssh-gputop", "gputop", "the gputop command on the remote hosts, as their shell runs it")
+	fs.StringVar(&s.source, "source", "", "sources on this machine: nvml, agent, all or none (default all; with --ssh none)")
 	fs.StringVar(&s.socket, "socket", "", "agent socket path (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
+}
+
+// registerSSH adds the flags of remote hosts (the TUI and record; serve
+// serves its own machine only).
+func (s *sourceFlags) registerSSH(fs *flag.FlagSet) {
+	fs.StringVar(&s.ssh, "ssh", "", "`HOSTS` to show beside (or instead of) this one, comma-separated: each runs gputop serve --stdio over ssh ($GPUTOP_SSH: the ssh command and its options)")
+	fs.StringVar(&s.sshGputop, "ssh-gputop", "gputop", "the gputop command on the remote hosts, as their shell runs it")
 }
 
 func (s *sourceFlags) validate() error {
