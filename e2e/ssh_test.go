@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/csv"
 	"fmt"
 	"net"
 	"os"
@@ -226,6 +227,7 @@ func remoteAgent(t *testing.T, sock string, allocated uint64, stop <-chan struct
 		}
 		w := bufio.NewWriter(c)
 		fmt.Fprintf(w, `{"type":"hello","v":1,"pid":%d,"argv":["remote_train.py"],"torch":"2.11.0","devices":[{"index":0,"uuid":"GPU-remote-a","name":"Remote GPU","total":85899345920}],"t":%d}`+"\n", os.Getpid(), time.Now().UnixNano())
+		fmt.Fprintf(w, `{"type":"mark","t":%d,"label":"remote epoch","devs":[{"dev":0,"allocated":%d,"reserved":%d,"peak":%d}]}`+"\n", time.Now().UnixNano(), allocated, 2*allocated, 3*allocated)
 		for err == nil {
 			fmt.Fprintf(w, `{"type":"sample","t":%d,"dev":0,"allocated":%d,"reserved":%d,"peak":%d}`+"\n", time.Now().UnixNano(), allocated, 2*allocated, 3*allocated)
 			err = w.Flush()
@@ -360,6 +362,25 @@ func TestSSHRecordKeepsHosts(t *testing.T) {
 	}
 	if got, want := st.PIDLabel(key), fmt.Sprintf("gpu-a:%d", os.Getpid()); got != want {
 		t.Fatalf("label %q, want %q", got, want)
+	}
+
+	// export: the remote's row with its host and the host's own pid
+	out, errText, code := runSplit(t, "export", rec, "--csv", "-")
+	if code != 0 {
+		t.Fatalf("export exit %d: %s", code, errText)
+	}
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, name := range recs[0] {
+		col[name] = i
+	}
+	row := recs[1]
+	if row[col["label"]] != "remote epoch" || row[col["host"]] != "gpu-a" || row[col["pid"]] != fmt.Sprint(os.Getpid()) ||
+		row[col["allocated_bytes"]] != fmt.Sprint(555<<20) || row[col["device_name"]] != "Remote GPU" {
+		t.Fatalf("exported row %v", row)
 	}
 }
 
