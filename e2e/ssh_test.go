@@ -113,7 +113,8 @@ exec %[1]s "$@" --source agent --socket %[2]s
 		return fmt.Sprintf(`{"type":"recording","v":%d,"start":%d,"tool":"%s"}`, recording.FormatVersion, time.Now().UnixNano(), tool) + "\n"
 	}
 	h.garbageAt = len(header("gputop " + gputopVersion(t)))
-	write(t, filepath.Join(h.dir, "garbage"), header("gputop "+gputopVersion(t))+"this is no frame\n", 0o644)
+	// the garbage tries to retitle the terminal: its reason must not
+	write(t, filepath.Join(h.dir, "garbage"), header("gputop "+gputopVersion(t))+"\x1b]0;pwned\x07 this is no frame\n", 0o644)
 	write(t, filepath.Join(h.dir, "old"), header("gputop 0.0.9"), 0o644)
 
 	cmd := exec.Command(sshd, "-D", "-e", "-f", filepath.Join(h.dir, "sshd_config"))
@@ -262,7 +263,7 @@ func TestSSHHostsInOneView(t *testing.T) {
 	for _, want := range []string{
 		"gpu-a: Remote GPU",
 		"remote_train.py",
-		fmt.Sprintf("bad-b disconnected: bad stream: bad-b's stream: byte %d (line 2): invalid JSON", h.garbageAt),
+		fmt.Sprintf("bad-b disconnected: bad stream: bad-b's stream: byte %d (line 2): invalid JSON at column 1: invalid character '\\x1b' looking for beginning of value", h.garbageAt),
 		"old-c disconnected: old-c runs gputop 0.0.9, this is gputop " + gputopVersion(t),
 		"down-d disconnected: ssh down-d failed (status 255): ssh: connect to host 127.0.0.1 port",
 	} {
@@ -272,6 +273,9 @@ func TestSSHHostsInOneView(t *testing.T) {
 	}
 	if !strings.Contains(tm.waitFor("Connection refused"), "retrying in") {
 		t.Fatalf("no backoff shown:\n%s", tm.screen())
+	}
+	if c := tm.capture(); strings.Contains(c, "pwned") || strings.Contains(c, "\x1b]") || tm.title() == "pwned" {
+		t.Fatalf("the garbage's title sequence reached the terminal (title %q)", tm.title())
 	}
 
 	pids := h.remotePIDs(t)
