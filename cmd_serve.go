@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -55,7 +56,10 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	st := store.New(store.DefaultOptions())
+	var events eventPrinter
+	log := logbook.New()
+	log.OnAdd(events.add)
+	st := store.New(logTo(store.DefaultOptions(), log))
 	var w *recording.Writer
 	if o.stdio {
 		// a viewer that went away is a write error (EPIPE) ending serve,
@@ -73,9 +77,7 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 			cancel()
 		}()
 	}
-	var events eventPrinter
-	st.OnLog(events.add)
-	_, stop, err := o.sources.start(ctx, st)
+	_, stop, err := o.sources.start(ctx, st, log)
 	if err != nil {
 		if w != nil {
 			w.Close()

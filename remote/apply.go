@@ -127,7 +127,7 @@ func (c *conn) apply(f wire.Frame) error {
 		ingest.Apply(st, k, v)
 		return nil
 	case recording.Dropped:
-		st.Log(fmt.Sprintf("%s: the remote gputop could not send everything: dropped %s", c.s.opt.Host, v.Drops))
+		c.s.opt.Log(fmt.Sprintf("%s: the remote gputop could not send everything: dropped %s", c.s.opt.Host, v.Drops))
 		return nil
 	case wire.Host:
 		return nil // a remote that is itself a multi-host view: its hosts are not ours

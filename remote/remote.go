@@ -36,6 +36,9 @@ type Options struct {
 	// Tool is this gputop's name and version, as a recording's header
 	// writes it: a remote stream must carry the same.
 	Tool string
+	// Log takes what the user is told: a host connected, disconnected
+	// and why (nil: nothing is told).
+	Log func(string)
 	// MinBackoff and MaxBackoff bound the wait before a reconnection
 	// (default 1 s and 30 s): each failure doubles it, a stream that was
 	// up resets it.
@@ -57,6 +60,9 @@ func New(st *store.Store, id int, opt Options) *Source {
 	}
 	if opt.Command == "" {
 		opt.Command = "gputop"
+	}
+	if opt.Log == nil {
+		opt.Log = func(string) {}
 	}
 	if opt.MinBackoff <= 0 {
 		opt.MinBackoff = time.Second
@@ -103,7 +109,7 @@ func (s *Source) Run(ctx context.Context) {
 func (s *Source) down(reason string) {
 	now := time.Now().UnixNano()
 	s.st.SetHost(store.Host{ID: s.id, Name: s.opt.Host, Reason: reason, Since: now})
-	s.st.Log(s.opt.Host + ": disconnected: " + reason)
+	s.opt.Log(s.opt.Host + ": disconnected: " + reason)
 	for _, a := range s.st.Agents() {
 		if h, _ := store.SplitPID(a.Hello.PID); h == s.id && a.Connected {
 			s.st.AgentEnded(a.Hello.PID, now, false, s.opt.Host+" disconnected")
@@ -155,7 +161,7 @@ func (s *Source) session(ctx context.Context) (streamed bool, reason string) {
 		if c.up && !streamed {
 			streamed = true
 			s.st.SetHost(store.Host{ID: s.id, Name: s.opt.Host, Up: true, Since: time.Now().UnixNano()})
-			s.st.Log(s.opt.Host + ": connected (" + c.hdr.Tool + ")")
+			s.opt.Log(s.opt.Host + ": connected (" + c.hdr.Tool + ")")
 		}
 	}
 	var fe *recording.FormatError
