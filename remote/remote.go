@@ -41,8 +41,9 @@ type Options struct {
 	Log func(string)
 	// MinBackoff and MaxBackoff bound the wait before a reconnection
 	// (default 1 s and 30 s): each failure doubles it, a stream that was
-	// up resets it.
-	MinBackoff, MaxBackoff time.Duration
+	// up for StableAfter (default 10 s) resets it, so a host that connects
+	// and fails at once is not tried every second.
+	MinBackoff, MaxBackoff, StableAfter time.Duration
 }
 
 // Source streams one host into a store.
@@ -70,6 +71,9 @@ func New(st *store.Store, id int, opt Options) *Source {
 	if opt.MaxBackoff < opt.MinBackoff {
 		opt.MaxBackoff = max(30*time.Second, opt.MinBackoff)
 	}
+	if opt.StableAfter <= 0 {
+		opt.StableAfter = 10 * time.Second
+	}
 	s := &Source{opt: opt, st: st, id: id}
 	st.SetHost(store.Host{ID: id, Name: opt.Host, Reason: "connecting", Since: time.Now().UnixNano()})
 	return s
@@ -78,7 +82,8 @@ func New(st *store.Store, id int, opt Options) *Source {
 // Args is the command line a connection runs.
 func (s *Source) Args() []string {
 	args := append([]string(nil), s.opt.SSH...)
-	args = append(args, "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+	args = append(args, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+		"-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
 		"--", s.opt.Host, s.opt.Command+" serve --stdio")
 	return args
 }
@@ -87,11 +92,12 @@ func (s *Source) Args() []string {
 func (s *Source) Run(ctx context.Context) {
 	delay := s.opt.MinBackoff
 	for {
+		began := time.Now()
 		streamed, reason := s.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if streamed {
+		if streamed && time.Since(began) >= s.opt.StableAfter {
 			delay = s.opt.MinBackoff
 		}
 		s.down(fmt.Sprintf("%s (retrying in %v)", reason, delay))
