@@ -123,7 +123,3 @@ loop:
 	}
 	return code
 }
-
-// toolVersion names this gputop in a recording's header; gputop --ssh
-// compares a remote's with its own.
-func toolVersion() string { return "gputop " + version }

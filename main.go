@@ -18,6 +18,10 @@ import (
 
 const version = "0.1.0"
 
+// toolVersion names this gputop in a recording's header; gputop --ssh
+// compares a remote's with its own.
+func toolVersion() string { return "gputop " + version }
+
 const usage = `gputop: GPU memory profiler for PyTorch (NVML + in-process allocator agent)
 
 Usage:
