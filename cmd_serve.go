@@ -93,6 +93,10 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 			return 1
 		}
 	}
+	eventOut := stderr
+	if o.stdio {
+		eventOut = io.Discard
+	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	code := 0
@@ -102,11 +106,13 @@ loop:
 		case <-ctx.Done():
 			break loop
 		case <-tick.C:
+			// agents attaching, refused, closed with a reason go to stderr;
+			// with --stdio stderr is kept for errors alone, since gputop
+			// --ssh quotes its last line as the reason a host dropped
+			events.flush(eventOut, "gputop serve: ")
 			if w == nil {
-				events.flush(stderr, "gputop serve: ")
 				continue
 			}
-			events.flush(io.Discard, "") // the stream carries what the log says
 			if err := w.Err(); err != nil {
 				say(stderr, "gputop serve:", err)
 				code = 1
@@ -118,8 +124,7 @@ loop:
 	stop()
 	if w != nil {
 		w.Close()
-	} else {
-		events.flush(stderr, "gputop serve: ")
 	}
+	events.flush(eventOut, "gputop serve: ")
 	return code
 }
