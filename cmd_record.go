@@ -23,6 +23,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	fs := newFlagSet("gputop record", stderr, "\ngputop record -o FILE [flags]\n")
 	var sf sourceFlags
 	sf.register(fs)
+	sf.registerSSH(fs)
 	out := fs.String("o", "", "recording `FILE` to write (required)")
 	duration := fs.Duration("duration", 0, "stop after `D`, a duration such as 90s or 5m (default: until Ctrl-C)")
 	comment := fs.String("comment", "", "free `TEXT` stored in the recording's header")
@@ -46,9 +47,10 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		return 1
 	}
 	host, _ := os.Hostname()
+	hosts, _ := sf.hosts()
 	w := recording.NewWriter(wire.Recording{
 		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
-		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
+		Tool: toolVersion(), RateHz: int(sf.rate), Comment: *comment, Hosts: hosts,
 	})
 	var events eventPrinter
 	log := logbook.New()

@@ -27,6 +27,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	fs := newFlagSet("gputop", stderr, "")
 	var sf sourceFlags
 	sf.register(fs)
+	sf.registerSSH(fs)
 	demoFlag := fs.Bool("demo", false, "play the recording embedded in the binary")
 	replay := fs.String("replay", "", "play the recording `FILE`")
 	csvPath := fs.String("csv", "", "write the summary CSV to `PATH` on the e key and on quitting (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on e, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")

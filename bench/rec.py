@@ -203,7 +203,7 @@ DECODERS = {
     "bye": _kept("byes"),
     "oom": _kept("ooms"),
 }
-SKIPPED = ("device_error", "holders", "held", "dropped",
+SKIPPED = ("device_error", "holders", "held", "dropped", "host",
            "mark", "snap", "reply", "request")  # the last four: agent-socket frames, not recorded
 
 

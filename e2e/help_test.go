@@ -16,9 +16,10 @@ var flagLine = regexp.MustCompile(`^  -([a-z-]+)(?: (\S+))?$`)
 func TestHelpNamesEveryFlagArgument(t *testing.T) {
 	want := map[string]map[string]string{
 		"": {"csv": "PATH", "demo": "", "fps": "N", "proc-rate": "HZ", "rate": "HZ", "record": "FILE",
-			"replay": "FILE", "socket": "PATH", "source": "S"},
+			"replay": "FILE", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
 		"record": {"comment": "TEXT", "duration": "D", "force": "", "o": "FILE",
-			"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S"},
+			"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
+		"serve": {"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "stdio": ""},
 		"export": {"csv": "OUT"},
 		"snap":   {"end": "", "socket": "PATH"},
 	}

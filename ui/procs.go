@@ -131,8 +131,12 @@ func (m *procsModel) View() string {
 		if r.OOMs > 0 {
 			ooms = strconv.Itoa(r.OOMs)
 		}
+		pid := r.Label
+		if pid == "" {
+			pid = strconv.Itoa(r.PID)
+		}
 		data = append(data, []string{
-			strconv.Itoa(r.PID), name, optHuman(r.Used), optHuman(r.Allocated), optHuman(r.Reserved),
+			pid, name, optHuman(r.Used), optHuman(r.Allocated), optHuman(r.Reserved),
 			optSigned(r.NonTorch), agent, ooms,
 		})
 	}

@@ -19,7 +19,7 @@ type summaryData struct {
 	Start    int64 // run start, for the TIME column
 	NVMLPeak *uint64
 	TorchPk  *uint64
-	TorchPID int
+	TorchPID string   // the process, as the process pane shows its pid
 	OOM      *oomNote // the selected device's latest OOM, explained under the table
 	Total    uint64   // the selected device's memory (0: unknown), for a selected OOM row
 }
@@ -286,7 +286,7 @@ func (m *tableModel) peakLine() string {
 	}
 	tp := dash + " (no agent)"
 	if m.d.TorchPk != nil {
-		tp = fmt.Sprintf("%s MiB (pid %d)", snapshot.MiB(*m.d.TorchPk), m.d.TorchPID)
+		tp = fmt.Sprintf("%s MiB (pid %s)", snapshot.MiB(*m.d.TorchPk), m.d.TorchPID)
 	}
 	rest := fmt.Sprintf(" NVML used %s, torch allocated %s", nv, tp)
 	head := fmt.Sprintf("run peak on GPU %d:", m.d.DevIndex)

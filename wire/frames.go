@@ -42,6 +42,7 @@ const (
 	TypeEnded     = "ended"    // an agent process disconnected without bye
 	TypeRowHeld   = "held"     // an end row's attribution, arrived after the row
 	TypeRowEdit   = "row_edit" // a snapshot row renamed or deleted by the user
+	TypeHost      = "host"     // a remote host of a multi-host view connected or disconnected
 )
 
 // Head is decoded first to learn a frame's type.
@@ -269,6 +270,9 @@ type Recording struct {
 	Tool    string `json:"tool,omitempty"`
 	RateHz  int    `json:"rate_hz,omitempty"`
 	Comment string `json:"comment,omitempty"`
+	// Hosts are the remote hosts of a multi-host view (gputop --ssh), in
+	// the order of their ids (Host frames): the first is id 1.
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 // Device describes one NVML device in a recording.
@@ -278,6 +282,19 @@ type Device struct {
 	UUID  string `json:"uuid"`
 	Name  string `json:"name"`
 	Total uint64 `json:"total"`
+	Host  string `json:"host,omitempty"` // a remote host's device: the host's name (a Host frame's)
+}
+
+// Host is a remote host of a multi-host view (gputop --ssh) connecting or
+// disconnecting. Its processes' pids in the frames that follow hold its ID
+// (store.HostPID: ID<<22 | the host's pid).
+type Host struct {
+	Type   string `json:"type"`
+	ID     int    `json:"id"`
+	Name   string `json:"name"`
+	Up     bool   `json:"up"`
+	Reason string `json:"reason,omitempty"` // why it disconnected
+	T      int64  `json:"t"`
 }
 
 // NVML is a batch of device samples. T0 is the first sample's time; DT holds
