@@ -97,7 +97,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 			st.Log("agents: listening on " + srv.Path())
 		}
 	}
-	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
+	opt.WriteCSV = func(path string) error { return snapshot.WriteStoreCSV(path, st) }
 	var model tea.Model = ui.New(st, opt)
 	if load != nil {
 		model = ui.NewLoading(st, opt, load.ui())

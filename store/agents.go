@@ -15,6 +15,7 @@ import (
 // Agent is one attached (or once attached) training process.
 type Agent struct {
 	Hello     wire.Hello
+	Place     wire.Place  // the hello's place in a job (rank, world size, job id)
 	DevMap    map[int]int // torch device index -> store device index
 	Connected bool
 	Ended     bool   // gone without bye (killed)
@@ -41,6 +42,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h.Host, h.Torch, h.Python = CleanText(h.Host), CleanText(h.Torch), CleanText(h.Python)
+	h.Job = CleanText(h.Job)
 	h.Argv = append([]string(nil), h.Argv...)
 	for i := range h.Argv {
 		h.Argv[i] = CleanText(h.Argv[i])
@@ -49,7 +51,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	for i := range h.Devices {
 		h.Devices[i].Name = CleanText(h.Devices[i].Name)
 	}
-	a := &Agent{Hello: h, DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
+	a := &Agent{Hello: h, Place: h.Place(), DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
 	old := s.agents[h.PID]
 	if old != nil {
 		a.Holders, a.OOMs = old.Holders, old.OOMs
