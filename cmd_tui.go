@@ -42,6 +42,10 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gputop:", err)
 		return 2
 	}
+	if sf.metrics != "" && (*demoFlag || *replay != "") {
+		fmt.Fprintln(stderr, "gputop: --metrics serves what a live gputop samples; not with --demo or --replay")
+		return 2
+	}
 	if *fps < 1 || *fps > 120 {
 		fmt.Fprintf(stderr, "gputop: --fps %d: want 1..120\n", *fps)
 		return 2

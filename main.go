@@ -26,6 +26,8 @@ Usage:
   gputop --replay FILE            TUI over a recording
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force
+  gputop serve [-o FILE] [flags]  headless sampling and agents until SIGINT/SIGTERM, for
+                                  --metrics (Prometheus) on a cluster node; -o also records
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop version
@@ -71,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "record":
 			return cmdRecord(args[1:], stderr)
+		case "serve":
+			return cmdServe(args[1:], stderr)
 		case "export":
 			return cmdExport(args[1:], stdout, stderr)
 		case "snap":

@@ -16,20 +16,23 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gputop/gputop/agentlink"
+	"github.com/gputop/gputop/metrics"
 	"github.com/gputop/gputop/sampler"
 	"github.com/gputop/gputop/store"
 )
 
-// sourceFlags are shared by the TUI and record.
+// sourceFlags are shared by the TUI, record and serve.
 type sourceFlags struct {
 	rate, procRate float64
 	source, socket string
+	metrics        string // --metrics ADDR: serve Prometheus metrics there
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.rate, "rate", 1000, "NVML device samples per second per GPU")
 	fs.Float64Var(&s.procRate, "proc-rate", 10, "NVML process-list refreshes per second")
 	fs.StringVar(&s.source, "source", "all", "sources: nvml, agent or all")
+	fs.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (HOST:PORT, or :PORT for every address)")
 	fs.StringVar(&s.socket, "socket", "", "agent socket path (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
 }
 
@@ -53,10 +56,25 @@ func (s *sourceFlags) validate() error {
 // sources to end. Nothing runs unless every source could be set up.
 func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Server, func(), error) {
 	liveRuntime()
+	// the metrics port first: one in use stops everything before it starts
+	var ms *metrics.Server
+	if s.metrics != "" {
+		host, _ := os.Hostname()
+		var err error
+		if ms, err = metrics.Listen(s.metrics, st, metrics.Options{Hostname: host}); err != nil {
+			return nil, nil, err
+		}
+	}
+	closeMetrics := func() {
+		if ms != nil {
+			ms.Close()
+		}
+	}
 	var n *sampler.NVML
 	if s.source == "nvml" || s.source == "all" {
 		n = sampler.NewNVML(nvml.New(), st, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate, Thread: true})
 		if err := n.Init(); err != nil {
+			closeMetrics()
 			if errors.Is(err, sampler.ErrNoDriver) && s.source == "all" {
 				return nil, nil, fmt.Errorf("%w\n(to watch only PyTorch agents on a machine without a driver: --source agent)", err)
 			}
@@ -77,6 +95,7 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Se
 			if n != nil {
 				n.Close()
 			}
+			closeMetrics()
 			return nil, nil, err
 		}
 	}
@@ -97,6 +116,16 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Se
 			defer wg.Done()
 			if err := srv.Serve(ctx); err != nil {
 				st.Log("agent socket: " + err.Error())
+			}
+		}()
+	}
+	if ms != nil {
+		st.Log("metrics: serving http://" + ms.Addr() + "/metrics")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ms.Serve(ctx); err != nil {
+				st.Log("metrics: " + err.Error())
 			}
 		}()
 	}
