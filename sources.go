@@ -45,6 +45,11 @@ func (s *sourceFlags) validate() error {
 	if s.rate <= 0 || s.rate > 10000 {
 		return fmt.Errorf("--rate %g: want 0 < rate <= 10000", s.rate)
 	}
+	if s.metrics != "" {
+		if err := metrics.CheckAddr(s.metrics); err != nil {
+			return err
+		}
+	}
 	if s.procRate <= 0 || s.procRate > 1000 {
 		return fmt.Errorf("--proc-rate %g: want 0 < rate <= 1000", s.procRate)
 	}

@@ -42,9 +42,12 @@ const (
 	maxLabelBytes = 100
 )
 
+// The process labels add job_id, not job: job is the label Prometheus
+// gives every target, and a scraped job label would be renamed
+// exported_job (or, with honor_labels, replace the scrape job's name).
 var (
 	gpuLabels  = []string{"gpu", "UUID", "modelName", "Hostname"}
-	procLabels = append(append([]string(nil), gpuLabels...), "pid", "rank", "local_rank", "job")
+	procLabels = append(append([]string(nil), gpuLabels...), "pid", "rank", "local_rank", "job_id")
 )
 
 func desc(name, help string, labels []string) *prometheus.Desc {

@@ -78,7 +78,7 @@ func TestCollectorSeriesAndLabels(t *testing.T) {
 	c := NewCollector(st, Options{Hostname: "node1", Now: func() time.Time { return time.Unix(0, t0+time.Second.Nanoseconds()) }})
 	got := scrape(t, c)
 	gpu := `gpu="0",UUID="` + uuid + `",modelName="NVIDIA H200",Hostname="node1"`
-	proc := gpu + `,pid="4242",rank="3",local_rank="3",job="tr-5f3a"`
+	proc := gpu + `,pid="4242",rank="3",local_rank="3",job_id="tr-5f3a"`
 	want := []string{
 		"gputop_nvml_total_bytes{" + gpu + "} 1.50754820096e+11",
 		"gputop_nvml_used_bytes{" + gpu + "} 7000",

@@ -23,8 +23,8 @@ type Server struct {
 // Listen binds addr (host:port, ":9400" for every address) now, so a port
 // in use is an error before anything else starts, naming the address.
 func Listen(addr string, st *store.Store, opt Options) (*Server, error) {
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return nil, fmt.Errorf("--metrics %q: want HOST:PORT or :PORT (e.g. 127.0.0.1:9400 or :9400)", addr)
+	if err := CheckAddr(addr); err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -47,6 +47,14 @@ func Listen(addr string, st *store.Store, opt Options) (*Server, error) {
 		fmt.Fprintln(w, "gputop: Prometheus metrics at /metrics")
 	})
 	return &Server{ln: ln, srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+}
+
+// CheckAddr says what is wrong with a --metrics address, naming it.
+func CheckAddr(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("--metrics %q: want HOST:PORT or :PORT (e.g. 127.0.0.1:9400 or :9400)", addr)
+	}
+	return nil
 }
 
 // Addr is the address bound (the port chosen when addr gave port 0).
