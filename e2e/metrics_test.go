@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -226,8 +227,11 @@ scrape_configs:
 	// A 5 ms spike at 1 kHz between two scrapes, back to the baseline
 	// well before the next one: the _max_ series has it.
 	waitQuery(t, base, `count_over_time(gputop_torch_allocated_max_bytes{rank="0"}[1m])`, func(r []promSeries) bool {
+		if len(r) != 1 {
+			return false
+		}
 		n, _ := strconv.Atoi(r[0].value())
-		return len(r) == 1 && n >= 2
+		return n >= 2
 	})
 	for i := range 5 {
 		a0.sample(time.Duration(i)*time.Millisecond, 7777<<20)
@@ -241,6 +245,18 @@ scrape_configs:
 	waitQuery(t, base, `gputop_torch_allocated_max_bytes{rank="0"}`, func(r []promSeries) bool {
 		return len(r) == 1 && r[0].value() == fmt.Sprint(uint64(1000<<20))
 	})
+
+	// a snapshot from code becomes the annotation series, at its time
+	markT := time.Now().UnixNano()
+	a1.send(`{"type":"mark","t":%d,"label":"Epoch 1","devs":[{"dev":0,"allocated":1,"reserved":2,"peak":3}]}`, markT)
+	waitQuery(t, base, `gputop_snapshot_timestamp_seconds{label="Epoch 1"}`, func(r []promSeries) bool {
+		if len(r) != 1 {
+			return false
+		}
+		v, _ := strconv.ParseFloat(r[0].value(), 64)
+		return math.Abs(v-float64(markT)/1e9) < 1e-5
+	})
+	dashboardQueries(t, base)
 
 	// promtool on the endpoint's own output
 	r, err := http.Get("http://" + metricsAddr + "/metrics")
@@ -313,5 +329,61 @@ func TestMetricsPortInUse(t *testing.T) {
 	out, code := run(t, "serve", "--source", "agent", "--metrics", "9400")
 	if code != 2 || !strings.Contains(out, `--metrics "9400": want HOST:PORT or :PORT`) {
 		t.Errorf("a port without a colon: exit %d\n%s", code, out)
+	}
+}
+
+// dashboardQueries runs every query of contrib/grafana/gputop.json, its
+// variables set to "all", against the Prometheus: each is valid PromQL,
+// and each panel and the annotation finds series.
+func dashboardQueries(t *testing.T, base string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "contrib", "grafana", "gputop.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Annotations struct {
+			List []struct {
+				Name string `json:"name"`
+				Expr string `json:"expr"`
+			} `json:"list"`
+		} `json:"annotations"`
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("contrib/grafana/gputop.json: %v", err)
+	}
+	vars := strings.NewReplacer(`"$host"`, `".*"`, `"$job"`, `".*"`, "$__range", "5m")
+	type query struct{ where, expr string }
+	var qs []query
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			qs = append(qs, query{p.Title, tg.Expr})
+		}
+	}
+	for _, a := range d.Annotations.List {
+		if a.Expr != "" {
+			qs = append(qs, query{"annotation " + a.Name, a.Expr})
+		}
+	}
+	if len(qs) < 10 {
+		t.Fatalf("only %d queries in the dashboard", len(qs))
+	}
+	for _, q := range qs {
+		expr := vars.Replace(q.expr)
+		// the NVML panels have nothing to show under --source agent
+		if strings.Contains(expr, "gputop_nvml_") || strings.Contains(expr, "gputop_sample_rate") ||
+			strings.Contains(expr, "gputop_process_nvml") {
+			promQuery(t, base, expr)
+			continue
+		}
+		if r := promQuery(t, base, expr); len(r) == 0 {
+			t.Errorf("dashboard %s: %s finds nothing", q.where, expr)
+		}
 	}
 }
