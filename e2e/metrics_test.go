@@ -387,3 +387,39 @@ func dashboardQueries(t *testing.T, base string) {
 		}
 	}
 }
+
+// The TUI in a real terminal with --metrics: the ranked process shows as
+// rank 1/2 in the process pane while the endpoint serves its series with
+// the same rank; --metrics with --replay is refused.
+func TestTUIMetricsAndRank(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "gputop.sock")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	tm := startTerm(t, 160, 50, "--source", "agent", "--socket", sock, "--metrics", addr)
+	for end := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no socket; screen:\n%s", tm.screen())
+		}
+	}
+	a := startRankAgent(t, sock, 6300, 1)
+	a.sample(0, 300<<20)
+	tm.waitFor("rank 1/2  train.py")
+	r, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	want := `gputop_torch_allocated_bytes{Hostname="`
+	i := strings.Index(string(body), want)
+	if i < 0 || !strings.Contains(string(body)[i:], `pid="6300",rank="1"} 3.145728e+08`) {
+		t.Errorf("the endpoint lacks rank 1's allocated bytes:\n%s", body)
+	}
+	out, code := run(t, "--replay", filepath.Join(dir, "none.gputop"), "--metrics", addr)
+	if code != 2 || !strings.Contains(out, "--metrics serves what a live gputop samples; not with --demo or --replay") {
+		t.Errorf("--replay with --metrics: exit %d\n%s", code, out)
+	}
+}
