@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
@@ -71,7 +72,10 @@ func (h headless) run(stderr io.Writer) int {
 		}
 	}
 	host, _ := os.Hostname()
-	st := store.New(store.DefaultOptions())
+	var events eventPrinter
+	log := logbook.New()
+	log.OnAdd(events.add)
+	st := store.New(logTo(store.DefaultOptions(), log))
 	var w *recording.Writer
 	if h.out != "" {
 		w = recording.NewWriter(wire.Recording{
@@ -80,8 +84,6 @@ func (h headless) run(stderr io.Writer) int {
 		})
 		st.SetTap(w)
 	}
-	var events eventPrinter
-	st.OnLog(events.add)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if h.duration > 0 {
@@ -89,7 +91,7 @@ func (h headless) run(stderr io.Writer) int {
 		ctx, c = context.WithTimeout(ctx, h.duration)
 		defer c()
 	}
-	srv, stop, err := sf.start(ctx, st)
+	srv, stop, err := sf.start(ctx, st, log)
 	if err != nil {
 		if w != nil {
 			w.Close()

@@ -6,8 +6,6 @@
 package ingest
 
 import (
-	"fmt"
-
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -22,10 +20,6 @@ func Apply(st *store.Store, pid int, f wire.Frame) []wire.Snapshot {
 	switch v := f.(type) {
 	case wire.Hello:
 		v.PID = pid
-		v, problems := wire.CheckPlace(v)
-		for _, p := range problems {
-			st.Log(fmt.Sprintf("pid %d: hello: %s", pid, p))
-		}
 		st.AgentHello(v)
 	case wire.Sample:
 		v.PID = 0 // as the agent sends it: the store files it under pid

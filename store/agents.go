@@ -30,12 +30,17 @@ type Agent struct {
 // to store devices by UUID; devices NVML does not know are added as
 // agent-only devices, up to MaxDevices in all (a recording could not hold
 // more). A device past that stays unmapped, its frames are ignored, and the
-// log says so, naming the process.
+// log says so, naming the process. Rank fields wire.CheckPlace cannot use
+// are left out, and the log names each.
 func (s *Store) AgentHello(h wire.Hello) {
 	var full []string // torch devices left unmapped: no room for them
+	h, problems := wire.CheckPlace(h)
 	defer func() {
+		for _, p := range problems {
+			s.log(fmt.Sprintf("pid %d: hello: %s", h.PID, p))
+		}
 		if len(full) > 0 {
-			s.Log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
+			s.log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
 				h.PID, helloName(h), listClipped(full, 8), MaxDevices))
 		}
 	}()
