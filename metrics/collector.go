@@ -85,8 +85,8 @@ type Collector struct {
 	since map[store.Key]int64
 }
 
-// NewCollector returns a collector over st. Its first scrape's extremes
-// cover everything from now on that the store holds.
+// NewCollector returns a collector over st. A series' first extremes (the
+// first scrape's, or a new process's) cover all the store holds of it.
 func NewCollector(st *store.Store, opt Options) *Collector {
 	if opt.GoneFor <= 0 {
 		opt.GoneFor = DefaultGoneFor
