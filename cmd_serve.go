@@ -1,25 +1,51 @@
-// gputop serve: sampling and agents with no terminal, for a node of a
-// cluster: Prometheus scrapes --metrics, and -o FILE records as well.
+// gputop serve: NVML sampling and the agent socket with no terminal, until
+// SIGINT or SIGTERM; with --stdio, the live stream on standard output as a
+// recording's frames (what gputop --ssh reads from each host); with -o
+// FILE, a recording; with --metrics, Prometheus's endpoint (a cluster node).
 
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gputop/gputop/logbook"
+	"github.com/gputop/gputop/outfile"
+	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
-const serveUsage = `
-gputop serve [--metrics ADDR] [-o FILE] [flags]
-  samples NVML and serves the agent socket with no terminal until SIGINT or
-  SIGTERM; events go to stderr; -o FILE also writes a recording
-`
+// serveOptions are gputop serve's flags.
+type serveOptions struct {
+	sources sourceFlags
+	// stdio writes the stream to standard output and ends at the end of
+	// standard input: the remote end of gputop --ssh, whose ssh closes
+	// stdin when the viewer goes.
+	stdio bool
+	// out is a recording to write as well ("": none), force lets it
+	// replace a file that holds data
+	out   string
+	force bool
+}
 
-func cmdServe(args []string, stderr io.Writer) int {
-	fs := newFlagSet("gputop serve", stderr, serveUsage)
-	h := headless{name: "gputop serve"}
-	h.sources.register(fs)
-	fs.StringVar(&h.out, "o", "", "also write a recording to `FILE` (default: none)")
-	h.register(fs)
+func (o *serveOptions) register(fs *flag.FlagSet) {
+	o.sources.register(fs)
+	fs.BoolVar(&o.stdio, "stdio", false, "write the live stream to standard output as a recording's frames, until standard input ends (for gputop --ssh)")
+	fs.StringVar(&o.out, "o", "", "also write a recording to `FILE` (default: none)")
+	fs.BoolVar(&o.force, "force", false, "let -o replace FILE if it already holds data")
+}
+
+func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer) int {
+	fs := newFlagSet("gputop serve", stderr, "\ngputop serve [--stdio | -o FILE] [--metrics ADDR] [flags]\n")
+	var o serveOptions
+	o.register(fs)
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -28,5 +54,127 @@ func cmdServe(args []string, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	return h.run(stderr)
+	if err := o.sources.validate(); err != nil {
+		fmt.Fprintln(stderr, "gputop serve:", err)
+		return 2
+	}
+	if o.sources.source == "none" {
+		fmt.Fprintln(stderr, "gputop serve: --source none: serve has nothing but this machine's sources to serve")
+		return 2
+	}
+	if o.stdio && o.out != "" {
+		fmt.Fprintln(stderr, "gputop serve: --stdio and -o: one stream at a time (record the --ssh view with gputop record --ssh)")
+		return 2
+	}
+	// the output is looked at now and opened once the sources have
+	// started, as record does
+	if o.out != "" {
+		if _, err := outfile.CheckStream(o.out, o.force); err != nil {
+			say(stderr, "gputop serve:", forceHint(err))
+			return 1
+		}
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	var events eventPrinter
+	log := logbook.New()
+	log.OnAdd(events.add)
+	st := store.New(logTo(store.DefaultOptions(), log))
+	var w *recording.Writer
+	if o.out != "" {
+		host, _ := os.Hostname()
+		w = recording.NewWriter(wire.Recording{
+			Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
+			Tool: toolVersion(), RateHz: int(o.sources.rate),
+		})
+		st.SetTap(w)
+	}
+	if o.stdio {
+		// a viewer that went away is a write error (EPIPE) ending serve,
+		// not a SIGPIPE killing it with its socket left behind
+		signal.Ignore(syscall.SIGPIPE)
+		host, _ := os.Hostname()
+		w = recording.NewWriter(wire.Recording{
+			Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
+			Tool: toolVersion(), RateHz: int(o.sources.rate),
+		})
+		st.SetTap(w)
+		go func() {
+			// the end of stdin (ssh closing it) ends serve
+			io.Copy(io.Discard, stdin)
+			cancel()
+		}()
+	}
+	_, stop, err := o.sources.start(ctx, st, log)
+	if err != nil {
+		if w != nil {
+			w.Close()
+		}
+		say(stderr, "gputop serve:", err)
+		return 1
+	}
+	if w != nil && o.out != "" {
+		f, err := outfile.OpenStream(ctx, o.out, o.force, func() {
+			say(stderr, fmt.Sprintf("gputop serve: %s is a FIFO: waiting for a reader", o.out))
+		})
+		if err == nil {
+			err = w.Start(f, o.out)
+		}
+		if err != nil {
+			cancel()
+			stop()
+			w.Close()
+			events.flush(stderr, "gputop serve: ")
+			say(stderr, "gputop serve:", forceHint(err))
+			return 1
+		}
+	} else if w != nil {
+		if err := w.Start(stdout, "standard output"); err != nil {
+			cancel()
+			stop()
+			say(stderr, "gputop serve:", err)
+			return 1
+		}
+	}
+	eventOut := stderr
+	if o.stdio {
+		eventOut = io.Discard
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	code := 0
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+			// agents attaching, refused, closed with a reason go to stderr;
+			// with --stdio stderr is kept for errors alone, since gputop
+			// --ssh quotes its last line as the reason a host dropped
+			events.flush(eventOut, "gputop serve: ")
+			if w == nil {
+				continue
+			}
+			if err := w.Err(); err != nil {
+				say(stderr, "gputop serve:", err)
+				code = 1
+				break loop
+			}
+		}
+	}
+	cancel()
+	stop()
+	if w != nil {
+		if err := w.Close(); err != nil && o.out != "" {
+			say(stderr, "gputop serve:", err)
+			code = 1
+		}
+		if d := w.Stats().Drops(); d.Any() && o.out != "" {
+			say(stderr, fmt.Sprintf("gputop serve: %s: not everything was written: dropped %s (the file says so, and loads)", o.out, d))
+			code = 1
+		}
+	}
+	events.flush(eventOut, "gputop serve: ")
+	return code
 }

@@ -19,17 +19,6 @@ import (
 	"time"
 )
 
-// freePort returns a loopback port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // rankAgent is a test agent on the real socket: a torchrun worker's hello
 // on an agent-only GPU, then whatever the test sends; the connection stays
 // open until the test ends.

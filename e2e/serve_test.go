@@ -25,8 +25,14 @@ func startServe(t *testing.T, dir, sock string, args ...string) (*exec.Cmd, *loc
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	out.waitFor(t, "Ctrl-C ends it")
-	return cmd, out
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return cmd, out
+		}
+		if time.Now().After(end) {
+			t.Fatalf("gputop serve made no socket:\n%s", out)
+		}
+	}
 }
 
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
@@ -51,7 +57,7 @@ func TestServeWritesOnlyWithO(t *testing.T) {
 		cmd, out := startServe(t, dir, sock)
 		agentSession(t, sock, 6100, 20)
 		cmd.Process.Signal(sig)
-		if code := exitCode(t, cmd); code != 0 || !strings.Contains(out.String(), "gputop serve: stopped") {
+		if code := exitCode(t, cmd); code != 0 || strings.Contains(out.String(), "panic") {
 			t.Fatalf("%v: exit %d\n%s", sig, code, out)
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
@@ -62,6 +68,9 @@ func TestServeWritesOnlyWithO(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(t.TempDir(), "gputop.sock")
 	rec := filepath.Join(dir, "node.gputop")
+	if out, code := run(t, "serve", "--stdio", "-o", rec); code != 2 || !strings.Contains(out, "--stdio and -o: one stream at a time") {
+		t.Fatalf("serve --stdio -o: exit %d\n%s", code, out)
+	}
 	cmd, out := startServe(t, dir, sock, "-o", rec)
 	a := startRankAgent(t, sock, 6200, 1)
 	for i := range 50 {

@@ -134,7 +134,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if d.UUID == "" && d.Name == "" {
 			continue // a gap in the device list, never described
 		}
-		l := []string{strconv.Itoa(d.Index), labelText(d.UUID), labelText(d.Name), c.opt.Hostname}
+		host := c.opt.Hostname
+		if d.Host != "" {
+			host = labelText(d.Host) // a remote host's GPU (--ssh)
+		}
+		l := []string{strconv.Itoa(d.Index), labelText(d.UUID), labelText(d.Name), host}
 		devLabels[d.Index] = l
 		if d.Source != "nvml" {
 			continue // known only through an agent: NVML says nothing of it
@@ -165,7 +169,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if !ok {
 				continue
 			}
-			l := append(append(make([]string, 0, len(procLabels)), gl...), strconv.Itoa(pid), rank, local, labelText(p.Job))
+			_, ownPID := store.SplitPID(pid) // a remote host's process: its own pid, its host in Hostname
+			l := append(append(make([]string, 0, len(procLabels)), gl...), strconv.Itoa(ownPID), rank, local, labelText(p.Job))
 			if smp, ok := a.Last[dev]; ok {
 				gauge(descAllocated, float64(smp.Allocated), l...)
 				gauge(descReserved, float64(smp.Reserved), l...)

@@ -247,3 +247,27 @@ func TestCollectorSnapshotLabels(t *testing.T) {
 		t.Errorf("labels:\n%s", strings.Join(labels, "\n"))
 	}
 }
+
+// A remote host's GPU and process (gputop --ssh): Hostname is that host's,
+// pid the host's own pid, not gputop's key for it.
+func TestCollectorRemoteHost(t *testing.T) {
+	st := newStore()
+	st.SetDevice(store.Device{Index: 1, UUID: "GPU-remote", Name: "NVIDIA H200", Total: 1 << 30, Source: "nvml", Host: "node2"})
+	key := store.HostPID(1, 4242)
+	h := rankHello(key, "7")
+	h.Devices = []wire.AgentDevice{{Index: 0, UUID: "GPU-remote"}}
+	st.AgentHello(h)
+	st.AgentSample(key, wire.Sample{T: t0, Dev: 0, Allocated: 5})
+	var found bool
+	for _, l := range scrape(t, NewCollector(st, Options{Hostname: "login"})) {
+		if strings.HasPrefix(l, "gputop_torch_allocated_bytes{") {
+			found = true
+			if want := `gputop_torch_allocated_bytes{Hostname="node2",UUID="GPU-remote",gpu="1",job_id="tr-5f3a",local_rank="7",modelName="NVIDIA H200",pid="4242",rank="7"} 5`; l != want {
+				t.Errorf("\n got %s\nwant %s", l, want)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no allocated series")
+	}
+}

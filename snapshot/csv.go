@@ -20,7 +20,7 @@ var Header = []string{
 	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
 	"oom_requested_bytes", "oom_free_bytes", "oom_limit_bytes",
 	"verdict", "verdict_basis", "held_python_bytes", "held_torch_internal_bytes", "held_unaccounted_bytes",
-	"top_holder", "verdict_text", "rank", "job",
+	"top_holder", "verdict_text", "host", "rank", "job",
 }
 
 // Records returns the CSV records (header first) for the summary rows.
@@ -46,9 +46,14 @@ func Places(agents []store.Agent) map[int]wire.Place {
 func RecordsWithPlaces(snaps []wire.Snapshot, devs []store.Device, places map[int]wire.Place) [][]string {
 	recs := [][]string{Header}
 	for _, r := range Rows(snaps, devs) {
-		pid := ""
+		// a remote host's process: its own pid, its host in the host column
+		pid, host := "", ""
 		if r.PID != 0 {
-			pid = strconv.Itoa(r.PID)
+			_, p := store.SplitPID(r.PID)
+			pid = strconv.Itoa(p)
+		}
+		if r.Dev >= 0 && r.Dev < len(devs) {
+			host = devs[r.Dev].Host
 		}
 		req, free, limit := "", "", ""
 		if o := r.OOM; o != nil {
@@ -79,7 +84,7 @@ func RecordsWithPlaces(snaps []wire.Snapshot, devs []store.Device, places map[in
 			textCell(r.DevName), pid, r.Source,
 			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
 			req, free, limit,
-			verdict, basis, py, internal, unacc, textCell(top), textCell(text),
+			verdict, basis, py, internal, unacc, textCell(top), textCell(text), textCell(host),
 			rank, job,
 		})
 	}
