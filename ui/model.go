@@ -76,8 +76,8 @@ type Model struct {
 	helpPage    int            // the page of the full help shown
 	helpN       int            // how many pages the full help takes at this size
 	helpText    string         // the full help's title and page, laid out for this size
-	quitArmed   bool // a write on quit failed; the next quit key quits anyway
-	promptEnd   bool // the open prompt takes an end row (c), not a snapshot (s)
+	quitArmed   bool           // a write on quit failed; the next quit key quits anyway
+	promptEnd   bool           // the open prompt takes an end row (c), not a snapshot (s)
 	rows        *view.Rows
 
 	// what the last refresh was computed from, to skip identical frames
