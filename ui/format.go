@@ -39,6 +39,14 @@ func signedHuman(d int64) string {
 	return "+" + humanBytes(uint64(d))
 }
 
+// plural is "1 row", "2 rows".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // percent formats part/total; "" when total is unknown.
 func percent(part, total uint64) string {
 	if total == 0 {

@@ -189,7 +189,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 			m.status.Set(text, true)
 			return m, nil
 		}
-		m.status.Set(fmt.Sprintf("wrote %s (%d rows)", msg.path, msg.rows), false)
+		m.status.Set(fmt.Sprintf("wrote %s (%s)", msg.path, plural(msg.rows, "row")), false)
 		if msg.quitting {
 			return m, tea.Quit
 		}

@@ -114,9 +114,17 @@ func (m *procsModel) View() string {
 		{Title: "NVML USED", Right: true, Priority: 7},
 		{Title: "ALLOCATED", Right: true, Priority: 6},
 		{Title: "RESERVED", Right: true, Priority: 5},
-		{Title: "NON-PYTORCH", Right: true, Priority: 3},
+		{Title: "PROC NON-TORCH", Right: true, Priority: 3}, // this process: NVML used − torch reserved
 		{Title: "AGENT", Priority: 4},
 		{Title: "OOM", Right: true, Priority: 2},
+	}
+	// a narrow pane keeps the OOM count over the non-torch figure when a
+	// process has had one
+	for _, r := range m.rows {
+		if r.OOMs > 0 {
+			cols[5].Priority, cols[7].Priority = 2, 3
+			break
+		}
 	}
 	// keep the selected row in view; when rows are hidden the last line
 	// says how many
