@@ -72,7 +72,7 @@ func (m *Model) layout() layout {
 	l.header = min(m.header.Lines(), max((m.h-4)/6, 1))
 	remain := max(m.h-3-l.header, 0) // minus the title bar, the status line and the key bar
 	if m.helpOpen() {
-		pages := helpPages(m.help.Styles, m.keys.FullHelp(), m.w, max(remain-1, 1))
+		pages := m.bars.helpPages(m, max(remain-1, 1))
 		need := 1 + strings.Count(pages[0], "\n") + 1 // a title line, then the page
 		l.chart = remain - need
 		if l.chart < chartMinLines {
@@ -102,9 +102,13 @@ func (m *Model) layout() layout {
 		}
 		l.chart += rest
 	}
-	for id, h := range [numPanes]int{paneHeader: l.header, paneChart: l.chart, paneProcs: l.procs, paneTable: l.table, paneHolders: l.holders} {
-		m.pane(paneID(id)).SetSize(m.w, h)
-	}
+	// each by name: a pane taken as an interface here would move the
+	// model, copied at every Update, to the heap
+	m.header.SetSize(m.w, l.header)
+	m.chart.SetSize(m.w, l.chart)
+	m.procs.SetSize(m.w, l.procs)
+	m.table.SetSize(m.w, l.table)
+	m.holders.SetSize(m.w, l.holders)
 	m.prompt.SetSize(m.w, 1)
 	m.status.SetSize(m.w, 1)
 	return l
@@ -138,6 +142,45 @@ func (m *Model) toggleHelp() {
 // always help and quit; with the prompt open, its own keys first (? and q
 // are text there until it is closed).
 func (m *Model) keyBarLine() string {
+	k := barKey{w: m.w, prompt: m.prompt.open, hidden: m.hidden}
+	if m.bars.barOK && m.bars.bar == k {
+		return m.bars.barOut
+	}
+	out := m.drawKeyBar()
+	m.bars.bar, m.bars.barOut, m.bars.barOK = k, out, true
+	return out
+}
+
+// barCache keeps the key bar and the help's pages for the size and the
+// state they were laid out for: they change with the size or a key, not
+// from frame to frame.
+type barCache struct {
+	bar       barKey
+	barOut    string
+	barOK     bool
+	help      barKey
+	helpH     int
+	helpOut   []string
+	helpReady bool
+}
+
+// barKey is what the key bar and the help's layout depend on.
+type barKey struct {
+	w      int
+	prompt bool
+	hidden [numPanes]bool // the 1 and 2 keys' help says show or hide
+}
+
+func (c *barCache) helpPages(m *Model, maxH int) []string {
+	k := barKey{w: m.w, hidden: m.hidden}
+	if !c.helpReady || c.help != k || c.helpH != maxH {
+		c.help, c.helpH, c.helpReady = k, maxH, true
+		c.helpOut = helpPages(m.help.Styles, m.keys.FullHelp(), m.w, maxH)
+	}
+	return c.helpOut
+}
+
+func (m *Model) drawKeyBar() string {
 	st := m.help.Styles
 	if !m.prompt.open {
 		return keyBar(st, m.keys.ShortHelp(), m.keys.Always(), m.w)

@@ -72,21 +72,20 @@ type Model struct {
 	status  statusModel
 
 	showHolders bool
-	hidden      [numPanes]bool // panes the user hid (1, 2) to give the chart their lines
-	helpPage    int            // the page of the full help shown
-	helpN       int            // how many pages the full help takes at this size
-	helpText    string         // the full help's title and page, laid out for this size
-	quitArmed   bool           // a write on quit failed; the next quit key quits anyway
-	promptEnd   bool           // the open prompt takes an end row (c), not a snapshot (s)
-	rows        *view.Rows
+	hidden      [numPanes]bool  // panes the user hid (1, 2) to give the chart their lines
+	helpPage    int             // the page of the full help shown
+	helpN       int             // how many pages the full help takes at this size
+	helpText    string          // the full help's title and page, laid out for this size
+	bars        *barCache       // the key bar and the help's pages, kept while the size stays
+	quitArmed   bool            // a write on quit failed; the next quit key quits anyway
+	promptEnd   bool            // the open prompt takes an end row (c), not a snapshot (s)
+	pres        *view.Presenter // the screen's data, joined from the store
 
 	// what the last refresh was computed from, to skip identical frames
 	lastGen          uint64
 	lastFrom, lastTo int64
 	lastShape        store.Shape
 	valuesAt         int64 // when values were last redrawn
-	nvmlPeak         peakCache
-	torchPeaks       map[int]*peakCache
 	nRows            int
 
 	// the screen is drawn again only when version moved: a frame where
@@ -114,17 +113,17 @@ func New(st *store.Store, opt Options) Model {
 	h.Styles = styles.Help
 	m := Model{
 		st: st, opt: opt, keys: &keys, styles: &styles, help: h,
-		tl:         newTimeline(opt.Replay, st.Start(), opt.Now().UnixNano()),
-		header:     newHeader(&styles),
-		chart:      newChart(&styles),
-		procs:      newProcs(&styles, &keys),
-		table:      newTable(&styles),
-		holders:    newHolders(&styles),
-		prompt:     newPrompt(&styles, &keys),
-		status:     newStatus(&styles),
-		torchPeaks: map[int]*peakCache{},
-		frame:      &frameCache{},
-		rows:       &view.Rows{},
+		tl:      newTimeline(opt.Replay, st.Start(), opt.Now().UnixNano()),
+		header:  newHeader(&styles),
+		chart:   newChart(&styles),
+		procs:   newProcs(&styles, &keys),
+		table:   newTable(&styles),
+		holders: newHolders(&styles),
+		prompt:  newPrompt(&styles, &keys),
+		status:  newStatus(&styles),
+		frame:   &frameCache{},
+		bars:    &barCache{},
+		pres:    view.NewPresenter(),
 	}
 	m.status.SetLogs(st.Logs())
 	if opt.LoadErr != "" {

@@ -2,8 +2,9 @@ package ui
 
 // pane is what every box of the screen is to the layout: it is told its
 // size, says how many lines it would like, and draws itself cut to its
-// box. The root model sizes them top to bottom (draw.go's layout); a pane
-// that is hidden gets no lines and is not drawn.
+// box. The root model sizes them top to bottom (draw.go's layout), each by
+// its name; a pane that is hidden gets no lines and is not drawn. Its data
+// comes from view's Screen, handed over in refresh.go's setScreen.
 type pane interface {
 	SetSize(w, h int)
 	View() string
@@ -22,20 +23,8 @@ const (
 	numPanes
 )
 
-// pane returns the pane id names.
-func (m *Model) pane(id paneID) pane {
-	switch id {
-	case paneHeader:
-		return &m.header
-	case paneChart:
-		return &m.chart
-	case paneProcs:
-		return &m.procs
-	case paneTable:
-		return &m.table
-	}
-	return &m.holders
-}
+// every box below the title bar is a pane
+var _ = []pane{&headerModel{}, &chartModel{}, &procsModel{}, &tableModel{}, &holdersModel{}}
 
 // chartMinLines is the least height at which the chart is still a chart:
 // the marker labels, four rows of plot, the X axis and its labels, the

@@ -29,30 +29,13 @@ func newProcs(st *Styles, k *KeyMap) procsModel {
 
 func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
 
-// SetRows replaces the rows and keeps the pid the user selected; until the
-// user picks one (or after it is gone) the selection is the first attached
-// agent process, whose allocator series are the interesting ones.
-func (m *procsModel) SetRows(rows []view.Process) {
-	m.rows = rows
-	if m.chosen && m.index() >= 0 {
-		return
-	}
-	m.chosen = false
-	m.sel = 0
-	for _, r := range rows {
-		if r.Agent && !r.Ended {
-			m.sel = r.PID
-			return
-		}
-	}
-	for _, r := range rows {
-		if r.Agent {
-			m.sel = r.PID
-			return
-		}
-	}
-	if len(rows) > 0 {
-		m.sel = rows[0].PID
+// SetRows replaces the rows and the selection (an index into rows, -1 for
+// none) view chose: the pid the user picked while it is there (picked),
+// else its default.
+func (m *procsModel) SetRows(rows []view.Process, sel int, picked bool) {
+	m.rows, m.chosen, m.sel = rows, picked, 0
+	if sel >= 0 {
+		m.sel = rows[sel].PID
 	}
 }
 
