@@ -27,6 +27,9 @@ type Options struct {
 	RequestHolders func(pid int) error     // asks an agent for a holders report; nil when there is no agent server
 	WriteCSV       func(path string) error // writes the summary CSV (e, and quit with CSVPath)
 	LoadErr        string                  // e.g. a recording's format error, shown at start
+	// OpenAt, in replay, is where the cursor starts, paused, with the whole
+	// run in the window (the demo: view.StoryMoment); 0 is the start, playing
+	OpenAt int64
 }
 
 // Minimum usable terminal; below it the UI shows a notice instead.
@@ -124,6 +127,9 @@ func New(st *store.Store, opt Options) Model {
 		frame:   &frameCache{},
 		bars:    &barCache{},
 		pres:    view.NewPresenter(),
+	}
+	if opt.Replay && opt.OpenAt > 0 {
+		m.tl.openAt(opt.OpenAt)
 	}
 	m.status.SetLogs(st.Logs())
 	if opt.LoadErr != "" {

@@ -73,6 +73,14 @@ func (m procsModel) Update(msg tea.Msg) (procsModel, tea.Cmd) {
 	return m, nil
 }
 
+// usedCell is a process's NVML used; a figure from before it left says so.
+func usedCell(r view.Process) string {
+	if r.UsedLast && r.Used != nil {
+		return "last " + humanBytes(*r.Used)
+	}
+	return optHuman(r.Used)
+}
+
 func optSigned(d *int64) string {
 	if d == nil {
 		return dash
@@ -135,7 +143,7 @@ func (m *procsModel) View() string {
 			ooms = strconv.Itoa(r.OOMs)
 		}
 		data = append(data, []string{
-			strconv.Itoa(r.PID), name, optHuman(r.Used), optHuman(r.Allocated), optHuman(r.Reserved),
+			strconv.Itoa(r.PID), name, usedCell(r), optHuman(r.Allocated), optHuman(r.Reserved),
 			optSigned(r.NonTorch), agent, ooms,
 		})
 	}
