@@ -233,14 +233,18 @@ replay_smoke() { # RECORDING: the TUI replays it in a real terminal; its screen 
 	sleep 2
 	tmux -L "$TMUXL" capture-pane -p -t replay >"$L/replay-screen.txt" 2>&1
 	tmux -L "$TMUXL" capture-pane -e -p -t replay >"$L/replay-screen.ansi" 2>&1
+	tmux -L "$TMUXL" send-keys -t replay h # the holders report train_mlp.py sent after training
+	sleep 1
+	tmux -L "$TMUXL" capture-pane -p -t replay >"$L/replay-holders.txt" 2>&1
 	tmux -L "$TMUXL" kill-session -t replay 2>/dev/null
 	cat "$L/replay-screen.txt"
 	local label missing=""
 	for label in "Training start" "Epoch 5" "Epoch 10" "Training end" "Before cleanup" "After cleanup" "✓ After cleanup: "; do
 		grep -q "$label" "$L/replay-screen.txt" || missing="$missing '$label'"
 	done
+	grep -Eq " in [0-9]+ groups?, " "$L/replay-holders.txt" || missing="$missing 'a holders report after h (logs/replay-holders.txt)'"
 	if [ -z "$missing" ]; then
-		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six snapshot rows and the After cleanup verdict on screen ($(grep -o '✓ After cleanup: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
+		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six snapshot rows, the After cleanup verdict and, after h, the holders report on screen ($(grep -o '✓ After cleanup: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
 	else
 		result 13-replay-screen FAIL "gputop --replay at 160x50, at the end of the run: not on screen:$missing (logs/replay-screen.txt, replay.stderr)"
 	fi
