@@ -12,6 +12,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/view"
@@ -27,6 +28,7 @@ type Options struct {
 	RequestHolders func(pid int) error     // asks an agent for a holders report; nil when there is no agent server
 	WriteCSV       func(path string) error // writes the summary CSV (e, and quit with CSVPath)
 	LoadErr        string                  // e.g. a recording's format error, shown at start
+	Log            *logbook.Book           // the status line shows its newest line; nil: none
 	// OpenAt, in replay, is where the cursor starts, paused, with the whole
 	// run in the window (the demo: view.StoryMoment); 0 is the start, playing
 	OpenAt int64
@@ -88,7 +90,8 @@ type Model struct {
 	lastGen          uint64
 	lastFrom, lastTo int64
 	lastShape        store.Shape
-	valuesAt         int64 // when values were last redrawn
+	logN             uint64 // the log's line count at the last refresh
+	valuesAt         int64  // when values were last redrawn
 	nRows            int
 
 	// the screen is drawn again only when version moved: a frame where
@@ -131,7 +134,7 @@ func New(st *store.Store, opt Options) Model {
 	if opt.Replay && opt.OpenAt > 0 {
 		m.tl.openAt(opt.OpenAt)
 	}
-	m.status.SetLogs(st.Logs())
+	m.status.SetLog(opt.Log.Last())
 	if opt.LoadErr != "" {
 		m.status.Set(opt.LoadErr, true)
 	}
