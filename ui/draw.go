@@ -200,6 +200,7 @@ func (m *Model) drawKeyBar() string {
 func (m Model) View() tea.View {
 	v := tea.NewView(m.content())
 	v.AltScreen = true
+	v.MouseMode = tea.MouseModeCellMotion // clicks select, the wheel scrolls and zooms (mouse.go)
 	v.WindowTitle = "gputop"
 	if m.opt.Title != "" {
 		v.WindowTitle += ": " + m.opt.Title
@@ -227,6 +228,7 @@ func (m Model) draw() string {
 		return fit(lipgloss.NewStyle().Width(m.w).Render(msg), m.w, m.h)
 	}
 	l := m.layout()
+	m.geo.record(l) // with the help open, the panes under the chart have no lines
 	parts := []string{m.title, m.header.View()}
 	if l.chart > 0 {
 		parts = append(parts, m.chart.View())

@@ -16,6 +16,7 @@ import (
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/view"
+	"github.com/gputop/gputop/wire"
 )
 
 // Options configure the UI; main.go fills them.
@@ -82,6 +83,9 @@ type Model struct {
 	helpN       int             // how many pages the full help takes at this size
 	helpText    string          // the full help's title and page, laid out for this size
 	bars        *barCache       // the key bar and the help's pages, kept while the size stays
+	focus       focusPane       // the pane ↑/↓ act on (focus.go)
+	edit        *wire.RowEdit   // the row the open prompt renames or deletes (rowedit.go)
+	geo         *paneGeo        // where the last drawn screen put the panes (mouse.go)
 	quitArmed   bool            // a write on quit failed; the next quit key quits anyway
 	promptEnd   bool            // the open prompt takes an end row (c), not a snapshot (s)
 	pres        *view.Presenter // the screen's data, joined from the store
@@ -130,6 +134,7 @@ func New(st *store.Store, opt Options) Model {
 		frame:   &frameCache{},
 		bars:    &barCache{},
 		pres:    view.NewPresenter(),
+		geo:     &paneGeo{},
 	}
 	if opt.Replay && opt.OpenAt > 0 {
 		m.tl.openAt(opt.OpenAt)
@@ -170,6 +175,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.version++
 		}
 		return m, m.tick()
+	}
+	switch msg.(type) {
+	case tea.MouseMotionMsg, tea.MouseReleaseMsg:
+		return m, nil // a drag or a release changes nothing: no redraw
 	}
 	nm, cmd := m.update(msg)
 	nm.titleK = nm.titleKey()
@@ -213,6 +222,11 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		m.refresh(true)
 		m.prerender()
 		return m, cmd
+	case tea.MouseClickMsg, tea.MouseWheelMsg:
+		m.mouse(msg.(tea.MouseMsg))
+		m.refresh(true)
+		m.prerender()
+		return m, nil
 	}
 	if m.prompt.open && !m.tooSmall() {
 		var cmd tea.Cmd

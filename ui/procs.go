@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"charm.land/bubbles/v2/key"
-	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/gputop/gputop/view"
 )
@@ -21,22 +19,27 @@ type procsModel struct {
 	sel    int  // selected pid
 	chosen bool // the user picked sel; else it follows the default
 	tc     *tableCache
+	order  view.ProcessOrder // the sort key cycles it (sort.go)
+	drawn  *drawnRows        // the rows the last View showed, for the mouse
+	marked bool              // the pane has the focus and says so (focus.go)
 }
 
 func newProcs(st *Styles, k *KeyMap) procsModel {
-	return procsModel{styles: st, keys: k, tc: &tableCache{}}
+	return procsModel{styles: st, keys: k, tc: &tableCache{}, drawn: &drawnRows{}}
 }
 
 func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
 
 // SetRows replaces the rows and the selection (an index into rows, -1 for
 // none) view chose: the pid the user picked while it is there (picked),
-// else its default.
+// else its default; then sorts the rows in the pane's order.
 func (m *procsModel) SetRows(rows []view.Process, sel int, picked bool) {
-	m.rows, m.chosen, m.sel = rows, picked, 0
+	m.chosen, m.sel = picked, 0
 	if sel >= 0 {
 		m.sel = rows[sel].PID
 	}
+	view.SortProcesses(rows, m.order)
+	m.rows = rows
 }
 
 // Lines is how many lines the pane wants (header + rows).
@@ -57,20 +60,6 @@ func (m *procsModel) Selected() (view.Process, bool) {
 		return m.rows[i], true
 	}
 	return view.Process{}, false
-}
-
-func (m procsModel) Update(msg tea.Msg) (procsModel, tea.Cmd) {
-	if k, ok := msg.(tea.KeyPressMsg); ok && len(m.rows) > 0 {
-		i := max(m.index(), 0)
-		switch {
-		case key.Matches(k, m.keys.Up):
-			i = max(i-1, 0)
-		case key.Matches(k, m.keys.Down):
-			i = min(i+1, len(m.rows)-1)
-		}
-		m.sel, m.chosen = m.rows[i].PID, true
-	}
-	return m, nil
 }
 
 // usedCell is a process's NVML used; a figure from before it left says so.
@@ -100,10 +89,10 @@ func (m *procsModel) View() string {
 		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render("no process on this GPU"), m.w, m.h)
 	}
 	cols := []column{
-		{Title: "PID", Right: true, Priority: 9},
+		{Title: m.sortTitle("PID", view.ByPID), Right: true, Priority: 9},
 		{Title: "PROCESS", Priority: 8, Flex: true},
-		{Title: "NVML USED", Right: true, Priority: 7},
-		{Title: "ALLOCATED", Right: true, Priority: 6},
+		{Title: m.sortTitle("NVML USED", view.ByUsed), Right: true, Priority: 7},
+		{Title: m.sortTitle("ALLOCATED", view.ByAllocated), Right: true, Priority: 6},
 		{Title: "RESERVED", Right: true, Priority: 5},
 		{Title: "PROC NON-TORCH", Right: true, Priority: 3}, // this process: NVML used − torch reserved
 		{Title: "AGENT", Priority: 4},
@@ -142,8 +131,12 @@ func (m *procsModel) View() string {
 		if r.OOMs > 0 {
 			ooms = strconv.Itoa(r.OOMs)
 		}
+		pid := r.Label
+		if pid == "" {
+			pid = strconv.Itoa(r.PID)
+		}
 		data = append(data, []string{
-			strconv.Itoa(r.PID), name, usedCell(r), optHuman(r.Allocated), optHuman(r.Reserved),
+			pid, name, usedCell(r), optHuman(r.Allocated), optHuman(r.Reserved),
 			optSigned(r.NonTorch), agent, ooms,
 		})
 	}
@@ -151,6 +144,7 @@ func (m *procsModel) View() string {
 	if sel >= first {
 		selected = sel - first
 	}
+	*m.drawn = drawnRows{first: first, n: len(data)}
 	out := m.tc.render(st, tableSpec{Cols: cols, Rows: data, Width: m.w, Selected: selected,
 		CellStyle: func(row, col int, cell string) (lipgloss.Style, bool) {
 			switch {

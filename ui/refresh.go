@@ -87,17 +87,20 @@ func (m *Model) query(now, from, to int64) view.Query {
 func (m *Model) setScreen(s view.Screen, now int64) {
 	m.dev = s.Dev
 	m.header.SetData(s.Devices, m.dev)
+	m.header.SetHosts(s.Hosts)
+	sel, selOK := s.SelectedProcess() // before the pane sorts the rows
 	m.procs.SetRows(s.Procs, s.Selected, s.Picked)
-	sel, selOK := s.SelectedProcess()
 
-	sd := summaryData{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakPID}
+	sd := summaryData{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel}
 	m.nRows = s.AllRows
 	var total uint64
 	if m.dev < len(s.Devices) {
 		sd.DevName, total = s.Devices[m.dev].Name, s.Devices[m.dev].Total
 	}
 	sd.OOM = latestOOM(sd.Dev, s.Start, total)
+	sd.Total = total
 	m.table.SetData(sd)
+	m.markFocus()
 
 	var rep *wire.Holders
 	pid := 0

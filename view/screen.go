@@ -58,10 +58,11 @@ type Series struct {
 // Screen is everything a frame shows, joined: the same for live and replay.
 type Screen struct {
 	Devices  []Device
-	Dev      int       // the selected GPU (the query's, or 0 when it was out of range)
-	Procs    []Process // the processes on Dev, by pid
-	Selected int       // index into Procs, -1 when there is none
-	Picked   bool      // the query's pick is still on this GPU
+	Hosts    []store.Host // the remote hosts (gputop --ssh), with their state
+	Dev      int          // the selected GPU (the query's, or 0 when it was out of range)
+	Procs    []Process    // the processes on Dev, by pid
+	Selected int          // index into Procs, -1 when there is none
+	Picked   bool         // the query's pick is still on this GPU
 
 	Rows     snapshot.DevRows // Dev's summary rows visible at the cursor
 	AllRows  int              // rows in all, every GPU
@@ -69,8 +70,9 @@ type Screen struct {
 	NVMLPeak *uint64          // Dev's highest NVML used up to the cursor
 	// the highest torch peak of the agent processes on Dev up to the
 	// cursor, and whose
-	TorchPeak    *uint64
-	TorchPeakPID int
+	TorchPeak      *uint64
+	TorchPeakPID   int
+	TorchPeakLabel string // that pid as the process pane shows it ("host:1234" for a remote one)
 
 	From, To int64          // the chart's window
 	Series   []Series       // the chart's: NVML used when sampled, torch's for a selected agent process
@@ -110,6 +112,7 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 		s.Devices[i] = Device{Device: d, Used: valueAt(st, &q, store.Key{Dev: i, Metric: store.NVMLUsed})}
 	}
 
+	s.Hosts = st.Hosts()
 	s.Procs = Processes(st, s.Dev, q.Cursor, q.Replay)
 	s.Selected, s.Picked = pick(s.Procs, q.PID, q.Picked)
 
@@ -132,7 +135,7 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 		}
 		if v, ok := pc.get(st, store.Key{Dev: s.Dev, PID: r.PID, Metric: store.Peak}, s.Start, end); ok && (s.TorchPeak == nil || v > *s.TorchPeak) {
 			vv := v
-			s.TorchPeak, s.TorchPeakPID = &vv, r.PID
+			s.TorchPeak, s.TorchPeakPID, s.TorchPeakLabel = &vv, r.PID, r.Label
 		}
 	}
 	s.chart(st, &q)
@@ -174,12 +177,12 @@ func (s *Screen) chart(st *store.Store, q *Query) {
 		series(TorchPeak, "peak (torch)", k)
 		k.Metric = store.Allocated
 		series(TorchAllocated, "allocated (torch)", k)
-		note += fmt.Sprintf("pid %d", sel.PID)
+		note += "pid " + sel.Label
 		if sel.Ended {
 			note += " " + sel.Status
 		}
 	case agentsHere > 0 && selOK:
-		note += fmt.Sprintf("allocator: pid %d has no agent (select an attached process)", sel.PID)
+		note += fmt.Sprintf("allocator: pid %s has no agent (select an attached process)", sel.Label)
 	default:
 		note += "allocator: no agent attached"
 	}
