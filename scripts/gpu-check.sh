@@ -31,6 +31,13 @@
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
+#   metrics     bench/metrics_check.py: `gputop serve --metrics` beside real
+#               training (RANK etc. set as torchrun sets them): every allocator
+#               series equal to torch's own counters at each hold, labels
+#               right, a 5 ms 4 GiB spike in gputop_nvml_used_max_bytes and a
+#               50 ms one in gputop_torch_allocated_max_bytes; bench/resource.py
+#               --metrics-compare: the TUI's CPU with the endpoint scraped every
+#               second vs without (at most +0.2 points of a core)
 #   ddp         bench/ddp_check.py, on a machine of two GPUs or more: two DDP
 #               ranks, each shown the other's GPU as cuda:0; rows, values and
 #               processes must land on the right GPU (SKIP with one GPU)
@@ -364,6 +371,14 @@ step_resource() {
 		--out "$W/resource.json" --results-dir "$R" --prefix 50-
 }
 
+step_metrics() {
+	have_gputop || return 1
+	timeout 120 "$PY" bench/metrics_check.py --gputop "$GPUTOP" --results-dir "$R" --name 80-metrics \
+		--workdir "$W/metrics"
+	timeout 200 "$PY" bench/resource.py --gputop "$GPUTOP" --workdir "$W/metrics-resource" \
+		--out "$W/resource-metrics.json" --results-dir "$R" --prefix 80- --metrics-compare --seconds 30 --rounds 2
+}
+
 step_ddp() {
 	have_gputop || return 1
 	timeout 240 "$PY" bench/ddp_check.py --gputop "$GPUTOP" --results-dir "$R" --name 70-ddp \
@@ -411,6 +426,7 @@ step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapsho
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
 step ddp 60 70-ddp
+step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 
 # ---------------------------------------------------------------- report
 
