@@ -28,6 +28,9 @@ Usage:
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
+  gputop run [flags] -- CMD ARGS  run CMD with the agent attached at its first CUDA use, no code
+                                  change; its output in a pane (--no-tui, or not a terminal:
+                                  passed through, the summary at the end; exits with CMD's code)
   gputop version
 
 Flags:
@@ -69,6 +72,8 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
+		case "run":
+			return cmdRun(args[1:], stderr)
 		case "record":
 			return cmdRecord(args[1:], stderr)
 		case "export":
