@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable
@@ -55,6 +56,9 @@ def on_torch(torch: Any, note: Callable[[str, str], None] | None = None) -> None
         if not _env.enabled():
             return
         _agent.first_device_hooks.append(_first_device)
+        # after gputop's own exit handler (gputop is imported by now), so it
+        # runs before the bye; it does nothing in a process with no agent
+        atexit.register(_at_exit)
         cuda = getattr(torch, "cuda", None)
         if cuda is not None and cuda.is_initialized():
             _at_cuda_init()
@@ -84,7 +88,6 @@ def _at_cuda_init() -> None:
                 _note("noagent", ag.last_error)
                 return
         _observe_ooms()
-        atexit.register(_at_exit)
         _note("cuda", "")
     except BaseException:
         pass
@@ -120,6 +123,36 @@ def _observe_ooms() -> None:
     if attach is not None and not _oom._torch_oom:
         attach(_agent._on_oom)
         _oom._torch_oom = True
+
+
+_oom_watch = False  # observe_ooms_from_init has queued its call
+
+
+def observe_ooms_from_init() -> None:
+    """Torch's OOM observer from CUDA's initialisation on (now, if CUDA
+    is up already), for the framework callbacks, which attach before the
+    model is on the GPU."""
+    global _oom_watch
+    src = _stats.source()
+    if not isinstance(src, _stats.TorchSource):
+        _agent._register_oom_observer(src)
+        return
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or _oom_watch:
+        return
+    if cuda.is_initialized():
+        _observe_ooms()
+    elif hasattr(cuda, "_lazy_call"):
+        _oom_watch = True
+        cuda._lazy_call(_observe_ooms_quietly)
+
+
+def _observe_ooms_quietly() -> None:
+    try:
+        _observe_ooms()
+    except BaseException:
+        pass
 
 
 def _first_device(ag: Any, devs: list[int]) -> None:
