@@ -31,6 +31,12 @@
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
+#   run         bench/run_check.py: `gputop run --no-tui --record --csv` around
+#               a script with no gputop in it (bench/workloads/plain.py, with a
+#               real OOM), train_mlp.py --no-agent, a Lightning fit and an HF
+#               Trainer run with the callbacks: Process start 0 B, every row
+#               equal to torch's own counters (read by the script at the same
+#               moment), end rows with verdicts, CMD's exit code kept
 #   ddp         bench/ddp_check.py, on a machine of two GPUs or more: two DDP
 #               ranks, each shown the other's GPU as cuda:0; rows, values and
 #               processes must land on the right GPU (SKIP with one GPU)
@@ -360,6 +366,12 @@ step_resource() {
 		--out "$W/resource.json" --results-dir "$R" --prefix 50-
 }
 
+step_run() {
+	have_gputop || { result 80-run FAIL "no gputop binary"; return 1; }
+	timeout 500 "$PY" bench/run_check.py --gputop "$GPUTOP" --python "$PY" --results-dir "$R" \
+		--name 80-run --workdir "$W/run"
+}
+
 step_ddp() {
 	have_gputop || return 1
 	timeout 240 "$PY" bench/ddp_check.py --gputop "$GPUTOP" --results-dir "$R" --name 70-ddp \
@@ -406,6 +418,7 @@ step oom 60 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
+step run 150 80-run 80-run-exact
 step ddp 60 70-ddp
 
 # ---------------------------------------------------------------- report
