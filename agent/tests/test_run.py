@@ -342,3 +342,26 @@ def test_run_tui_second_ctrl_c_quits(gputop_bin: str, tmp_path: Path) -> None:
         assert wait_file(rc) == f"{128 + signal.SIGHUP}\n"
     finally:
         t.close()
+
+
+@pytest.mark.parametrize("how", ["python -m", "accelerate launch"])
+def test_run_module_and_accelerate_launch(gputop_bin: str, tmp_path: Path, how: str) -> None:
+    (tmp_path / "train.py").write_text(PRELUDE + textwrap.dedent(
+        """
+        gpu.init_cuda()
+        gpu.alloc(0, 3 * 1024 * 1024)
+        print("trained in", os.getpid(), flush=True)
+        """))
+    if how == "python -m":
+        cmd = [sys.executable, "-m", "train"]
+    else:
+        _need("accelerate")
+        cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "--cpu", "--num_processes", "1",
+               "train.py"]
+    r = subprocess.run([gputop_bin, "run", "--no-tui", "--source", "agent", "--", *cmd], cwd=tmp_path,
+                       env=run_env(), capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    pid = [l.split()[-1] for l in r.stdout.splitlines() if l.startswith("trained in")]
+    # the training process attached, and only it (not accelerate's launcher)
+    assert f"agent attached in 1 process(es): pid {pid[0]}" in r.stderr, r.stderr
+    assert "Process start" in r.stderr and "Process end" in r.stderr
