@@ -34,7 +34,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	var full []string // torch devices left unmapped: no room for them
 	defer func() {
 		if len(full) > 0 {
-			s.Log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
+			s.log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
 				h.PID, helloName(h), listClipped(full, 8), MaxDevices))
 		}
 	}()

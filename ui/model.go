@@ -12,6 +12,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/view"
@@ -27,6 +28,7 @@ type Options struct {
 	RequestHolders func(pid int) error     // asks an agent for a holders report; nil when there is no agent server
 	WriteCSV       func(path string) error // writes the summary CSV (e, and quit with CSVPath)
 	LoadErr        string                  // e.g. a recording's format error, shown at start
+	Log            *logbook.Book           // the status line shows its newest line; nil: none
 }
 
 // Minimum usable terminal; below it the UI shows a notice instead.
@@ -80,7 +82,8 @@ type Model struct {
 	lastGen          uint64
 	lastFrom, lastTo int64
 	lastShape        store.Shape
-	valuesAt         int64 // when values were last redrawn
+	logN             uint64 // the log's line count at the last refresh
+	valuesAt         int64  // when values were last redrawn
 	nvmlPeak         peakCache
 	torchPeaks       map[int]*peakCache
 	nRows            int
@@ -122,7 +125,7 @@ func New(st *store.Store, opt Options) Model {
 		frame:      &frameCache{},
 		rows:       &view.Rows{},
 	}
-	m.status.SetLogs(st.Logs())
+	m.status.SetLog(opt.Log.Last())
 	if opt.LoadErr != "" {
 		m.status.Set(opt.LoadErr, true)
 	}
