@@ -19,6 +19,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/runner"
@@ -114,21 +115,22 @@ func cmdRun(args []string, stderr io.Writer) int {
 			Tool: "gputop " + version, RateHz: int(sf.rate), Comment: "gputop run -- " + name,
 		})
 	}
-	st := store.New(store.DefaultOptions())
+	var events eventPrinter
+	log := logbook.New()
+	if headless {
+		log.OnAdd(events.add)
+	}
+	st := store.New(logTo(store.DefaultOptions(), log))
 	if w != nil {
 		st.SetTap(w)
 	}
-	var events eventPrinter
-	if headless {
-		st.OnLog(events.add)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, stop, err := sf.start(ctx, st)
+	srv, stop, err := sf.start(ctx, st, log)
 	if errors.Is(err, sampler.ErrNoDriver) && sf.source == "all" {
 		notes = append(notes, firstLine(err.Error())+"; watching torch's counters only")
 		sf.source = "agent"
-		srv, stop, err = sf.start(ctx, st)
+		srv, stop, err = sf.start(ctx, st, log)
 	}
 	monitored := err == nil
 	if err != nil {
@@ -151,13 +153,13 @@ func cmdRun(args []string, stderr io.Writer) int {
 		}
 	}
 	if srv != nil {
-		st.Log("agents: listening on " + srv.Path())
+		log.Add("agents: listening on " + srv.Path())
 	}
 	for _, n := range notes {
 		if headless {
 			say(stderr, "gputop run:", n)
 		} else {
-			st.Log(n)
+			log.Add(n)
 		}
 	}
 
@@ -171,7 +173,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	if headless {
 		code, how = runHeadless(cmd, stderr, &events)
 	} else {
-		var opt ui.Options
+		opt := ui.Options{Log: log}
 		if srv != nil {
 			opt.RequestHolders = srv.RequestHolders
 		}
