@@ -272,6 +272,10 @@ func runTUI(cmd *exec.Cmd, name string, st *store.Store, opt ui.Options, csvPath
 		return 1, "not started"
 	}
 	defer pty.Master.Close()
+	// the pane's size until the TUI says: the terminal's width, a third of its height
+	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+		pty.SetSize(int(ws.Col), max(int(ws.Row)/3, 3))
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pty.Slave, pty.Slave, pty.Slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
