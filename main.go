@@ -18,22 +18,29 @@ import (
 
 const version = "0.1.0"
 
+// toolVersion names this gputop in a recording's header; gputop --ssh
+// compares a remote's with its own.
+func toolVersion() string { return "gputop " + version }
+
 const usage = `gputop: GPU memory profiler for PyTorch (NVML + in-process allocator agent)
 
 Usage:
   gputop [flags]                  live TUI over local GPUs (NVML) and attached agents
   gputop --demo                   TUI over a real H200 recording embedded in the binary
+  gputop --ssh HOST[,HOST...]     TUI over remote hosts (each runs gputop serve --stdio over ssh;
+                                  $GPUTOP_SSH: the ssh command and its options)
   gputop --replay FILE            TUI over a recording
+  gputop --record FILE [flags]    live TUI that also writes a recording, with the rows you rename or delete
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
+  gputop serve [--stdio]          NVML and agents with no terminal; --stdio: the live stream
+                                  on standard output, until standard input ends (for --ssh)
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop run [flags] -- CMD ARGS  run CMD with the agent attached at its first CUDA use, no code
                                   change; its output in a pane (--no-tui, or not a terminal:
                                   passed through, the summary at the end; exits with CMD's code)
   gputop version
-
-Flags:
 `
 
 func main() {
@@ -76,6 +83,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cmdRun(args[1:], stderr)
 		case "record":
 			return cmdRecord(args[1:], stderr)
+		case "serve":
+			return cmdServe(args[1:], os.Stdin, os.Stdout, stderr)
 		case "export":
 			return cmdExport(args[1:], stdout, stderr)
 		case "snap":
@@ -96,6 +105,10 @@ func newFlagSet(name string, stderr io.Writer, extra string) *flag.FlagSet {
 		if extra != "" {
 			fmt.Fprint(stderr, extra)
 		}
+		// the flag package names a flag's argument after the back-quoted
+		// word in its usage text (else after its type): each usage says
+		// its argument that way, as the lines above write it
+		fmt.Fprint(stderr, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs

@@ -21,7 +21,7 @@ type Command struct {
 }
 
 // runModel is the TUI of `gputop run`: the Model above, the command's
-// output pane below it. The pane keeps its own keys (o, K/J) and takes the
+// output pane below it. The pane keeps its own keys (O, K/J; o sorts the processes) and takes the
 // first Ctrl-C for the command; everything else is the Model's.
 type runModel struct {
 	inner       Model
@@ -95,7 +95,7 @@ func (r *runModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 				r.note = "could not send Ctrl-C to the command: " + err.Error() + "; Ctrl-C again quits gputop"
 			}
 			return r, nil
-		case "o":
+		case "O":
 			r.show = !r.show
 			return r, r.resize()
 		case "K", "shift+up":
@@ -131,9 +131,9 @@ func (r *runModel) drawPane() string {
 			state = st.Error.Render(how)
 		}
 	}
-	keys := "o show output"
+	keys := "O show output"
 	if r.show {
-		keys = "o hide · K/J scroll"
+		keys = "O hide · K/J scroll"
 	}
 	if done {
 		keys += " · q quit"

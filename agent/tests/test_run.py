@@ -313,10 +313,10 @@ def test_run_tui_shows_output_and_how_cmd_ended(gputop_bin: str, tmp_path: Path)
         s = t.wait_for("(scrolled back)")
         assert "waiting for ctrl-c" not in s and "epoch 59" in s
         t.keys("J")
-        t.keys("o")                            # hide the output
-        s = t.wait_for("o show output")
+        t.keys("O")                            # hide the output
+        s = t.wait_for("O show output")
         assert "epoch 59" not in s
-        t.keys("o")
+        t.keys("O")
         t.keys("C-c")                          # the first Ctrl-C is the command's
         s = t.wait_for("exited with code 9")
         assert "got SIGINT, stopping" in s
