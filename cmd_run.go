@@ -39,10 +39,10 @@ func cmdRun(args []string, stderr io.Writer) int {
 	var sf sourceFlags
 	sf.register(fs)
 	noTUI := fs.Bool("no-tui", false, "no TUI: CMD's output passes through, the summary is printed at the end (the default when standard output is not a terminal)")
-	rec := fs.String("record", "", "also write a recording of the run to this file")
+	rec := fs.String("record", "", "also write a recording of the run to `FILE`")
 	force := fs.Bool("force", false, "with --record: replace a file that already holds data")
-	csvPath := fs.String("csv", "", "write the summary CSV here when the run ends (a file, FIFO or device; not -)")
-	fps := fs.Int("fps", 30, "screen redraws per second at most")
+	csvPath := fs.String("csv", "", "write the summary CSV to `PATH` when the run ends (a file, FIFO or device; not -)")
+	fps := fs.Int("fps", 30, "redraw the screen at most `N` times a second")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -88,7 +88,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	var notes []string
 	if !agentOn {
 		notes = append(notes, "GPUTOP="+os.Getenv("GPUTOP")+": the agent is off; CMD runs without it (NVML only)")
-	} else if sf.source != "nvml" {
+	} else if sf.source == "agent" || sf.source == "all" {
 		exe, _ := os.Executable()
 		if inj, err = runner.Prepare(runner.FindAgent(exe)); err != nil {
 			notes = append(notes, err.Error()+"; CMD runs without the agent (NVML only)")

@@ -19,7 +19,7 @@ GPUTOP_AGENT_PATH):
               torch counters at the same hook, to the byte; Process start
               0 B; Process end and the framework's end row with verdicts
   exit code   a run whose script exits 3 gives 3; one killed by SIGKILL 137
-Result: 80-run (and 80-run-exact: how many rows were compared).
+Result: 90-run (and 90-run-exact: how many rows were compared).
 """
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def main() -> int:
     ap.add_argument("--gputop", default="bin/gputop")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--results-dir")
-    ap.add_argument("--name", default="80-run")
+    ap.add_argument("--name", default="90-run")
     ap.add_argument("--workdir", help="for the recordings, CSVs and logs (default: a temp dir)")
     ap.add_argument("--timeout", type=float, default=180)
     ap.add_argument("--skip", nargs="*", default=[], choices=["plain", "train_mlp", "lightning", "hf", "exit"])

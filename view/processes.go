@@ -29,6 +29,7 @@ type Process struct {
 	Ended     bool
 	OOMs      int
 	Holders   *wire.Holders
+	Rank      string // the agent's place in its job: "rank 3/8"; "" when it gave none
 }
 
 // agentOn reports whether an agent process uses store device dev.
@@ -92,7 +93,7 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 		}
 		pid := a.Hello.PID
 		r := get(pid)
-		r.Agent, r.OOMs, r.Holders = true, a.OOMs, a.Holders
+		r.Agent, r.OOMs, r.Holders, r.Rank = true, a.OOMs, a.Holders, a.Place.String()
 		if n := ProcName(a.Hello.Argv); n != "" {
 			r.Name = n
 		}
