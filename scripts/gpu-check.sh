@@ -31,6 +31,12 @@
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
+#   run         bench/run_check.py: `gputop run --no-tui --record --csv` around
+#               a script with no gputop in it (bench/workloads/plain.py, with a
+#               real OOM), train_mlp.py --no-agent, a Lightning fit and an HF
+#               Trainer run with the callbacks: Process start 0 B, every row
+#               equal to torch's own counters (read by the script at the same
+#               moment), end rows with verdicts, CMD's exit code kept
 #   metrics     bench/metrics_check.py: `gputop serve --metrics` beside real
 #               training (RANK etc. set as torchrun sets them): every allocator
 #               series equal to torch's own counters at each hold, labels
@@ -371,6 +377,12 @@ step_resource() {
 		--out "$W/resource.json" --results-dir "$R" --prefix 50-
 }
 
+step_run() {
+	have_gputop || { result 90-run FAIL "no gputop binary"; return 1; }
+	timeout 500 "$PY" bench/run_check.py --gputop "$GPUTOP" --python "$PY" --results-dir "$R" \
+		--name 90-run --workdir "$W/run"
+}
+
 step_metrics() {
 	have_gputop || return 1
 	timeout 120 "$PY" bench/metrics_check.py --gputop "$GPUTOP" --results-dir "$R" --name 80-metrics \
@@ -425,6 +437,7 @@ step oom 60 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
+step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 
