@@ -38,6 +38,9 @@ Usage:
                                   node: --metrics ADDR); --stdio: the live stream on standard output,
                                   until standard input ends (for --ssh); -o FILE: a recording too
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
+  gputop run [flags] -- CMD ARGS  run CMD with the agent attached at its first CUDA use, no code
+                                  change; its output in a pane (--no-tui, or not a terminal:
+                                  passed through, the summary at the end; exits with CMD's code)
   gputop version
 `
 
@@ -77,6 +80,8 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
+		case "run":
+			return cmdRun(args[1:], stderr)
 		case "record":
 			return cmdRecord(args[1:], stderr)
 		case "serve":

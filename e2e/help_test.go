@@ -23,6 +23,8 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 			"metrics": "ADDR", "o": "FILE", "force": ""},
 		"export": {"csv": "OUT"},
 		"snap":   {"end": "", "socket": "PATH"},
+		"run": {"csv": "PATH", "force": "", "fps": "N", "metrics": "ADDR", "no-tui": "", "proc-rate": "HZ",
+			"rate": "HZ", "record": "FILE", "socket": "PATH", "source": "S"},
 	}
 	for sub, flags := range want {
 		args := []string{"--help"}
