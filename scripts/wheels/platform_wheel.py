@@ -2,8 +2,8 @@
 metadata, plus the gputop binary as the wheel's script, which pip installs
 into the environment's bin/ as `gputop`, executable, the way it installs a
 console script (no Python shim stands between the user and the binary).
-The agent-only `gputop` console script is left out, so the two cannot
-collide.
+An agent-only wheel with a `gputop` script of its own is refused: the two
+would collide.
 
 usage: platform_wheel.py PURE_WHEEL BINARY PLATFORM_TAG OUT_DIR
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import sys
 import time
 import zipfile
@@ -27,21 +28,6 @@ from pathlib import Path
 def record_line(path: str, data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{path},sha256={digest},{len(data)}"
-
-
-def without_gputop_script(entry_points: str) -> str:
-    """entry_points.txt with the agent-only `gputop` console script removed
-    (and its section, when that was its only entry)."""
-    sections: list[tuple[str, list[str]]] = []
-    for line in entry_points.splitlines():
-        if line.startswith("["):
-            sections.append((line, []))
-        elif line.strip() and sections:
-            if sections[-1][0] == "[console_scripts]" and line.split("=")[0].strip() == "gputop":
-                continue
-            sections[-1][1].append(line)
-    return "".join(f"{head}\n" + "".join(f"{l}\n" for l in body) + "\n"
-                   for head, body in sections if body)
 
 
 def main(argv: list[str]) -> int:
@@ -69,10 +55,10 @@ def main(argv: list[str]) -> int:
                 kept.append("Root-Is-Purelib: false")
                 kept += [f"Tag: py3-none-{p}" for p in plat.split(".")]
                 data = ("\n".join(kept) + "\n").encode()
-            if item.filename == f"{info}/entry_points.txt":
-                data = without_gputop_script(data.decode()).encode()
-                if not data:
-                    continue
+            if item.filename == f"{info}/entry_points.txt" and re.search(r"^gputop\s*=", data.decode(), re.M):
+                print(f"platform_wheel.py: {pure} has a gputop script, which the binary would collide with",
+                      file=sys.stderr)
+                return 2
             files.append((item.filename, data, 0o644))
     files.append((f"{data_dir}/scripts/gputop", binary.read_bytes(), 0o755))
 

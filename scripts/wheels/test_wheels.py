@@ -239,36 +239,23 @@ def test_binary_needs_no_newer_glibc_than_its_tag(arch, tmp_path):
     assert f'"manylinux_{allowed[0][0]}_{allowed[0][1]}_{arch}"' in r.stdout, r.stdout + r.stderr
 
 
-def test_agent_only_wheel_installs_imports_and_says_the_binary_is_elsewhere(tmp_path):
+def test_agent_only_wheel_installs_and_imports_and_has_no_gputop_command(tmp_path):
     whl = wheel("any")
     with zipfile.ZipFile(whl) as z:
-        assert not [n for n in z.namelist() if ".data/" in n], z.namelist()
+        assert not [n for n in z.namelist() if ".data/" in n or n.endswith("entry_points.txt")], z.namelist()
         assert not any(z.read(n)[:4] == b"\x7fELF" for n in z.namelist())
     venv = fresh_venv(tmp_path / "venv", whl)
     r = run(venv / "bin" / "python", "-c", "import gputop; print(gputop.__file__)", cwd=tmp_path, env=clean_env())
     assert r.returncode == 0 and Path(r.stdout.strip()).is_relative_to(venv), r
+    assert not (venv / "bin" / "gputop").exists()
 
-    # as in an active venv: its bin/ first on PATH, no gputop program after it
-    path = f"{venv / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
-    r = run(venv / "bin" / "gputop", "version", env={**clean_env(), "PATH": path})
-    assert r.returncode == 1 and "agent-only" in r.stderr and "go install" in r.stderr, r
-    assert r.stdout == "", r.stdout
 
-    # a gputop program further along PATH (go install's) is the one that runs
-    programs = tmp_path / "gobin"
-    programs.mkdir()
-    with zipfile.ZipFile(wheel("manylinux_*_x86_64.*")) as z:
-        (programs / "gputop").write_bytes(z.read(f"gputop_profiler-{VERSION}.data/scripts/gputop"))
-    (programs / "gputop").chmod(0o755)
-    r = run(venv / "bin" / "gputop", "version", env={**clean_env(), "PATH": f"{path}{os.pathsep}{programs}"})
-    assert (r.returncode, r.stdout) == (0, f"gputop {VERSION}\n"), r
-
-    # what its message advises replaces it with the platform wheel's binary
-    advice = re.search(r"^  pip install (.*)$", run(venv / "bin" / "gputop", env={**clean_env(), "PATH": path}).stderr, re.M)
-    assert advice, "the agent-only gputop advises no pip command"
-    r = run(venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "--no-index",
-            "--find-links", DIST, *advice[1].split(), env=clean_env())
-    assert r.returncode == 0, r.stdout + r.stderr
-    r = run(venv / "bin" / "gputop", "version", env={**clean_env(), "PATH": path})
-    assert (r.returncode, r.stdout) == (0, f"gputop {VERSION}\n"), r
-    assert (venv / "bin" / "gputop").read_bytes()[:4] == b"\x7fELF"
+def test_gputop_run_no_tui_passes_output_and_exit_code_through(venv, tmp_path):
+    """`gputop run` from the wheel starts CMD (the venv's Python, where the
+    wheel's agent is importable), passes its output through and exits with
+    its code, saying how CMD ended."""
+    r = run(venv / "bin" / "gputop", "run", "--no-tui", "--", venv / "bin" / "python", "-c",
+            "import sys, gputop; print('CMD says hello'); sys.exit(3)", cwd=tmp_path, env=clean_env())
+    assert r.returncode == 3, r
+    assert r.stdout.startswith("CMD says hello\n"), r.stdout
+    assert "exited with code 3" in r.stderr, r.stderr
