@@ -44,6 +44,9 @@
 #               50 ms one in gputop_torch_allocated_max_bytes; bench/resource.py
 #               --metrics-compare: the TUI's CPU with the endpoint scraped every
 #               second vs without (at most +0.2 points of a core)
+#   wheel       the x86_64 wheel in dist/ installed by pip into a venv: its
+#               binary samples the real driver at 1 kHz, and bench/run_check.py
+#               passes with it (the agent found in the wheel, no PYTHONPATH)
 #   ddp         bench/ddp_check.py, on a machine of two GPUs or more: two DDP
 #               ranks, each shown the other's GPU as cuda:0; rows, values and
 #               processes must land on the right GPU (SKIP with one GPU)
@@ -391,6 +394,53 @@ step_metrics() {
 		--out "$W/resource-metrics.json" --results-dir "$R" --prefix 80- --metrics-compare --seconds 30 --rounds 2
 }
 
+step_wheel() {
+	# the x86_64 wheel scripts/build-wheels.sh left in dist/ (built with zig
+	# cc against glibc 2.17, NVML weak and bound at run time), installed by
+	# pip into a venv beside the system's torch: its binary samples the real
+	# driver, and gputop run finds the wheel's agent with no PYTHONPATH
+	local whl venv rec
+	whl=$(ls dist/gputop_profiler-*-manylinux_2_17_x86_64*.whl 2>/dev/null | head -n1)
+	if [ -z "$whl" ]; then
+		result 95-wheel-nvml SKIP "no x86_64 wheel in dist/ (bash scripts/build-wheels.sh, then carry dist)"
+		result 95-wheel-run SKIP "no x86_64 wheel in dist/"
+		result 95-wheel-run-exact SKIP "no x86_64 wheel in dist/"
+		return 0
+	fi
+	venv=$W/wheel-venv
+	if ! { "$PY" -m venv --system-site-packages "$venv" && "$venv/bin/pip" install -q --no-index --no-deps "$whl"; }; then
+		result 95-wheel-nvml FAIL "pip could not install $whl"
+		return 1
+	fi
+	rec=$W/wheel-nvml.gputop
+	"$venv/bin/gputop" version
+	if timeout 30 "$venv/bin/gputop" record --source nvml -o "$rec" --duration 5s; then
+		"$PY" - "$rec" "$R/95-wheel-nvml.json" "$whl" <<'PYEOF'
+import json, sys
+rec, out, whl = sys.argv[1:4]
+n, t0, t1 = {}, None, None
+for line in open(rec):
+    f = json.loads(line)
+    if f.get("type") == "nvml":
+        n[f["dev"]] = n.get(f["dev"], 0) + len(f["dt"])
+        t = f["t0"] + sum(f["dt"])
+        t0 = f["t0"] if t0 is None else min(t0, f["t0"])
+        t1 = t if t1 is None else max(t1, t)
+secs = (t1 - t0) / 1e9 if n else 0
+rates = {d: round(c / secs, 1) for d, c in n.items()} if secs > 0 else {}
+ok = bool(rates) and all(r > 900 for r in rates.values())
+json.dump({"status": "PASS" if ok else "FAIL", "rates": rates,
+           "summary": f"{whl.split('/')[-1]}: gputop record --source nvml 5 s: "
+                      + (", ".join(f"device {d} {r} samples/s" for d, r in rates.items()) or "no NVML samples")},
+          open(out, "w"))
+PYEOF
+	else
+		result 95-wheel-nvml FAIL "the wheel's gputop record failed (logs/step-wheel.log)"
+	fi
+	timeout 300 "$PY" bench/run_check.py --gputop "$venv/bin/gputop" --python "$PY" --results-dir "$R" \
+		--name 95-wheel-run --workdir "$W/wheel-run"
+}
+
 step_ddp() {
 	have_gputop || return 1
 	timeout 240 "$PY" bench/ddp_check.py --gputop "$GPUTOP" --results-dir "$R" --name 70-ddp \
@@ -440,6 +490,7 @@ step holders 25 60-holders_scenarios
 step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
+step wheel 120 95-wheel-nvml 95-wheel-run 95-wheel-run-exact
 
 # ---------------------------------------------------------------- report
 
