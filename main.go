@@ -28,6 +28,7 @@ Usage:
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
+  gputop dump-info FILE           a torch memory snapshot (a dump, memory_viz's pickle) as text
   gputop version
 
 Flags:
@@ -75,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cmdExport(args[1:], stdout, stderr)
 		case "snap":
 			return cmdSnap(args[1:], stdout, stderr)
+		case "dump-info":
+			return cmdDumpInfo(args[1:], stdout, stderr)
 		case "version", "--version", "-version":
 			fmt.Fprintln(stdout, "gputop", version)
 			return 0
