@@ -20,7 +20,7 @@ var Header = []string{
 	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
 	"oom_requested_bytes", "oom_free_bytes", "oom_limit_bytes",
 	"verdict", "verdict_basis", "held_python_bytes", "held_torch_internal_bytes", "held_unaccounted_bytes",
-	"top_holder", "verdict_text",
+	"top_holder", "verdict_text", "dump",
 }
 
 // Records returns the CSV records (header first) for the summary rows.
@@ -47,6 +47,10 @@ func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 					strconv.FormatUint(h.Unaccounted, 10)
 			}
 		}
+		dump := ""
+		if r.Dump != nil {
+			dump = r.Dump.Path
+		}
 		recs = append(recs, []string{
 			textCell(r.Label), TimeString(r.T), strconv.Itoa(r.Dev),
 			OptMiB(r.Allocated), OptMiB(r.Reserved), OptMiB(r.Peak), OptMiB(r.NVMLUsed),
@@ -54,7 +58,7 @@ func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 			textCell(r.DevName), pid, r.Source,
 			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
 			req, free, limit,
-			verdict, basis, py, internal, unacc, textCell(top), textCell(text),
+			verdict, basis, py, internal, unacc, textCell(top), textCell(text), textCell(dump),
 		})
 	}
 	return recs

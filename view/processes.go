@@ -28,6 +28,10 @@ type Process struct {
 	Ended     bool
 	OOMs      int
 	Holders   *wire.Holders
+	// History: the agent records torch's allocation history (its
+	// max_entries; 0: off); HistoryError: why history asked for is off.
+	History      int
+	HistoryError string
 }
 
 // agentOn reports whether an agent process uses store device dev.
@@ -92,6 +96,7 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 		pid := a.Hello.PID
 		r := get(pid)
 		r.Agent, r.OOMs, r.Holders = true, a.OOMs, a.Holders
+		r.History, r.HistoryError = a.Hello.History, a.Hello.HistoryError
 		if n := ProcName(a.Hello.Argv); n != "" {
 			r.Name = n
 		}
