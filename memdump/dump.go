@@ -44,7 +44,8 @@ type Group struct {
 	Requested uint64 // what was asked for (sizes are rounded up)
 	Blocks    int
 	// Labels: the snapshot labels or phases (torch's user_metadata, set
-	// by the agent) their allocations were made under, in first-seen order.
+	// by the agent) their allocations were made under, in the order the
+	// blocks lie in memory.
 	Labels []string
 }
 

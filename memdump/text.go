@@ -59,11 +59,7 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 		for _, g := range shown {
 			fmt.Fprintf(&b, "  %12s %7d  %s", HumanBytes(g.Bytes), g.Blocks, clean(g.Frame.String()))
 			if len(g.Labels) > 0 {
-				ls := make([]string, len(g.Labels))
-				for i, l := range g.Labels {
-					ls[i] = clean(l)
-				}
-				fmt.Fprintf(&b, "  [%s]", strings.Join(ls, ", "))
+				fmt.Fprintf(&b, "  [%s]", labels(g.Labels, maxLabels))
 			}
 			b.WriteByte('\n')
 		}
@@ -82,6 +78,23 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 }
 
 func clean(s string) string { return printable.Clean(s) }
+
+// maxLabels: labels shown per frame; a loop labelled at every step would
+// make a line of each.
+const maxLabels = 3
+
+// labels lists the first n labels the frame's live blocks were allocated
+// under (in the order the blocks lie in memory) and how many more there are.
+func labels(ls []string, n int) string {
+	out := make([]string, 0, n+1)
+	for _, l := range ls[:min(n, len(ls))] {
+		out = append(out, clean(l))
+	}
+	if len(ls) > n {
+		out = append(out, fmt.Sprintf("and %d more", len(ls)-n))
+	}
+	return strings.Join(out, ", ")
+}
 
 func plural(n int) string {
 	if n == 1 {

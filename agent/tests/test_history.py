@@ -299,3 +299,38 @@ def test_full_disk_during_a_dump_leaves_training_running(tmp_path):
     assert out["steps"] == "100"
     assert out["error"].endswith("File too large") and ".tmp" in out["error"]
     assert out["files"] == "[]"
+
+
+def test_memory_viz_reads_the_agents_dump(server: LineServer, dump_dir: str, tmp_path):
+    """torch's own memory_viz loader (the CPU torch here) on a dump the
+    agent pickled: stats and trace_plot."""
+    pytest.importorskip("torch")
+    gpu = FakeGPU(1)
+    gpu.install()
+    gputop.attach(history=1000)
+    _grow(gpu, [], 5)
+    gputop.snapshot("viz", dump=True)
+    assert server.wait(lambda: of_type(server.lines(), "mark"))
+    path = of_type(server.lines(), "mark")[0]["dump"]["path"]
+    html = str(tmp_path / "trace.html")
+    for args in (["stats", path], ["trace_plot", path, "-o", html]):
+        p = subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", *args], capture_output=True,
+                           text=True, timeout=120, cwd=str(tmp_path))
+        assert p.returncode == 0, p.stderr
+    assert os.path.getsize(html) > 1000
+
+
+def test_gpu_check_reads_dump_info_as_it_expects(gputop_bin: str):
+    """bench/history_check.py's parsing of `gputop dump-info`, on the real
+    H200 OOM dump: the top frame and its block count."""
+    sys.path.insert(0, str(TESTS.parents[1] / "bench"))
+    try:
+        import history_check
+    finally:
+        sys.path.pop(0)
+    oom = str(TESTS.parents[1] / "testdata" / "memdump" / "oom.pickle")
+    rc, text, frames = history_check.dump_info(gputop_bin, oom)
+    info = json.loads((TESTS.parents[1] / "testdata" / "memdump" / "info.json").read_text())
+    assert rc == 0 and "make_dumps.py:61 <module>" in frames[0]
+    assert history_check.blocks_of(frames[0]) == info["held_blocks"]
+    assert "out of memory: 8.00 GiB asked for at" in text
