@@ -94,6 +94,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		stop = s
 		if srv != nil {
 			opt.RequestHolders = srv.RequestHolders
+			opt.RequestDump = srv.RequestDump
 			st.Log("agents: listening on " + srv.Path())
 		}
 	}

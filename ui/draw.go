@@ -55,7 +55,7 @@ func (m *Model) prerender() {
 
 // heights of the panes, top to bottom
 type layout struct {
-	header, chart, procs, table, holders, help int
+	header, chart, procs, table, holders, dump, help int
 }
 
 // layout shares the screen height: the chart gets at least 45%, the
@@ -79,6 +79,10 @@ func (m *Model) layout() layout {
 		l.holders = min(m.holders.Lines(), max(rest/2, min(3, rest)))
 		rest -= l.holders
 	}
+	if m.showDump {
+		l.dump = min(m.dump.Lines(), max(rest/2, min(3, rest)))
+		rest -= l.dump
+	}
 	l.procs = min(m.procs.Lines(), 7, max(rest/3, min(2, rest)))
 	rest -= l.procs
 	l.table = min(m.table.Lines(), rest)
@@ -89,6 +93,7 @@ func (m *Model) layout() layout {
 	m.procs.SetSize(m.w, l.procs)
 	m.table.SetSize(m.w, l.table)
 	m.holders.SetSize(m.w, l.holders)
+	m.dump.SetSize(m.w, l.dump)
 	m.prompt.SetSize(m.w, 1)
 	m.status.SetSize(m.w, 1)
 	return l
@@ -134,6 +139,9 @@ func (m Model) draw() string {
 	}
 	if l.holders > 0 {
 		parts = append(parts, m.holders.View())
+	}
+	if l.dump > 0 {
+		parts = append(parts, m.dump.View())
 	}
 	if m.prompt.open {
 		parts = append(parts, m.prompt.View())

@@ -82,6 +82,12 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		return m.export(path, false)
 	case key.Matches(k, m.keys.Holders):
 		return m.toggleHolders(now)
+	case key.Matches(k, m.keys.Dump):
+		return m.askDump()
+	case key.Matches(k, m.keys.DumpInfo):
+		cmd := m.toggleDump()
+		m.layout()
+		return cmd
 	case key.Matches(k, m.keys.Up, m.keys.Down):
 		m.procs, _ = m.procs.Update(k)
 	case key.Matches(k, m.keys.NextDevice):

@@ -11,6 +11,8 @@ type KeyMap struct {
 	RowDown    key.Binding
 	Export     key.Binding
 	Holders    key.Binding
+	Dump       key.Binding
+	DumpInfo   key.Binding
 	Up         key.Binding
 	Down       key.Binding
 	NextDevice key.Binding
@@ -41,6 +43,8 @@ func DefaultKeyMap(replay bool) KeyMap {
 		RowDown:    key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "next snapshot row")),
 		Export:     key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "export CSV")),
 		Holders:    key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "holders")),
+		Dump:       key.NewBinding(key.WithKeys("M"), key.WithHelp("M", "dump memory")),
+		DumpInfo:   key.NewBinding(key.WithKeys("I"), key.WithHelp("I", "dump info")),
 		Up:         key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "prev process")),
 		Down:       key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "next process")),
 		NextDevice: key.NewBinding(key.WithKeys("tab", "d"), key.WithHelp("tab/d", "next GPU")),
@@ -76,7 +80,7 @@ func (k KeyMap) ShortHelp() []key.Binding {
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Snapshot, k.EndRow, k.Export, k.Holders, k.RowUp, k.RowDown},
-		{k.Up, k.Down, k.NextDevice, k.PrevDevice},
+		{k.Up, k.Down, k.NextDevice, k.PrevDevice, k.Dump, k.DumpInfo},
 		{k.ZoomIn, k.ZoomOut, k.Pause, k.Back, k.Forward},
 		{k.Start, k.End, k.Slower, k.Faster},
 		{k.Help, k.Quit},

@@ -25,6 +25,7 @@ type Options struct {
 	FPS            int                     // frame ticks per second (default 30): new rows, markers, replay motion; value-only changes redraw at most every 100 ms
 	Now            func() time.Time        // clock; default time.Now
 	RequestHolders func(pid int) error     // asks an agent for a holders report; nil when there is no agent server
+	RequestDump    func(pid int) error     // asks an agent for a memory dump; nil when there is no agent server
 	WriteCSV       func(path string) error // writes the summary CSV (e, and quit with CSVPath)
 	LoadErr        string                  // e.g. a recording's format error, shown at start
 }
@@ -68,10 +69,12 @@ type Model struct {
 	procs   procsModel
 	table   tableModel
 	holders holdersModel
+	dump    dumpModel
 	prompt  promptModel
 	status  statusModel
 
 	showHolders bool
+	showDump    bool
 	quitArmed   bool // a write on quit failed; the next quit key quits anyway
 	promptEnd   bool // the open prompt takes an end row (c), not a snapshot (s)
 	rows        *view.Rows
@@ -116,6 +119,7 @@ func New(st *store.Store, opt Options) Model {
 		procs:      newProcs(&styles, &keys),
 		table:      newTable(&styles),
 		holders:    newHolders(&styles),
+		dump:       newDump(&styles),
 		prompt:     newPrompt(&styles, &keys),
 		status:     newStatus(&styles),
 		torchPeaks: map[int]*peakCache{},
@@ -189,6 +193,9 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		if msg.quitting {
 			return m, tea.Quit
 		}
+		return m, nil
+	case dumpAskedMsg, dumpReadMsg:
+		m.onDump(msg)
 		return m, nil
 	case holdersAskedMsg:
 		if msg.err != nil {
