@@ -490,7 +490,8 @@ class Agent(Connection):
             self._dump_requests.popleft()
             t = time.time_ns()
             try:
-                res = _dumps.dump(self._src.memory_api(), _wire_label_dump)
+                why = _dumps.busy()
+                res = {"error": why} if why else _dumps.dump(self._src.memory_api(), _wire_label_dump)
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
             devs = []

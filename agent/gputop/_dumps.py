@@ -15,8 +15,10 @@ Bounds per run: at most ``GPUTOP_DUMP_MAX`` dumps (default 8) and
 run past either, the oldest dumps of the run are removed until it fits;
 the newest is always kept, and each removal is reported with the dump.
 
-One dump at a time: a request while another is being written is refused
-with a reason, except at an OOM, which waits for it (DUMP_OOM_WAIT_S).
+One dump at a time: a request while another is being written (or waits
+to be) is refused with a reason, before any snapshot is taken; an OOM's
+dump, and one whose snapshot was taken already, wait for it instead
+(DUMP_WAIT_S).
 Every failure (a full disk, a file-size limit, a directory that cannot be
 made, torch's snapshot failing) is reported in the result, never raised.
 
@@ -39,7 +41,7 @@ ENV_MAX = "GPUTOP_DUMP_MAX"
 ENV_MAX_BYTES = "GPUTOP_DUMP_MAX_BYTES"
 DEFAULT_MAX = 8
 DEFAULT_MAX_BYTES = 4 << 30
-DUMP_OOM_WAIT_S = 60.0  # an OOM's dump waits this long for one being written
+DUMP_WAIT_S = 60.0  # an OOM's dump, or one already taken, waits this long for one being written
 WRITE_CHUNK = 8 << 20  # each os.write lets the GIL go for this much
 # torch's _dump_snapshot writes pickle's default protocol, 4 up to Python
 # 3.13; memory_viz's reader is held to what torch writes
@@ -110,10 +112,11 @@ def dump(mem: Any, label: str, *, wait: float = 0.0) -> dict[str, Any]:
         _lock.release()
 
 
-def write(snap: Any, label: str, t_ns: int, snap_ms: float) -> dict[str, Any]:
-    """Write a snapshot taken earlier (at t_ns, in snap_ms) (wire.Dump)."""
+def write(snap: Any, label: str, t_ns: int, snap_ms: float, *, wait: float = DUMP_WAIT_S) -> dict[str, Any]:
+    """Write a snapshot taken earlier (at t_ns, in snap_ms) (wire.Dump),
+    after the one being written, if any (up to wait seconds)."""
     t0 = time.perf_counter()
-    if not _lock.acquire(blocking=False):
+    if not _lock.acquire(timeout=wait):
         return _busy()
     try:
         return _write(snap, label, t_ns, snap_ms, t0)
@@ -121,8 +124,18 @@ def write(snap: Any, label: str, t_ns: int, snap_ms: float) -> dict[str, Any]:
         _lock.release()
 
 
+def busy(pending: int = 0) -> str:
+    """Why a new dump is refused now ("" when it is not): one is being
+    written, or pending more wait for the agent thread."""
+    if _lock.locked():
+        return f"a dump is being written ({_writing or 'starting'}); this one was not taken"
+    if pending:
+        return "a dump is waiting to be written; this one was not taken"
+    return ""
+
+
 def _busy() -> dict[str, Any]:
-    return _failed(f"a dump is being written ({_writing or 'starting'}); this one was not taken")
+    return _failed(busy() or "a dump is being written; this one was not taken")
 
 
 def _failed(why: str) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def observer(current: Callable[[], Any]) -> Callable[[int, int, int, int], None]
             }
             if _history.on:
                 try:
-                    frame["dump"] = _dumps.dump(src.memory_api(), "OOM", wait=_dumps.DUMP_OOM_WAIT_S)
+                    frame["dump"] = _dumps.dump(src.memory_api(), "OOM", wait=_dumps.DUMP_WAIT_S)
                 except Exception as e:
                     frame["dump"] = {"error": f"the dump failed: {type(e).__name__}: {e}"}
             ag.post(frame, urgent=True)

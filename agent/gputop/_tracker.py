@@ -68,7 +68,10 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
     dump_error = ""
     if dump:
         try:
-            snap, snap_ms = _dumps.take(src.memory_api())
+            running = _agent.current(auto=False)
+            dump_error = _dumps.busy(len(running._dump_jobs) if running is not None else 0)
+            if not dump_error:
+                snap, snap_ms = _dumps.take(src.memory_api())
         except Exception as e:
             dump_error = f"torch's memory snapshot failed: {type(e).__name__}: {e}"
     try:

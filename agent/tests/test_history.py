@@ -7,12 +7,14 @@ dump-info`."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import pickle
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from conftest import TESTS, LineServer, child_env
@@ -334,3 +336,87 @@ def test_gpu_check_reads_dump_info_as_it_expects(gputop_bin: str):
     assert rc == 0 and "make_dumps.py:61 <module>" in frames[0]
     assert history_check.blocks_of(frames[0]) == info["held_blocks"]
     assert "out of memory: 8.00 GiB asked for at" in text
+
+
+EXIT_CHILD = """
+import os, pickle, sys, time
+sys.path.insert(0, {tests!r})
+from fakegpu import FakeGPU, MiB
+import gputop
+from gputop import _dumps
+slow = pickle.dumps
+def dumps(*a, **k):
+    time.sleep(2.5)  # a large history: pickling takes seconds
+    return slow(*a, **k)
+_dumps.pickle = type("P", (), {{"dumps": staticmethod(dumps)}})
+gpu = FakeGPU(1)
+gpu.install()
+gputop.attach(history=1000)
+gpu.block(0, MiB)
+gputop.snapshot("last words", dump=True)
+"""
+
+
+def test_exit_waits_for_a_dump_being_written(tmp_path):
+    """A program that asks for a dump as its last act and exits: the
+    interpreter waits for the agent thread to finish the file (it would
+    otherwise kill it after the 1 s bye), and no temporary file is left."""
+    d = tmp_path / "d"
+    env = child_env(GPUTOP_DUMP_DIR=str(d), GPUTOP_SOCKET=str(tmp_path / "none.sock"))
+    p = subprocess.run([sys.executable, "-c", EXIT_CHILD.format(tests=str(TESTS))], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    names = os.listdir(d)
+    assert len(names) == 1 and names[0].endswith(".pickle") and "last_words" in names[0], names
+    with open(d / names[0], "rb") as f:
+        assert len(pickle.load(f)["segments"]) == 1
+
+
+def test_dumps_through_gputop_record_to_the_csv(gputop_bin: str, tmp_path, sock_path: str):
+    """The real `gputop record` and `gputop export`: the labelled row and the
+    OOM row name their dumps in the recording and the CSV's last column."""
+    from test_e2e import Recorder, recording
+
+    rec = Recorder(gputop_bin, tmp_path / "rec.gputop", sock_path, tmp_path / "rec.log")
+    d = tmp_path / "d"
+    code = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(TESTS)!r})
+        from fakegpu import FakeGPU, MiB
+        import gputop
+        gpu = FakeGPU(1)
+        gpu.install()
+        gputop.attach(history=1000)
+        t = time.time()
+        while not gputop.status()["connected"] and time.time() - t < 10:
+            time.sleep(0.02)
+        hold = [gpu.block(0, 4 * MiB) for _ in range(3)]
+        gputop.snapshot("Epoch 2", dump=True)
+        gpu.oom(0, 1 << 40)
+        while len(gputop.status()["dumps"]["written"]) < 2 and time.time() - t < 10:
+            time.sleep(0.02)
+        print(gputop.status()["dumps"], file=sys.stderr)
+        print(" ".join(gputop.status()["dumps"]["written"]))
+    """)
+    try:
+        p = subprocess.run([sys.executable, "-c", code], env=child_env(GPUTOP_SOCKET=sock_path, GPUTOP_DUMP_DIR=str(d)),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        time.sleep(0.3)
+    finally:
+        rec.stop()
+    written = p.stdout.split()
+    assert len(written) == 2, p.stderr
+    oom = next(w for w in written if "-OOM-" in os.path.basename(w))
+    labelled = next(w for w in written if "-Epoch_2-" in os.path.basename(w))
+    snaps = [f for f in recording(rec.rec) if f["type"] == "snapshot" and f["label"] == "Epoch 2"]
+    assert snaps[0]["dump"]["path"] == labelled
+    ooms = [f for f in recording(rec.rec) if f["type"] == "oom"]
+    assert ooms[0]["dump"]["path"] == oom and ooms[0]["dump"]["gil_ms"] > 0
+    out = tmp_path / "rec.csv"
+    r = subprocess.run([gputop_bin, "export", str(rec.rec), "--csv", str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0])[-1] == "dump"
+    assert {r["label"]: r["dump"] for r in rows} == {"Epoch 2": labelled, "OOM": oom}
