@@ -288,10 +288,13 @@ def test_full_disk_during_a_dump_leaves_training_running(tmp_path):
         steps = 0
         for _ in range(100):
             blocks.append(gpu.block(0, MiB)); steps += 1
+        from gputop import _agent
+        ag = _agent._current
+        ag._run_dumps()  # the thread may not have got to it yet (no gputop: the frames stay queued)
+        errs = [f["dump"].get("error", "") for f in ag._marks if "dump" in f]
         gputop.detach()
-        st = gputop.status()
         print("steps", steps)
-        print("error", _dumps.last_error)
+        print("errors", " | ".join(sorted(errs)))
         print("files", os.listdir(os.environ["GPUTOP_DUMP_DIR"]))
     """)
     env = child_env(GPUTOP_DUMP_DIR=str(tmp_path / "d"), GPUTOP_SOCKET=str(tmp_path / "none.sock"))
@@ -299,7 +302,9 @@ def test_full_disk_during_a_dump_leaves_training_running(tmp_path):
     assert p.returncode == 0, p.stderr
     out = dict(line.split(" ", 1) for line in p.stdout.splitlines())
     assert out["steps"] == "100"
-    assert out["error"].endswith("File too large") and ".tmp" in out["error"]
+    errs = out["errors"].split(" | ")
+    assert len(errs) == 2 and all(e.endswith("File too large") and ".tmp" in e for e in errs), errs
+    assert "-OOM-" in errs[0] + errs[1] and "-big-" in errs[0] + errs[1]
     assert out["files"] == "[]"
 
 
