@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
@@ -49,10 +50,11 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
 		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
 	})
-	st := store.New(store.DefaultOptions())
-	st.SetTap(w)
 	var events eventPrinter
-	st.OnLog(events.add)
+	log := logbook.New()
+	log.OnAdd(events.add)
+	st := store.New(logTo(store.DefaultOptions(), log))
+	st.SetTap(w)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if *duration > 0 {
@@ -60,7 +62,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		ctx, c = context.WithTimeout(ctx, *duration)
 		defer c()
 	}
-	srv, stop, err := sf.start(ctx, st)
+	srv, stop, err := sf.start(ctx, st, log)
 	if err != nil {
 		w.Close()
 		say(stderr, "gputop record:", err)

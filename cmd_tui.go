@@ -15,6 +15,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gputop/gputop/demo"
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/snapshot"
@@ -52,7 +53,8 @@ func cmdTUI(args []string, stderr io.Writer) int {
 			return 2
 		}
 	}
-	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now}
+	log := logbook.New()
+	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now, Log: log}
 	var st *store.Store
 	// a closed terminal (SIGHUP) or kill (SIGTERM) ends the TUI like q does,
 	// so --csv is still written
@@ -62,10 +64,10 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	var load *replayLoad // --replay: the file loads while the TUI shows how far it got
 	switch {
 	case *demoFlag:
-		st = store.New(replayOptions())
+		st = store.New(logTo(replayOptions(), log))
 		info, err := recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
 		if info.Dropped.Any() {
-			st.Log(droppedNote(info.Dropped))
+			log.Add(droppedNote(info.Dropped))
 		}
 		if err != nil {
 			opt.LoadErr = err.Error()
@@ -73,9 +75,9 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		opt.Title = "demo: " + demo.Title
 		opt.Replay = true
 	case *replay != "":
-		st = store.New(replayOptions())
+		st = store.New(logTo(replayOptions(), log))
 		var err error
-		if load, err = startReplay(ctx, *replay, st); err != nil {
+		if load, err = startReplay(ctx, *replay, st, log); err != nil {
 			if ctx.Err() != nil {
 				return 0 // closed or killed before anything loaded
 			}
@@ -85,8 +87,8 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		opt.Title = *replay
 		opt.Replay = true
 	default:
-		st = store.New(store.DefaultOptions())
-		srv, s, err := sf.start(ctx, st)
+		st = store.New(logTo(store.DefaultOptions(), log))
+		srv, s, err := sf.start(ctx, st, log)
 		if err != nil {
 			say(stderr, "gputop:", err)
 			return 1
@@ -95,7 +97,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		if srv != nil {
 			opt.RequestHolders = srv.RequestHolders
 			opt.RequestDump = srv.RequestDump
-			st.Log("agents: listening on " + srv.Path())
+			log.Add("agents: listening on " + srv.Path())
 		}
 	}
 	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
@@ -120,6 +122,12 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// logTo makes the store's notes go to log.
+func logTo(o store.Options, log *logbook.Book) store.Options {
+	o.Log = log.Add
+	return o
 }
 
 // replayOptions keep a whole recording at full resolution up to ~33 min at

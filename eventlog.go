@@ -11,8 +11,8 @@ import (
 // bound. Past it lines are counted, and the count printed, instead.
 const maxPendingEvents = 100_000
 
-// eventPrinter prints every line of the store's log, in order, however
-// many: the store keeps only its last 200, and the sources that log must not
+// eventPrinter prints every line of the log, in order, however many: the
+// log keeps only its last 200, and the sources that log must not
 // wait for stderr, so lines wait here until flush prints them.
 type eventPrinter struct {
 	mu      sync.Mutex
@@ -20,7 +20,7 @@ type eventPrinter struct {
 	lost    int
 }
 
-// add is the store's OnLog hook.
+// add is the log's OnAdd hook.
 func (p *eventPrinter) add(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

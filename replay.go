@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
@@ -26,13 +27,13 @@ type replayLoad struct {
 // loaded something or has ended. A file with nothing loadable in it (not
 // a recording, missing, its first frame corrupt) is an error then, before
 // any screen is drawn.
-func startReplay(ctx context.Context, path string, st *store.Store) (*replayLoad, error) {
+func startReplay(ctx context.Context, path string, st *store.Store, log *logbook.Book) (*replayLoad, error) {
 	r := &replayLoad{path: path, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		r.info, r.err = recording.LoadContext(ctx, path, st, &r.progress)
 		if r.info.Dropped.Any() {
-			st.Log(droppedNote(r.info.Dropped))
+			log.Add(droppedNote(r.info.Dropped))
 		}
 	}()
 	// the store's generation moves with the first frame ingested

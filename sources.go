@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gputop/gputop/agentlink"
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/sampler"
 	"github.com/gputop/gputop/store"
 )
@@ -51,11 +52,11 @@ func (s *sourceFlags) validate() error {
 // start starts what the flags ask for. It returns the agent server (nil
 // without agents) and a stop function that, once ctx is done, waits for the
 // sources to end. Nothing runs unless every source could be set up.
-func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Server, func(), error) {
+func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.Book) (*agentlink.Server, func(), error) {
 	liveRuntime()
 	var n *sampler.NVML
 	if s.source == "nvml" || s.source == "all" {
-		n = sampler.NewNVML(nvml.New(), st, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate, Thread: true})
+		n = sampler.NewNVML(nvml.New(), st, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate, Thread: true, Log: log.Add})
 		if err := n.Init(); err != nil {
 			if errors.Is(err, sampler.ErrNoDriver) && s.source == "all" {
 				return nil, nil, fmt.Errorf("%w\n(to watch only PyTorch agents on a machine without a driver: --source agent)", err)
@@ -71,7 +72,7 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Se
 			path, err = agentlink.DefaultSocketPath()
 		}
 		if err == nil {
-			srv, err = agentlink.Listen(path, st, agentlink.Options{Log: st.Log})
+			srv, err = agentlink.Listen(path, st, agentlink.Options{Log: log.Add})
 		}
 		if err != nil {
 			if n != nil {
@@ -86,7 +87,7 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Se
 		go func() {
 			defer wg.Done()
 			if err := n.Run(ctx); err != nil {
-				st.Log("NVML sampling stopped: " + err.Error())
+				log.Add("NVML sampling stopped: " + err.Error())
 			}
 			n.Close()
 		}()
@@ -96,7 +97,7 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store) (*agentlink.Se
 		go func() {
 			defer wg.Done()
 			if err := srv.Serve(ctx); err != nil {
-				st.Log("agent socket: " + err.Error())
+				log.Add("agent socket: " + err.Error())
 			}
 		}()
 	}

@@ -116,7 +116,7 @@ func Listen(path string, st *store.Store, opt Options) (*Server, error) {
 		s.now = time.Now
 	}
 	if s.log == nil {
-		s.log = st.Log
+		s.log = func(string) {}
 	}
 	// end rows taken from the store (a key, gputop snap) ask their agents
 	// for a holders walk through this server

@@ -3,11 +3,7 @@
 
 package recording
 
-import (
-	"strconv"
-
-	"github.com/gputop/gputop/wire"
-)
+import "github.com/gputop/gputop/wire"
 
 // sampleBatch accumulates one agent process's samples of one device,
 // delta-encoded as they come (see wire.Samples).
@@ -121,42 +117,24 @@ func (w *Writer) sample(v wire.Sample) {
 	}
 }
 
-// appendBatch encodes a batch as a wire.NVML line (same field order as
-// encoding/json would use) without allocating.
-func appendBatch(buf []byte, b *batch) []byte {
-	buf = append(buf, `{"type":"nvml","dev":`...)
-	buf = strconv.AppendInt(buf, int64(b.dev), 10)
-	buf = append(buf, `,"t0":`...)
-	buf = strconv.AppendInt(buf, b.t0, 10)
-	buf = appendInts(append(buf, `,"dt":`...), b.dt)
-	buf = appendInts(append(buf, `,"used":`...), b.used)
-	buf = appendInts(append(buf, `,"reserved":`...), b.resv)
-	return append(buf, '}')
+// frame is the batch as its wire frame; the slices are the batch's own,
+// so it is valid until the batch changes.
+func (b *batch) frame() wire.NVML {
+	return wire.NVML{Type: wire.TypeNVML, Dev: b.dev, T0: b.t0, DT: b.dt, Used: b.used, Reserved: b.resv}
 }
 
-// appendSamples encodes an agent sample batch as a wire.Samples line, in
-// encoding/json's field order, leaving out optional counters that were 0
-// in every sample.
-func appendSamples(buf []byte, b *sampleBatch) []byte {
-	buf = append(buf, `{"type":"samples","pid":`...)
-	buf = strconv.AppendInt(buf, int64(b.pid), 10)
-	buf = append(buf, `,"dev":`...)
-	buf = strconv.AppendInt(buf, int64(b.dev), 10)
-	buf = append(buf, `,"t0":`...)
-	buf = strconv.AppendInt(buf, b.t0, 10)
-	buf = appendInts(append(buf, `,"dt":`...), b.dt)
-	for i, name := range sampleLists {
-		if i >= 3 && allZero(b.vals[i]) {
-			continue
+// frame is the batch as its wire frame, leaving out optional counters that
+// were 0 in every sample; the slices are the batch's own, so it is valid
+// until the batch changes.
+func (b *sampleBatch) frame() wire.Samples {
+	f := wire.Samples{Type: wire.TypeSamples, PID: b.pid, Dev: b.dev, T0: b.t0, DT: b.dt}
+	for i, l := range f.Lists() {
+		if i < 3 || !allZero(b.vals[i]) {
+			*l = b.vals[i]
 		}
-		buf = appendInts(append(append(append(buf, `,"`...), name...), `":`...), b.vals[i])
 	}
-	return append(buf, '}')
+	return f
 }
-
-// sampleLists names wire.Samples' counter lists in wire.Sample.Counters'
-// order; the first three are always written.
-var sampleLists = [8]string{"allocated", "reserved", "peak", "reserved_peak", "inactive", "alloc_retries", "ooms", "dropped"}
 
 func allZero(xs []int64) bool {
 	for _, x := range xs {
@@ -165,15 +143,4 @@ func allZero(xs []int64) bool {
 		}
 	}
 	return true
-}
-
-func appendInts(buf []byte, xs []int64) []byte {
-	buf = append(buf, '[')
-	for i, x := range xs {
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = strconv.AppendInt(buf, x, 10)
-	}
-	return append(buf, ']')
 }

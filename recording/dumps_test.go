@@ -20,7 +20,7 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(liveOptions())
+	st := newLogged(liveOptions())
 	st.SetTap(w)
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150 << 30, Source: "nvml"})
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 42, T: base, History: 100000,
@@ -38,7 +38,7 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logs := strings.Join(st.Logs(), "\n")
+	logs := strings.Join(logOf(st).Lines(), "\n")
 	for _, want := range []string{
 		`pid 42: memory dump at "Epoch 2": ` + labelled + " (0.1 MiB; 12 ms, GIL held 4 ms)",
 		`pid 42: no memory dump at "full": /runs/d/.x.tmp: No space left on device`,

@@ -25,7 +25,7 @@ func fuzzSeeds() map[string][]byte {
 		for i, u := range used[1:] {
 			b.add(t0+int64(i+1)*ms, u, 1<<29)
 		}
-		return append(appendBatch(nil, b), '\n')
+		return append(batchLine(b), '\n')
 	}
 	var valid bytes.Buffer
 	writeLines(&valid, header(),
@@ -39,7 +39,8 @@ func fuzzSeeds() map[string][]byte {
 	)
 	sb := newSampleBatch(7, wire.Sample{T: base + 2*ms, Dev: 0, Allocated: 1 << 20, Reserved: 2 << 20, Peak: 3 << 20})
 	sb.add(wire.Sample{T: base + 2*ms + ms/2, Dev: 0, Allocated: 5 << 20, Reserved: 2 << 20, Peak: 5 << 20, Inactive: 7})
-	valid.Write(append(appendSamples(nil, sb), '\n'))
+	f := sb.frame()
+	valid.Write(append(f.AppendJSON(nil), '\n'))
 	writeLines(&valid,
 		wire.Snapshot{Type: wire.TypeSnapshot, T: base + 3*ms, Label: "Epoch 5", Dev: 0, PID: 7, Source: "agent", Allocated: u64(1 << 20), Reserved: u64(2 << 20), Peak: u64(3 << 20), NVMLUsed: u64(1 << 30), NVMLPeak: u64(5 << 30)},
 		wire.OOM{Type: wire.TypeOOM, PID: 7, T: base + 3*ms, Dev: 0, Requested: 1 << 34, Allocated: 1, Reserved: 2, Peak: 3},
@@ -147,7 +148,7 @@ func FuzzParseBatch(f *testing.F) {
 	b.reset(1, base, 1<<30, 7)
 	b.add(base+ms, 1<<30+5, 7)
 	b.add(base+ms-3, 0, 1<<63)
-	f.Add(appendBatch(nil, b))
+	f.Add(batchLine(b))
 	f.Add([]byte(`{"type":"nvml","dev":0,"t0":-9223372036854775808,"dt":[9223372036854775807],"used":[-0]}`))
 	f.Add([]byte(`{"type":"nvml","dev":0,"t0":01,"dt":[],"used":[]}`))
 	f.Add([]byte(`{"type":"nvml","dev":0,"t0":1,"dt":[1],"used":[2],"reserved":[3]} `))

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"testing"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -259,3 +261,32 @@ func readFile(t testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// batchLine is the line the Writer writes for b, without its newline.
+func batchLine(b *batch) []byte {
+	f := b.frame()
+	return f.AppendJSON(nil)
+}
+
+// newLogged is a store whose notes go to a log of its own, found again
+// with logOf, as main gives the store and the UI one log.
+func newLogged(opt store.Options) *store.Store {
+	b := logbook.New()
+	opt.Log = b.Add
+	st := store.New(opt)
+	logsMu.Lock()
+	logs[st] = b
+	logsMu.Unlock()
+	return st
+}
+
+func logOf(st *store.Store) *logbook.Book {
+	logsMu.Lock()
+	defer logsMu.Unlock()
+	return logs[st]
+}
+
+var (
+	logsMu sync.Mutex
+	logs   = map[*store.Store]*logbook.Book{}
+)

@@ -24,7 +24,7 @@ func (l *loader) samples(f *wire.Samples) error {
 	lists := f.Lists()
 	for i, p := range lists {
 		if len(*p) != n && (i < 3 || len(*p) != 0) {
-			return fmt.Errorf("dt has %d samples but %s has %d", n, sampleLists[i], len(*p))
+			return fmt.Errorf("dt has %d samples but %s has %d", n, wire.SampleLists[i], len(*p))
 		}
 	}
 	if err := l.checkSteps(f.T0, f.DT); err != nil {
@@ -125,7 +125,7 @@ func (l *loader) addBatch(f *wire.NVML) error {
 var batchPrefix = []byte(`{"type":"nvml","dev":`)
 
 // parseBatch parses a batch line in exactly the form the Writer writes
-// (appendBatch): no spaces, fields in order, integers without leading
+// (wire.NVML's AppendJSON): no spaces, fields in order, integers without leading
 // zeros. It reports false for anything else, which is then decoded by
 // encoding/json, so it never accepts a line encoding/json would read
 // differently. f's slices are reused.

@@ -54,7 +54,7 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := store.New(store.Options{RawCapacity: 100, KeepGone: 0})
+	live := newLogged(store.Options{RawCapacity: 100, KeepGone: 0})
 	live.SetTap(w)
 	rows := 0
 	for a := 0; a < 30; a++ {
@@ -79,11 +79,11 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 	if rows != store.MaxDevices || len(live.Snapshots()) != rows {
 		t.Fatalf("%d rows made, %d kept; want one per device that has room, %d", rows, len(live.Snapshots()), store.MaxDevices)
 	}
-	logs := strings.Join(live.Logs(), "\n")
+	logs := strings.Join(logOf(live).Lines(), "\n")
 	if !strings.Contains(logs, "pid 1025 (train.py): cuda:24, cuda:25") || !strings.Contains(logs, "at most 1024 devices") {
 		t.Fatalf("log does not name the process whose devices found no room:\n%s", logs)
 	}
-	loaded := store.New(store.Options{RawCapacity: 100, KeepGone: 0})
+	loaded := newLogged(store.Options{RawCapacity: 100, KeepGone: 0})
 	info, err := Load(path, loaded)
 	if err != nil {
 		t.Fatalf("load: %v", err)
@@ -131,7 +131,7 @@ func loadBackWith(t *testing.T, seed int64, n int, more func(*ingestRun)) string
 		t.Fatal(err)
 	}
 	opt := store.Options{RawCapacity: 500, Tiers: []store.TierSpec{{Width: 100 * time.Millisecond, Buckets: 200}}}
-	live := store.New(opt)
+	live := newLogged(opt)
 	live.SetTap(w)
 	g := newIngest(rand.New(rand.NewSource(seed)), live)
 	for i := 0; i < n; i++ {
@@ -149,7 +149,7 @@ func loadBackWith(t *testing.T, seed int64, n int, more func(*ingestRun)) string
 	if s := w.Stats(); s.DroppedFrames != 0 || s.DroppedSamples != 0 {
 		t.Fatalf("seed %d: the writer dropped what the store accepted: %+v", seed, s)
 	}
-	loaded := store.New(opt)
+	loaded := newLogged(opt)
 	if _, err := Load(path, loaded); err != nil {
 		t.Fatalf("seed %d: the recording does not load back: %v", seed, err)
 	}
@@ -202,7 +202,7 @@ func sameRecorded(t *testing.T, a, b *store.Store) {
 	if a.Start() != b.Start() || a.End() != b.End() {
 		t.Errorf("span: live %d..%d, loaded %d..%d", a.Start(), a.End(), b.Start(), b.End())
 	}
-	if al, bl := a.Logs(), b.Logs(); !reflect.DeepEqual(al, bl) {
+	if al, bl := logOf(a).Lines(), logOf(b).Lines(); !reflect.DeepEqual(al, bl) {
 		t.Errorf("log: live %q, loaded %q", al, bl)
 	}
 }

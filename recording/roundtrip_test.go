@@ -219,7 +219,7 @@ func TestNVMLExtremeValues(t *testing.T) {
 	}
 }
 
-// The hand-written batch encoding is exactly what encoding/json makes of
+// The recorder's batch encoding is exactly what encoding/json makes of
 // the wire.NVML it stands for.
 func TestBatchEncodingMatchesWire(t *testing.T) {
 	b := &batch{}
@@ -227,7 +227,7 @@ func TestBatchEncodingMatchesWire(t *testing.T) {
 	b.add(base+ms, 100, 7)
 	b.add(base+2*ms+17, 50, 9)
 	b.add(base+2*ms, math.MaxUint64, 0)
-	got := appendBatch(nil, b)
+	got := batchLine(b)
 	want, _ := json.Marshal(wire.NVML{Type: wire.TypeNVML, Dev: 3, T0: base,
 		DT:       []int64{0, ms, ms + 17, -17},
 		Used:     []int64{100, 0, -50, -51}, // MaxUint64-50 as a wrapped delta

@@ -425,9 +425,11 @@ func (w *Writer) drain() {
 // is cut back to its last complete line.
 func (w *Writer) writeItem(it item) (int, error) {
 	if it.b != nil {
-		w.buf = appendBatch(w.buf[:0], it.b)
+		f := it.b.frame()
+		w.buf = f.AppendJSON(w.buf[:0])
 	} else if it.s != nil {
-		w.buf = appendSamples(w.buf[:0], it.s)
+		f := it.s.frame()
+		w.buf = f.AppendJSON(w.buf[:0])
 	} else {
 		// the canonical encoding the socket server measured the frame in
 		// (see MaxLineBytes); Encode adds the newline

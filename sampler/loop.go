@@ -191,7 +191,7 @@ func (n *NVML) startThread() *native.Loop {
 	} else {
 		var err error
 		if f, err = native.Lookup(); err != nil {
-			n.st.Log("sampling from Go instead of a native thread: " + err.Error())
+			n.log("sampling from Go instead of a native thread: " + err.Error())
 			return nil
 		}
 	}
@@ -208,14 +208,14 @@ func (n *NVML) startThread() *native.Loop {
 		}
 		h, r := f.Handle(d.index)
 		if r != 0 || h == 0 {
-			n.st.Log(fmt.Sprintf("sampling from Go instead of a native thread: GPU %d: %s", d.index, describe(nvml.Return(r))))
+			n.log(fmt.Sprintf("sampling from Go instead of a native thread: GPU %d: %s", d.index, describe(nvml.Return(r))))
 			return nil
 		}
 		cfg.Handles[i], cfg.V1[i] = h, d.v1
 	}
 	loop, err := native.Start(cfg)
 	if err != nil {
-		n.st.Log("sampling from Go instead of a native thread: " + err.Error())
+		n.log("sampling from Go instead of a native thread: " + err.Error())
 		return nil
 	}
 	return loop
@@ -243,7 +243,7 @@ func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop) {
 		}
 		rates.due(now)
 		if k := loop.Dropped(); k != dropped {
-			n.st.Log(fmt.Sprintf("NVML sampling: %d readings dropped (the store fell behind)", k-dropped))
+			n.log(fmt.Sprintf("NVML sampling: %d readings dropped (the store fell behind)", k-dropped))
 			dropped = k
 		}
 	}

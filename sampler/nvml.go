@@ -47,6 +47,9 @@ type NVMLOptions struct {
 	// goroutine through the Interface. It needs the real library; where the
 	// thread cannot be had, a goroutine samples and the log says why.
 	Thread bool
+	// Log receives the sampler's notes for the user (a device that cannot
+	// be read, a fallback from the native thread); nil drops them.
+	Log func(string)
 
 	funcs *native.Funcs // tests: C stand-ins instead of the library's functions
 }
@@ -88,6 +91,13 @@ type nvmlDev struct {
 	reported uint64 // count at the last rate report
 
 	procErr nvml.Return // last process-list error logged; SUCCESS when none
+}
+
+// log hands a note to Options.Log.
+func (n *NVML) log(line string) {
+	if n.opt.Log != nil {
+		n.opt.Log(line)
+	}
 }
 
 // NewNVML returns an NVML source writing into st. Call Init, then Run, then Close.
@@ -160,13 +170,13 @@ func (n *NVML) initDevice(i int, v1 bool) *nvmlDev {
 	// link (which maps by UUID) is what loses out, so say so in the log.
 	name, r := h.GetName()
 	if err := check("GetName", r); err != nil {
-		n.st.Log(fmt.Sprintf("GPU %d: %v", i, err))
+		n.log(fmt.Sprintf("GPU %d: %v", i, err))
 	} else if name != "" {
 		info.Name = name
 	}
 	uuid, r := h.GetUUID()
 	if err := check("GetUUID", r); err != nil {
-		n.st.Log(fmt.Sprintf("GPU %d: %v", i, err))
+		n.log(fmt.Sprintf("GPU %d: %v", i, err))
 	} else {
 		info.UUID = uuid
 	}

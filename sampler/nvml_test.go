@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/logbook"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
@@ -353,7 +355,8 @@ func TestProcsIntoStoreWithNames(t *testing.T) {
 func TestProcsNotSupportedIsNoData(t *testing.T) {
 	g := newFakeGPU(0, 141*gib)
 	st := newStore()
-	n := NewNVML(newLib(g), st, NVMLOptions{})
+	book := logbook.New()
+	n := NewNVML(newLib(g), st, NVMLOptions{Log: book.Add})
 	mustInit(t, n)
 
 	g.setProcs(nil, nvml.ERROR_NOT_SUPPORTED, nil, nvml.ERROR_NOT_SUPPORTED)
@@ -364,7 +367,7 @@ func TestProcsNotSupportedIsNoData(t *testing.T) {
 	if d := st.Devices()[0]; d.Err != "" {
 		t.Errorf("NOT_SUPPORTED shown as a device error: %q", d.Err)
 	}
-	if logs := st.Logs(); len(logs) != 0 {
+	if logs := book.Lines(); len(logs) != 0 {
 		t.Errorf("NOT_SUPPORTED logged: %q", logs)
 	}
 
@@ -379,7 +382,8 @@ func TestProcsNotSupportedIsNoData(t *testing.T) {
 func TestProcsErrorLoggedOnce(t *testing.T) {
 	g := newFakeGPU(0, 141*gib)
 	st := newStore()
-	n := NewNVML(newLib(g), st, NVMLOptions{})
+	book := logbook.New()
+	n := NewNVML(newLib(g), st, NVMLOptions{Log: book.Add})
 	mustInit(t, n)
 	g.setProcs([]nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: gib}}, nvml.SUCCESS, nil, nvml.SUCCESS)
 	n.refreshProcs()
@@ -389,7 +393,7 @@ func TestProcsErrorLoggedOnce(t *testing.T) {
 	for range 5 {
 		n.refreshProcs()
 	}
-	logs := st.Logs()
+	logs := book.Lines()
 	if len(logs) != 1 || !strings.Contains(logs[0], "GPU 0") || !strings.Contains(logs[0], "GPU is lost") {
 		t.Errorf("logs %q, want one line naming GPU 0 and \"GPU is lost\"", logs)
 	}
@@ -399,7 +403,7 @@ func TestProcsErrorLoggedOnce(t *testing.T) {
 
 	g.setProcs(nil, nvml.SUCCESS, nil, nvml.SUCCESS)
 	n.refreshProcs()
-	logs = st.Logs()
+	logs = book.Lines()
 	if len(logs) != 2 || !strings.Contains(logs[1], "again") {
 		t.Errorf("after recovery logs %q, want a second line saying so", logs)
 	}
@@ -632,7 +636,8 @@ func TestOtherInitErrors(t *testing.T) {
 // and close cleanly.
 func TestRealLibrary(t *testing.T) {
 	st := newStore()
-	n := NewNVML(nvml.New(), st, NVMLOptions{Thread: true})
+	book := logbook.New()
+	n := NewNVML(nvml.New(), st, NVMLOptions{Thread: true, Log: book.Add})
 	err := n.Init()
 	if err != nil {
 		var e *Error
@@ -660,7 +665,7 @@ func TestRealLibrary(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	for _, l := range st.Logs() {
+	for _, l := range book.Lines() {
 		if strings.Contains(l, "instead of a native thread") {
 			t.Errorf("the native thread was not used: %s", l)
 		}
@@ -912,13 +917,14 @@ func TestNameAndUUIDErrorsAreLogged(t *testing.T) {
 	g.dev.GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_NO_PERMISSION }
 	g.dev.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
 	st := newStore()
-	n := NewNVML(newLib(g), st, NVMLOptions{})
+	book := logbook.New()
+	n := NewNVML(newLib(g), st, NVMLOptions{Log: book.Add})
 	mustInit(t, n)
 	d := st.Devices()[0]
 	if d.Name != "GPU 0" || d.UUID != "" || d.Total != gib || d.Err != "" {
 		t.Errorf("device %+v, want a sampled \"GPU 0\" without UUID", d)
 	}
-	logs := strings.Join(st.Logs(), "\n")
+	logs := strings.Join(book.Lines(), "\n")
 	if !strings.Contains(logs, "GetName: no permission") || !strings.Contains(logs, "GetUUID") {
 		t.Errorf("logs %q, want the GetName and GetUUID errors", logs)
 	}

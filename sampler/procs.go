@@ -46,13 +46,13 @@ func (n *NVML) refreshProcs() {
 			var e *Error
 			if errors.As(err, &e) && e.Ret != d.procErr {
 				d.procErr = e.Ret
-				n.st.Log(fmt.Sprintf("GPU %d: process list: %s", d.index, describe(e.Ret)))
+				n.log(fmt.Sprintf("GPU %d: process list: %s", d.index, describe(e.Ret)))
 			}
 			continue
 		}
 		if d.procErr != nvml.SUCCESS {
 			d.procErr = nvml.SUCCESS
-			n.st.Log(fmt.Sprintf("GPU %d: process list readable again", d.index))
+			n.log(fmt.Sprintf("GPU %d: process list readable again", d.index))
 		}
 		if !ok {
 			continue

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/logbook"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gputop/gputop/sampler/native/nativetest"
@@ -14,10 +16,10 @@ import (
 // The native thread with C stand-ins for NVML's memory queries (go-nvml's
 // mock cannot be called from C); names, UUIDs and processes still come
 // from the go-nvml mock.
-func threadNVML(t *testing.T, st *store.Store, gpus ...*fakeGPU) *NVML {
+func threadNVML(t *testing.T, st *store.Store, book *logbook.Book, gpus ...*fakeGPU) *NVML {
 	t.Helper()
 	f := nativetest.Funcs()
-	n := NewNVML(newLib(gpus...), st, NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true})
+	n := NewNVML(newLib(gpus...), st, NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true, Log: book.Add})
 	n.opt.funcs = &f
 	mustInit(t, n)
 	return n
@@ -27,7 +29,8 @@ func TestThreadSamplesIntoStore(t *testing.T) {
 	nativetest.Set(0, 5*gib, 512<<20, 0, 0)
 	nativetest.Set(1, 7*gib, 0, 0, 0)
 	st := newStore()
-	n := threadNVML(t, st, newFakeGPU(0, 141*gib), newFakeGPU(1, 141*gib))
+	book := logbook.New()
+	n := threadNVML(t, st, book, newFakeGPU(0, 141*gib), newFakeGPU(1, 141*gib))
 	stop := startRun(t, n)
 	count := func(dev int) uint64 { return st.Count(store.Key{Dev: dev, Metric: store.NVMLUsed}) }
 	waitFor(t, "samples from both devices", func() bool { return count(0) > 50 && count(1) > 50 })
@@ -38,7 +41,7 @@ func TestThreadSamplesIntoStore(t *testing.T) {
 		t.Errorf("device 0 reserved %d, want %d", v, 512<<20)
 	}
 	waitFor(t, "a rate report", func() bool { return st.Devices()[0].Rate > 0 })
-	for _, l := range st.Logs() {
+	for _, l := range book.Lines() {
 		if strings.Contains(l, "instead of a native thread") {
 			t.Fatalf("fell back to Go: %s", l)
 		}
@@ -77,7 +80,8 @@ func TestThreadFallsBackToGo(t *testing.T) {
 	g.used.Store(3 * gib)
 	st := newStore()
 	f := nativetest.FailingHandles()
-	n := NewNVML(newLib(g), st, NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true})
+	book := logbook.New()
+	n := NewNVML(newLib(g), st, NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true, Log: book.Add})
 	n.opt.funcs = &f
 	mustInit(t, n)
 	stop := startRun(t, n)
@@ -86,11 +90,11 @@ func TestThreadFallsBackToGo(t *testing.T) {
 		t.Errorf("used %d, want %d (from the go-nvml mock)", v, 3*gib)
 	}
 	found := false
-	for _, l := range st.Logs() {
+	for _, l := range book.Lines() {
 		found = found || strings.Contains(l, "sampling from Go instead of a native thread: GPU 0: unknown NVML error")
 	}
 	if !found {
-		t.Errorf("no log line saying why; logs: %q", st.Logs())
+		t.Errorf("no log line saying why; logs: %q", book.Lines())
 	}
 	if err := stop(); err != nil {
 		t.Errorf("Run: %v", err)

@@ -34,7 +34,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	var full []string // torch devices left unmapped: no room for them
 	defer func() {
 		if len(full) > 0 {
-			s.Log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
+			s.log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
 				h.PID, helloName(h), listClipped(full, 8), MaxDevices))
 		}
 	}()
@@ -127,7 +127,7 @@ func (s *Store) AgentSample(pid int, smp wire.Sample) {
 func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 	dump := cleanDump(m.Dump)
 	if dump != nil {
-		defer func() { s.Log(DumpLine(pid, m.Label, dump)) }() // after the lock is let go
+		defer func() { s.log(DumpLine(pid, m.Label, dump)) }() // after the lock is let go
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,7 +172,7 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 func (s *Store) AgentOOM(pid int, o wire.OOM) {
 	o.Dump = cleanDump(o.Dump)
 	if o.Dump != nil {
-		defer func() { s.Log(DumpLine(pid, wire.LabelOOM, o.Dump)) }()
+		defer func() { s.log(DumpLine(pid, wire.LabelOOM, o.Dump)) }()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -54,6 +54,9 @@ type Options struct {
 	// snapshot rows, markers and names stay. 0 keeps every series (replay:
 	// a recording is shown whole).
 	KeepGone int
+	// Log receives the store's notes for the user (e.g. an agent's device
+	// past MaxDevices); nil drops them. Usually a logbook.Book's Add.
+	Log func(string)
 }
 
 // DefaultOptions keep 30 s of raw samples at 1 kHz (the chart's 10 s and
@@ -114,8 +117,6 @@ type Store struct {
 	// asks an agent for a holders walk of one torch device (nil: no agent
 	// server, so nothing can be asked)
 	asker func(pid, torchDev int) error
-	logs  []string
-	onLog func(string) // sees every line Log adds (logs keeps the last 200)
 }
 
 // New returns an empty store.
@@ -163,22 +164,17 @@ func (s *Store) Gen() uint64 { s.mu.RLock(); defer s.mu.RUnlock(); return s.gen 
 // Shape counts what changes a screen's layout rather than its values: a UI
 // compares it at every frame, so it copies nothing.
 type Shape struct {
-	Snapshots, Markers, Logs, Devices int
-	LastLog                           string
-	Agents                            uint64 // moves on every hello, end, OOM and holders report
-	Rows                              uint64 // moves on every change to a snapshot row: added, completed, given its attribution
+	Snapshots, Markers, Devices int
+	Agents                      uint64 // moves on every hello, end, OOM and holders report
+	Rows                        uint64 // moves on every change to a snapshot row: added, completed, given its attribution
 }
 
 // Shape returns the store's current Shape.
 func (s *Store) Shape() Shape {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	sh := Shape{Snapshots: len(s.snapshots), Markers: len(s.markers), Logs: len(s.logs),
+	return Shape{Snapshots: len(s.snapshots), Markers: len(s.markers),
 		Devices: len(s.devices), Agents: s.agentsVer, Rows: s.rowsVer}
-	if len(s.logs) > 0 {
-		sh.LastLog = s.logs[len(s.logs)-1]
-	}
-	return sh
 }
 
 func (s *Store) touch(t int64) {
@@ -200,34 +196,11 @@ func (s *Store) frame(f wire.Frame) {
 // terminal, break a table row or shift its cells.
 func CleanText(s string) string { return printable.Clean(s) }
 
-// Log adds a line to the store's log (shown in the status line).
-// Lines are often built from what a peer sent (argv, torch version,
-// reasons), so each is made printable here, once for every reader.
-func (s *Store) Log(line string) {
-	line = CleanText(line)
-	s.mu.Lock()
-	s.logs = append(s.logs, line)
-	if len(s.logs) > 200 {
-		s.logs = s.logs[len(s.logs)-200:]
+// log hands a note to Options.Log; call it without the store's lock.
+func (s *Store) log(line string) {
+	if s.opt.Log != nil {
+		s.opt.Log(line)
 	}
-	s.gen++
-	on := s.onLog
-	s.mu.Unlock()
-	if on != nil {
-		on(line)
-	}
-}
-
-// OnLog makes f see every line Log adds, however many (Logs returns only
-// the last 200), in the caller's goroutine and without the store's lock:
-// f must not block. Call before sources start.
-func (s *Store) OnLog(f func(string)) { s.mu.Lock(); s.onLog = f; s.mu.Unlock() }
-
-// Logs returns the log lines, oldest first.
-func (s *Store) Logs() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return append([]string(nil), s.logs...)
 }
 
 // Start is the time of the first thing ingested (0 if nothing yet).

@@ -690,13 +690,6 @@ func TestProcsLogsAndQueries(t *testing.T) {
 	if ks := st.Keys(); !reflect.DeepEqual(ks, []Key{{0, 0, NVMLUsed}, {0, 0, NVMLReserved}, {0, 1, ProcUsed}, {0, 2, ProcUsed}, {1, 0, NVMLUsed}, {1, 0, NVMLReserved}}) {
 		t.Fatalf("keys %v", ks)
 	}
-	g := st.Gen()
-	for i := range 250 {
-		st.Log(fmt.Sprintf("line %d", i))
-	}
-	if l := st.Logs(); len(l) != 200 || l[0] != "line 50" || l[199] != "line 249" || st.Gen() == g {
-		t.Fatalf("logs %d %q", len(l), l[0])
-	}
 	if NVMLUsed.String() != "nvml_used" || Peak.String() != "peak" {
 		t.Fatalf("metric names")
 	}
@@ -813,8 +806,7 @@ func TestTextFromPeersCannotDriveTheTerminal(t *testing.T) {
 	a := s.Agents()[0]
 	texts = append(texts, a.Hello.Torch, a.Hello.Python, s.Devices()[0].Name, s.Devices()[0].Err, s.Devices()[1].Name)
 	s.AgentEnded(9, 5, false, "closed: \x1b[2J")
-	s.Log("pid 9 (\x1b]0;x\x07): attached")
-	texts = append(texts, s.Agents()[0].EndReason, s.Logs()[0])
+	texts = append(texts, s.Agents()[0].EndReason)
 	for _, x := range texts {
 		for _, r := range x {
 			if unicode.IsControl(r) || r == '\u202e' {
@@ -853,7 +845,6 @@ func TestShape(t *testing.T) {
 		st.AgentSample(7, wire.Sample{T: 12, Dev: 0, Allocated: 5, Reserved: 6, Peak: 7})
 	}, false)
 	step("a snapshot", func() { st.TakeSnapshot("x", 0, 13, "key", nil) }, true)
-	step("a log line", func() { st.Log("hello") }, true)
 	step("an OOM", func() { st.AgentOOM(7, wire.OOM{T: 14, Dev: 0}) }, true)
 	step("a holders report", func() { st.AgentHolders(7, wire.Holders{T: 15}) }, true)
 	step("the end of an agent", func() { st.AgentEnded(7, 16, false, "connection lost") }, true)
@@ -948,18 +939,5 @@ func TestEndReachesRowsAfterTheLastSample(t *testing.T) {
 	st.AddNVML(0, 3*sec, 5, 0)
 	if got := st.End(); got != 3*sec {
 		t.Fatalf("End() = %d after a later sample", got)
-	}
-}
-
-// OnLog sees every line, however many; Logs keeps the last 200.
-func TestOnLogSeesEveryLine(t *testing.T) {
-	st := New(DefaultOptions())
-	var seen []string
-	st.OnLog(func(l string) { seen = append(seen, l) })
-	for i := range 500 {
-		st.Log(fmt.Sprint("event ", i))
-	}
-	if len(seen) != 500 || seen[0] != "event 0" || seen[499] != "event 499" || len(st.Logs()) != 200 {
-		t.Fatalf("OnLog saw %d lines, Logs has %d", len(seen), len(st.Logs()))
 	}
 }

@@ -5,12 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -48,9 +50,10 @@ const (
 // After cleanup, leaks 1.25 GiB, and answers a holders request. NVML is
 // sampled at 100 Hz, plus a 5 ms spike of 4 GiB sampled at 1 kHz at 30 s.
 func fillFixture(st *store.Store) {
+	log := logOf(st)
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: h200, Source: "nvml", Rate: 998})
 	st.SetDevice(store.Device{Index: 1, UUID: "GPU-bbbb", Name: "NVIDIA H200", Total: h200, Source: "nvml", Rate: 997})
-	st.Log("nvml: 2 devices, sampling at 1000/s")
+	log.Add("nvml: 2 devices, sampling at 1000/s")
 
 	var alloc, resv, peak uint64
 	agent := false
@@ -139,8 +142,24 @@ func fillFixture(st *store.Store) {
 				}})
 		}
 	}
-	st.Log("agent pid 4242 attached: python3 train.py (torch 2.11.0)")
+	log.Add("agent pid 4242 attached: python3 train.py (torch 2.11.0)")
 }
+
+// logOf is the log that goes with a test's store, as main gives the UI the
+// log its sources write to.
+func logOf(st *store.Store) *logbook.Book {
+	logsMu.Lock()
+	defer logsMu.Unlock()
+	if logs[st] == nil {
+		logs[st] = logbook.New()
+	}
+	return logs[st]
+}
+
+var (
+	logsMu sync.Mutex
+	logs   = map[*store.Store]*logbook.Book{}
+)
 
 func newFixture() *store.Store {
 	st := store.New(store.DefaultOptions())
@@ -155,6 +174,9 @@ func newModel(t *testing.T, st *store.Store, opt Options, w, h int) Model {
 	t.Helper()
 	if opt.Now == nil {
 		opt.Now = fixedNow
+	}
+	if opt.Log == nil {
+		opt.Log = logOf(st)
 	}
 	m := New(st, opt)
 	m = send(t, m, tea.WindowSizeMsg{Width: w, Height: h})

@@ -12,6 +12,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/view"
@@ -28,6 +29,7 @@ type Options struct {
 	RequestDump    func(pid int) error     // asks an agent for a memory dump; nil when there is no agent server
 	WriteCSV       func(path string) error // writes the summary CSV (e, and quit with CSVPath)
 	LoadErr        string                  // e.g. a recording's format error, shown at start
+	Log            *logbook.Book           // the status line shows its newest line; nil: none
 }
 
 // Minimum usable terminal; below it the UI shows a notice instead.
@@ -83,7 +85,8 @@ type Model struct {
 	lastGen          uint64
 	lastFrom, lastTo int64
 	lastShape        store.Shape
-	valuesAt         int64 // when values were last redrawn
+	logN             uint64 // the log's line count at the last refresh
+	valuesAt         int64  // when values were last redrawn
 	nvmlPeak         peakCache
 	torchPeaks       map[int]*peakCache
 	nRows            int
@@ -126,7 +129,7 @@ func New(st *store.Store, opt Options) Model {
 		frame:      &frameCache{},
 		rows:       &view.Rows{},
 	}
-	m.status.SetLogs(st.Logs())
+	m.status.SetLog(opt.Log.Last())
 	if opt.LoadErr != "" {
 		m.status.Set(opt.LoadErr, true)
 	}

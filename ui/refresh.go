@@ -86,16 +86,17 @@ func (m *Model) refresh(force bool) bool {
 	}
 	from, to := m.tl.window(now, start, m.chart.Columns())
 	gen := st.Gen()
-	if !force && gen == m.lastGen && from == m.lastFrom && to == m.lastTo {
+	logN, _ := m.opt.Log.Last()
+	if !force && gen == m.lastGen && logN == m.logN && from == m.lastFrom && to == m.lastTo {
 		late := m.holders.late()
 		m.holders.now = now // a wait turns into "no answer" by the clock alone
 		return late != m.holders.late()
 	}
 	sh := m.shape()
-	if !force && sh == m.lastShape && time.Duration(now-m.valuesAt) < m.valueInterval(now, start) {
+	if !force && sh == m.lastShape && logN == m.logN && time.Duration(now-m.valuesAt) < m.valueInterval(now, start) {
 		return false // only values moved, and they were drawn moments ago
 	}
-	m.lastGen, m.lastFrom, m.lastTo, m.lastShape, m.valuesAt = gen, from, to, sh, now
+	m.lastGen, m.lastFrom, m.lastTo, m.lastShape, m.valuesAt, m.logN = gen, from, to, sh, now, logN
 	m.refreshPanes(now)
 	m.refreshChart(now, from, to)
 	m.layout()
@@ -179,7 +180,7 @@ func (m *Model) refreshPanes(now int64) {
 	}
 	m.holders.SetData(pid, rep, m.holdersNote(sel, selOK), now)
 
-	m.status.SetLogs(st.Logs())
+	m.status.SetLog(m.opt.Log.Last())
 }
 
 // refreshChart fetches the chart's columns for [from, to): NVML used of the

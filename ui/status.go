@@ -3,14 +3,13 @@ package ui
 import "github.com/gputop/gputop/printable"
 
 // statusModel is the status line: the UI's own last message (export done,
-// an error) or the newest line of the store's log, whichever came last.
+// an error) or the newest line of the log (Options.Log), whichever came last.
 type statusModel struct {
 	styles *Styles
 	w      int
 	text   string
 	isErr  bool
-	logN   int
-	logTop string
+	logN   uint64
 }
 
 func newStatus(st *Styles) statusModel { return statusModel{styles: st} }
@@ -21,18 +20,14 @@ func (m *statusModel) SetSize(w, _ int) { m.w = w }
 // Messages quote paths and peers' errors, so they are made printable.
 func (m *statusModel) Set(text string, isErr bool) { m.text, m.isErr = printable.Clean(text), isErr }
 
-// SetLogs shows the store's newest log line when one has arrived since the
-// last call.
-func (m *statusModel) SetLogs(logs []string) {
-	if len(logs) == 0 {
+// SetLog shows the log's newest line when one has arrived since the last
+// call (count is how many lines the log has ever had).
+func (m *statusModel) SetLog(count uint64, line string) {
+	if count == 0 || count == m.logN {
 		return
 	}
-	top := logs[len(logs)-1]
-	if len(logs) == m.logN && top == m.logTop {
-		return
-	}
-	m.logN, m.logTop = len(logs), top
-	m.text, m.isErr = top, false
+	m.logN = count
+	m.text, m.isErr = line, false
 }
 
 func (m *statusModel) View() string {

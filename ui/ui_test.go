@@ -617,7 +617,7 @@ func TestStatusShowsLoadErrorThenLogs(t *testing.T) {
 	if !strings.Contains(screen(m), "byte 4096") {
 		t.Fatalf("the load error should be on screen at start")
 	}
-	st.Log("agent pid 9 closed: line over 1 MiB")
+	logOf(st).Add("agent pid 9 closed: line over 1 MiB")
 	m = send(t, m, tickMsg(fixtureNow))
 	if !strings.Contains(screen(m), "agent pid 9 closed: line over 1 MiB") {
 		t.Errorf("a new log line should reach the status line")
