@@ -425,3 +425,18 @@ def test_dumps_through_gputop_record_to_the_csv(gputop_bin: str, tmp_path, sock_
         rows = list(csv.DictReader(f))
     assert list(rows[0])[-1] == "dump"
     assert {r["label"]: r["dump"] for r in rows} == {"Epoch 2": labelled, "OOM": oom}
+
+
+def test_magic_history(server: LineServer, capsys: pytest.CaptureFixture):
+    """%gputop --history N (called as the magic's function)."""
+    gpu = FakeGPU(1)
+    gpu.install()
+    from gputop import _magics
+
+    _magics.gputop_magic(None, "--history 500")
+    assert "recording torch's allocation history (max_entries 500)" in capsys.readouterr().out
+    assert gpu.memory.calls[-1]["max_entries"] == 500
+    with pytest.raises(Exception, match="--history wants a number of entries >= 0"):
+        _magics.gputop_magic(None, "--history -3")
+    with pytest.raises(Exception, match="--history wants a number"):
+        _magics.gputop_magic(None, "--history lots")
