@@ -20,7 +20,7 @@ func droppedNote(d recording.Drops) string {
 
 func cmdExport(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("gputop export", stderr, "\ngputop export FILE --csv OUT\n")
-	out := fs.String("csv", "", "summary CSV to write (required)")
+	out := fs.String("csv", "", "write the summary CSV to `OUT` (- is standard output; required)")
 	// accept the file before or after the flags
 	var file string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {

@@ -23,9 +23,10 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	fs := newFlagSet("gputop record", stderr, "\ngputop record -o FILE [flags]\n")
 	var sf sourceFlags
 	sf.register(fs)
-	out := fs.String("o", "", "recording file to write (required)")
-	duration := fs.Duration("duration", 0, "stop after this long (default: until Ctrl-C)")
-	comment := fs.String("comment", "", "free text stored in the recording's header")
+	sf.registerSSH(fs)
+	out := fs.String("o", "", "recording `FILE` to write (required)")
+	duration := fs.Duration("duration", 0, "stop after `D`, a duration such as 90s or 5m (default: until Ctrl-C)")
+	comment := fs.String("comment", "", "free `TEXT` stored in the recording's header")
 	force := fs.Bool("force", false, "replace FILE if it already holds data (without it an existing file is never truncated)")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -46,9 +47,10 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		return 1
 	}
 	host, _ := os.Hostname()
+	hosts, _ := sf.hosts()
 	w := recording.NewWriter(wire.Recording{
 		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
-		Tool: "gputop " + version, RateHz: int(sf.rate), Comment: *comment,
+		Tool: toolVersion(), RateHz: int(sf.rate), Comment: *comment, Hosts: hosts,
 	})
 	var events eventPrinter
 	log := logbook.New()

@@ -13,7 +13,7 @@ import (
 
 func cmdSnap(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("gputop snap", stderr, "\ngputop snap LABEL [--end[=false]] [--socket PATH]\n")
-	sock := fs.String("socket", "", "socket of the running gputop")
+	sock := fs.String("socket", "", "`PATH` of the running gputop's socket")
 	endFlag := fs.Bool("end", false, "the rows end a run and get a verdict (--end=false: they do not); without it the label decides (\"After cleanup\", \"Training end\" do)")
 	var label string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {

@@ -27,10 +27,12 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	fs := newFlagSet("gputop", stderr, "")
 	var sf sourceFlags
 	sf.register(fs)
+	sf.registerSSH(fs)
 	demoFlag := fs.Bool("demo", false, "play the recording embedded in the binary")
-	replay := fs.String("replay", "", "play a recording file")
-	csvPath := fs.String("csv", "", "where `e` and quitting write the summary CSV (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on `e`, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
-	fps := fs.Int("fps", 30, "screen redraws per second at most")
+	replay := fs.String("replay", "", "play the recording `FILE`")
+	csvPath := fs.String("csv", "", "write the summary CSV to `PATH` on the e key and on quitting (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on e, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
+	fps := fs.Int("fps", 30, "at most `N` screen redraws per second")
+	recordPath := fs.String("record", "", "live: also write a recording to `FILE`, as gputop record does, with the rows renamed and deleted in the TUI (a FILE that holds data is refused)")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -53,6 +55,10 @@ func cmdTUI(args []string, stderr io.Writer) int {
 			return 2
 		}
 	}
+	if *recordPath != "" && (*demoFlag || *replay != "") {
+		fmt.Fprintln(stderr, "gputop: --record records live sources; it does not go with --demo or --replay")
+		return 2
+	}
 	log := logbook.New()
 	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now, Log: log}
 	var st *store.Store
@@ -61,7 +67,8 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
 	stop := func() {}
-	var load *replayLoad // --replay: the file loads while the TUI shows how far it got
+	recordFailed := false // --record could not write everything
+	var load *replayLoad  // --replay: the file loads while the TUI shows how far it got
 	switch {
 	case *demoFlag:
 		st = store.New(logTo(replayOptions(), log))
@@ -88,12 +95,27 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		opt.Replay = true
 	default:
 		st = store.New(logTo(store.DefaultOptions(), log))
-		srv, s, err := sf.start(ctx, st, log)
+		rec, err := newTUIRecorder(*recordPath, sf.rate, st)
 		if err != nil {
 			say(stderr, "gputop:", err)
 			return 1
 		}
-		stop = s
+		srv, s, err := sf.start(ctx, st, log)
+		if err == nil {
+			if err = rec.open(ctx, stderr); err != nil {
+				s()
+			}
+		}
+		if err != nil {
+			say(stderr, "gputop:", err)
+			return 1
+		}
+		stop = func() {
+			s()
+			if rec.close(stderr) != nil {
+				recordFailed = true
+			}
+		}
 		if srv != nil {
 			opt.RequestHolders = srv.RequestHolders
 			opt.RequestDump = srv.RequestDump
@@ -111,14 +133,19 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	stop()
 	// a load given up leaves nothing to write: the CSV would lack rows
 	if signalled && *csvPath != "" && (load == nil || load.complete()) {
-		if werr := opt.WriteCSV(*csvPath); werr != nil {
-			say(stderr, "gputop:", werr)
+		if werr := opt.WriteCSV(*csvPath); werr != nil || recordFailed {
+			if werr != nil {
+				say(stderr, "gputop:", werr)
+			}
 			return 1
 		}
 		return 0
 	}
 	if err != nil && !errors.Is(err, tea.ErrProgramKilled) && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "gputop:", err)
+		return 1
+	}
+	if recordFailed {
 		return 1
 	}
 	return 0

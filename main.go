@@ -18,20 +18,27 @@ import (
 
 const version = "0.1.0"
 
+// toolVersion names this gputop in a recording's header; gputop --ssh
+// compares a remote's with its own.
+func toolVersion() string { return "gputop " + version }
+
 const usage = `gputop: GPU memory profiler for PyTorch (NVML + in-process allocator agent)
 
 Usage:
   gputop [flags]                  live TUI over local GPUs (NVML) and attached agents
   gputop --demo                   TUI over a real H200 recording embedded in the binary
+  gputop --ssh HOST[,HOST...]     TUI over remote hosts (each runs gputop serve --stdio over ssh;
+                                  $GPUTOP_SSH: the ssh command and its options)
   gputop --replay FILE            TUI over a recording
+  gputop --record FILE [flags]    live TUI that also writes a recording, with the rows you rename or delete
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
+  gputop serve [--stdio]          NVML and agents with no terminal; --stdio: the live stream
+                                  on standard output, until standard input ends (for --ssh)
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop dump-info FILE           a torch memory snapshot (a dump, memory_viz's pickle) as text
   gputop version
-
-Flags:
 `
 
 func main() {
@@ -72,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "record":
 			return cmdRecord(args[1:], stderr)
+		case "serve":
+			return cmdServe(args[1:], os.Stdin, os.Stdout, stderr)
 		case "export":
 			return cmdExport(args[1:], stdout, stderr)
 		case "snap":
@@ -94,6 +103,10 @@ func newFlagSet(name string, stderr io.Writer, extra string) *flag.FlagSet {
 		if extra != "" {
 			fmt.Fprint(stderr, extra)
 		}
+		// the flag package names a flag's argument after the back-quoted
+		// word in its usage text (else after its type): each usage says
+		// its argument that way, as the lines above write it
+		fmt.Fprint(stderr, "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	return fs

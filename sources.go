@@ -11,12 +11,14 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gputop/gputop/agentlink"
 	"github.com/gputop/gputop/logbook"
+	"github.com/gputop/gputop/remote"
 	"github.com/gputop/gputop/sampler"
 	"github.com/gputop/gputop/store"
 )
@@ -25,20 +27,40 @@ import (
 type sourceFlags struct {
 	rate, procRate float64
 	source, socket string
+	// ssh lists the remote hosts (--ssh node1,node2), sshGputop the gputop
+	// they run
+	ssh, sshGputop string
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
-	fs.Float64Var(&s.rate, "rate", 1000, "NVML device samples per second per GPU")
-	fs.Float64Var(&s.procRate, "proc-rate", 10, "NVML process-list refreshes per second")
-	fs.StringVar(&s.source, "source", "all", "sources: nvml, agent or all")
-	fs.StringVar(&s.socket, "socket", "", "agent socket path (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
+	fs.Float64Var(&s.rate, "rate", 1000, "read NVML `HZ` times a second per GPU")
+	fs.Float64Var(&s.procRate, "proc-rate", 10, "refresh NVML's process lists `HZ` times a second")
+	fs.StringVar(&s.source, "source", "", "read this machine's source `S`: nvml, agent, all or none (default all; with --ssh none)")
+	fs.StringVar(&s.socket, "socket", "", "agent socket `PATH` (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
+}
+
+// registerSSH adds the flags of remote hosts (the TUI and record; serve
+// serves its own machine only).
+func (s *sourceFlags) registerSSH(fs *flag.FlagSet) {
+	fs.StringVar(&s.ssh, "ssh", "", "`HOSTS` to show beside (or instead of) this one, comma-separated: each runs gputop serve --stdio over ssh ($GPUTOP_SSH: the ssh command and its options)")
+	fs.StringVar(&s.sshGputop, "ssh-gputop", "gputop", "run gputop on the remote hosts as `CMD`, as their shell runs it")
 }
 
 func (s *sourceFlags) validate() error {
+	hosts, err := s.hosts()
+	if err != nil {
+		return err
+	}
+	if s.source == "" {
+		s.source = "all"
+		if len(hosts) > 0 {
+			s.source = "none" // a login node: only the hosts
+		}
+	}
 	switch s.source {
-	case "nvml", "agent", "all":
+	case "nvml", "agent", "all", "none":
 	default:
-		return fmt.Errorf("--source %q: want nvml, agent or all", s.source)
+		return fmt.Errorf("--source %q: want nvml, agent, all or none", s.source)
 	}
 	if s.rate <= 0 || s.rate > 10000 {
 		return fmt.Errorf("--rate %g: want 0 < rate <= 10000", s.rate)
@@ -82,6 +104,14 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.B
 		}
 	}
 	var wg sync.WaitGroup
+	hosts, _ := s.hosts()
+	for _, src := range s.remotes(st, hosts, log) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			src.Run(ctx)
+		}()
+	}
 	if n != nil {
 		wg.Add(1)
 		go func() {
@@ -119,4 +149,40 @@ func liveRuntime() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(25)
 	}
+}
+
+// hosts are --ssh's hosts, each named once.
+func (s *sourceFlags) hosts() ([]string, error) {
+	if s.ssh == "" {
+		return nil, nil
+	}
+	var hosts []string
+	seen := map[string]bool{}
+	for _, h := range strings.Split(s.ssh, ",") {
+		h = strings.TrimSpace(h)
+		switch {
+		case h == "":
+			return nil, fmt.Errorf("--ssh %q: an empty host name", s.ssh)
+		case strings.HasPrefix(h, "-"):
+			return nil, fmt.Errorf("--ssh: %q is not a host name", h)
+		case seen[h]:
+			continue
+		}
+		seen[h] = true
+		hosts = append(hosts, h)
+	}
+	if len(hosts) > store.MaxHosts {
+		return nil, fmt.Errorf("--ssh: %d hosts, at most %d", len(hosts), store.MaxHosts)
+	}
+	return hosts, nil
+}
+
+// remotes makes the sources of the hosts: host i is id i+1 in the store.
+func (s *sourceFlags) remotes(st *store.Store, hosts []string, log *logbook.Book) []*remote.Source {
+	sshCmd := strings.Fields(os.Getenv("GPUTOP_SSH"))
+	var out []*remote.Source
+	for i, h := range hosts {
+		out = append(out, remote.New(st, i+1, remote.Options{Host: h, SSH: sshCmd, Command: s.sshGputop, Tool: toolVersion(), Log: log.Add}))
+	}
+	return out
 }

@@ -168,6 +168,18 @@ def _device(rec: Recording, f: dict) -> None:
     rec.devices[int(f["index"])] = f
 
 
+def _row_edit(rec: Recording, f: dict) -> None:
+    """A row the user renamed or deleted in gputop: the rows follow, as
+    gputop export's do."""
+    for i, s in enumerate(rec.snapshots):
+        if (s["t"], s["dev"], s.get("pid", 0), s["label"]) == (f["t"], f["dev"], f.get("pid", 0), f["label"]):
+            if f.get("delete"):
+                del rec.snapshots[i]
+            else:
+                rec.snapshots[i] = {**s, "label": f.get("rename")}
+            return
+
+
 def _kept(name: str):
     """A decoder that keeps the frame as it is, in the Recording list name."""
     return lambda rec, f: getattr(rec, name).append(f)
@@ -184,13 +196,14 @@ DECODERS = {
     "sample": _kept("samples"),
     "samples": _decode_samples,
     "snapshot": _kept("snapshots"),
+    "row_edit": _row_edit,
     "procs": _kept("procs"),
     "hello": _kept("hellos"),
     "ended": _kept("ended"),
     "bye": _kept("byes"),
     "oom": _kept("ooms"),
 }
-SKIPPED = ("device_error", "holders", "held", "dropped",
+SKIPPED = ("device_error", "holders", "held", "dropped", "host",
            "mark", "snap", "reply", "request")  # the last four: agent-socket frames, not recorded
 
 

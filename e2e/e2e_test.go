@@ -75,8 +75,15 @@ type term struct {
 
 func startTerm(t *testing.T, w, h int, args ...string) *term {
 	t.Helper()
+	return startTermCmd(t, w, h, append([]string{binary}, args...)...)
+}
+
+// startTermCmd runs a command line in a new tmux session whose pane
+// process is gputop (env execs it).
+func startTermCmd(t *testing.T, w, h int, argv ...string) *term {
+	t.Helper()
 	name := fmt.Sprintf("gputop-e2e-%d", time.Now().UnixNano())
-	cmd := append([]string{"new-session", "-d", "-s", name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "--", binary}, args...)
+	cmd := append([]string{"new-session", "-d", "-s", name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "--"}, argv...)
 	if out, err := exec.Command("tmux", cmd...).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}

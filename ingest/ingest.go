@@ -12,8 +12,11 @@ import (
 
 // Apply applies frame f of agent process pid (as gputop files it: the
 // kernel's pid for a live peer, the frame's for a recording) to st, and
-// returns the snapshot rows it made (a mark's). Frames that are about no
-// process (device, procs, device_error, snapshot rows) ignore pid. A frame
+// returns the snapshot rows it made (a mark's), or the row an edit
+// changed, as it was (none: the edit named no row). Frames that are about no
+// process (device, procs, device_error, snapshot rows, NVML batches)
+// ignore pid. A batch (wire.NVML, wire.Samples) must have been checked
+// whole: its lists as long as its dt. A frame
 // type the store has no use for (a socket's snap, reply, request) does
 // nothing.
 func Apply(st *store.Store, pid int, f wire.Frame) []wire.Snapshot {
@@ -24,6 +27,10 @@ func Apply(st *store.Store, pid int, f wire.Frame) []wire.Snapshot {
 	case wire.Sample:
 		v.PID = 0 // as the agent sends it: the store files it under pid
 		st.AgentSample(pid, v)
+	case wire.Samples:
+		applySamples(st, pid, &v)
+	case wire.NVML:
+		applyNVML(st, &v)
 	case wire.Mark:
 		return st.AgentMark(pid, v)
 	case wire.OOM:
@@ -36,12 +43,54 @@ func Apply(st *store.Store, pid int, f wire.Frame) []wire.Snapshot {
 		st.AgentEnded(pid, v.T, false, v.Reason)
 	case wire.RowHeld:
 		st.SetHeld(pid, v.Dev, v.T, v.Held)
+	case wire.RowEdit:
+		if row, ok := st.EditRow(v); ok {
+			return []wire.Snapshot{row}
+		}
 	case wire.Snapshot:
 		st.AddSnapshot(v)
 	case wire.Procs:
 		st.SetProcs(v.Dev, v.T, v.Procs)
 	case wire.DevError:
 		st.SetDeviceError(v.Dev, v.T, v.Error)
+	case wire.Host:
+		st.SetHost(store.Host{ID: v.ID, Name: v.Name, Up: v.Up, Reason: v.Reason, Since: v.T})
 	}
 	return nil
+}
+
+// applySamples gives a batch's samples to the store one by one, as the
+// agent's sample frames would have come (straight to the store: a batch
+// holds thousands, and handing each over as a wire.Frame would allocate).
+// The batch is checked whole before (recording.Decoder).
+func applySamples(st *store.Store, pid int, f *wire.Samples) {
+	lists := f.Lists()
+	t := f.T0
+	var c [8]uint64
+	for i, d := range f.DT {
+		t += d
+		for j, p := range lists {
+			if len(*p) != 0 {
+				c[j] += uint64((*p)[i])
+			}
+		}
+		smp := wire.Sample{Type: wire.TypeSample, T: t, Dev: f.Dev}
+		smp.SetCounters(c)
+		st.AgentSample(pid, smp)
+	}
+}
+
+// applyNVML decodes an NVML batch (delta-encoded, 64-bit wrapping) into
+// the device's samples.
+func applyNVML(st *store.Store, f *wire.NVML) {
+	t := f.T0
+	var used, res uint64
+	for i, d := range f.DT {
+		t += d
+		used += uint64(f.Used[i])
+		if len(f.Reserved) != 0 {
+			res += uint64(f.Reserved[i])
+		}
+		st.AddNVML(f.Dev, t, used, res)
+	}
 }

@@ -6,6 +6,8 @@ package recording
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gputop/gputop/wire"
 )
 
 // Stats counts what a Writer has done so far.
@@ -116,3 +118,6 @@ func countDropped(st *Stats, it item) {
 		st.DroppedFrames++
 	}
 }
+
+func (f Dropped) FrameType() string { return TypeDropped }
+func (f Dropped) Typed() wire.Frame { f.Type = TypeDropped; return f }

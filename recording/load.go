@@ -1,9 +1,6 @@
 package recording
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +42,7 @@ type FormatError struct {
 	Line      int   // 1-based line number
 	Msg       string
 	Truncated bool // the last line was cut off (no newline): e.g. the recorder was killed
+	Empty     bool // there was nothing at all to read
 }
 
 func (e *FormatError) Error() string {
@@ -70,8 +68,8 @@ func Load(path string, st *store.Store) (Info, error) {
 // them. Frame types this version does not know are skipped and counted. I/O
 // errors from r are returned as they are.
 func LoadReader(name string, r io.Reader, st *store.Store) (Info, error) {
-	l := &loader{name: name, st: st}
-	err := l.run(bufio.NewReaderSize(r, 64<<10))
+	l := &loader{st: st, dec: NewDecoder(name, r)}
+	err := l.run()
 	l.flushDevices()
 	// the achieved NVML rate, which the live header showed, from the data
 	for dev, r := range l.rates {
@@ -79,7 +77,10 @@ func LoadReader(name string, r io.Reader, st *store.Store) (Info, error) {
 			l.st.SetRate(dev, float64(r.n-1)/(float64(r.last-r.first)/1e9))
 		}
 	}
-	l.info.Bytes = l.off
+	l.info.Header = l.dec.Header()
+	l.info.Skipped = l.dec.Skipped
+	l.info.Start, l.info.End = l.dec.Start, l.dec.End
+	l.info.Bytes = l.dec.Offset()
 	return l.info, err
 }
 
@@ -89,20 +90,18 @@ type rate struct {
 	first, last int64
 }
 
+// loader applies a Decoder's frames to a store, recreating what the live
+// store held: which devices were NVML's and which an agent's, an OOM's row.
 type loader struct {
-	name   string
-	st     *store.Store
-	info   Info
-	off    int64 // start of the current line
-	line   int   // current line number
-	header bool
+	st   *store.Store
+	dec  *Decoder
+	info Info
 
 	// device frames held back until the next frame: store.AgentHello emits
 	// the devices it creates for an agent right before the hello, and
 	// replaying the hello recreates them with their agent-only source.
 	devs      []wire.Device
 	agentDevs map[int]bool // devices AgentHello made from held-back frames
-	batch     wire.NVML    // reused by the batch fast path
 	rates     map[int]*rate
 	// the last frame was an oom: the store's OOM snapshot row that follows
 	// it in a raw tap stream is a duplicate of what AgentOOM recreates.
@@ -113,243 +112,71 @@ type loader struct {
 	}
 }
 
-func (l *loader) errf(format string, args ...any) *FormatError {
-	return &FormatError{File: l.name, Offset: l.off, Line: l.line, Msg: fmt.Sprintf(format, args...)}
-}
-
-func (l *loader) run(br *bufio.Reader) error {
-	var long []byte // a line longer than the bufio buffer
+func (l *loader) run() error {
 	for {
-		l.line++
-		frag, err := br.ReadSlice('\n')
-		line := frag
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], frag...)
-			// stop reading a line as soon as it is known to be too long
-			for errors.Is(err, bufio.ErrBufferFull) && len(long) <= MaxLineBytes+1 {
-				frag, err = br.ReadSlice('\n')
-				long = append(long, frag...)
-			}
-			line = long
-		}
-		complete := len(line) > 0 && line[len(line)-1] == '\n'
-		body := line
-		if complete {
-			body = line[:len(line)-1]
-		}
-		if len(body) > MaxLineBytes {
-			return l.errf("line longer than %d bytes (recording.MaxLineBytes)", MaxLineBytes)
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return fmt.Errorf("%s: byte %d (line %d): %w", l.name, l.off, l.line, err)
-		}
-		if len(line) == 0 { // end of input at a line boundary
-			if !l.header {
-				return l.errf("empty file: not a gputop recording")
-			}
+		f, err := l.dec.Next()
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		if ferr := l.frame(body); ferr != nil {
-			// a cut-off object is never valid JSON; a whole object that
-			// only lacks its newline is an ordinary bad line
-			if !complete && !json.Valid(body) {
-				ferr.Truncated = true
-				ferr.Msg = fmt.Sprintf("the last line is cut off after %d bytes (no newline): the recording ends mid-frame, e.g. the recorder was killed", len(body))
-			}
-			return ferr
+		if err != nil {
+			return err
 		}
-		l.off += int64(len(line))
-		if !complete {
-			return nil // a whole frame, only the final newline is missing
+		if err := l.apply(f); err != nil {
+			return err
 		}
 	}
 }
 
-// frame loads one line. It returns nil after loading or skipping it.
-func (l *loader) frame(body []byte) *FormatError {
-	if len(bytes.TrimSpace(body)) == 0 {
-		if !l.header {
-			return l.errf("not a gputop recording: the first line is empty")
-		}
-		return nil // blank lines are harmless
-	}
-	if l.header && bytes.HasPrefix(body, batchPrefix) && parseBatch(body, &l.batch) {
-		// the Writer's own batch lines, most of a recording, skip
-		// encoding/json; anything else falls through to it
-		l.flushDevices()
-		l.oom.set = false
-		if err := l.addBatch(&l.batch); err != nil {
-			return l.errf("nvml frame: %v", err)
-		}
-		l.info.Frames++
-		return nil
-	}
-	var p presence
-	if err := decodeJSON(body, &p); err != nil {
-		if !l.header {
-			return l.errf("not a gputop recording: %v", err)
-		}
-		return l.errf("%v", err)
-	}
-	if p.Type == nil {
-		if !l.header {
-			return l.errf(`not a gputop recording: the first line has no "type"`)
-		}
-		return l.errf(`frame has no "type" field`)
-	}
-	typ := *p.Type
-	if !l.header && typ != wire.TypeRecording {
-		return l.errf(`not a gputop recording: the first line is a %q frame, want {"type":"recording",...}`, typ)
-	}
-	req, known := required[typ]
-	if !known {
-		// a newer writer's frame, or a socket frame that has no place in a
-		// recording (mark, snap, reply, request)
-		l.info.Skipped++
-		return nil
-	}
-	for _, f := range req {
-		raw := f.get(&p)
-		if raw == nil {
-			return l.errf("%s frame without the required field %q", typ, f.name)
-		}
-		if !f.nullable && string(raw) == "null" {
-			return l.errf("%s frame: field %q is null", typ, f.name)
-		}
-	}
+// apply loads one decoded frame. Its error is about what only the store
+// can tell (an edit of a row it does not hold).
+func (l *loader) apply(f wire.Frame) error {
+	typ := f.FrameType()
 	if typ == wire.TypeRecording {
-		return l.headerFrame(body)
+		return nil
 	}
 	if typ != wire.TypeDevice && typ != wire.TypeHello {
 		l.flushDevices()
 	}
 	oom := l.oom
 	l.oom.set = false
-	var err error
-	switch typ {
-	case wire.TypeDevice:
-		err = l.device(body)
-	case wire.TypeNVML:
-		err = l.nvml(body)
-	case wire.TypeProcs:
-		var f wire.Procs
-		if err = decodeJSON(body, &f); err == nil {
-			if err = l.check(f.Dev, f.T); err == nil {
-				l.nvmlSeen(f.Dev)
-				ingest.Apply(l.st, 0, f)
-			}
-		}
-	case wire.TypeDevError:
-		var f wire.DevError
-		if err = decodeJSON(body, &f); err == nil {
-			if err = l.check(f.Dev, f.T); err == nil {
-				l.nvmlSeen(f.Dev)
-				ingest.Apply(l.st, 0, f)
-			}
-		}
-	case wire.TypeHello:
-		var f wire.Hello
-		if err = decodeChecked(body, &f); err == nil {
-			if err = l.checkAgent(f.PID, f.T); err == nil {
-				l.hello(f)
-			}
-		}
-	case wire.TypeSample:
-		var f wire.Sample
-		if err = decodeChecked(body, &f); err == nil {
-			if err = l.checkAgent(f.PID, f.T); err == nil {
-				ingest.Apply(l.st, f.PID, f)
-			}
-		}
-	case wire.TypeSamples:
-		var f wire.Samples
-		if err = decodeJSON(body, &f); err == nil {
-			err = l.samples(&f)
-		}
-	case wire.TypeSnapshot:
-		var f wire.Snapshot
-		if err = decodeJSON(body, &f); err == nil {
-			if err = l.check(f.Dev, f.T); err == nil {
-				if oom.set && f.IsOOMRowOf(oom.pid, oom.t) {
-					return nil // AgentOOM already made this row
-				}
-				if l.info.Header.V < 3 {
-					// before version 3 rows did not say; the label did
-					f.End = wire.IsEndLabel(f.Label)
-				}
-				ingest.Apply(l.st, f.PID, f)
-			}
-		}
-	case wire.TypeOOM:
-		var f wire.OOM
-		if err = decodeChecked(body, &f); err == nil {
-			if err = l.checkAgent(f.PID, f.T); err == nil {
-				ingest.Apply(l.st, f.PID, f)
-				l.oom.set, l.oom.pid, l.oom.t = true, f.PID, f.T
-			}
-		}
-	case wire.TypeHolders:
-		var f wire.Holders
-		if err = decodeChecked(body, &f); err == nil {
-			if err = l.checkAgent(f.PID, f.T); err == nil {
-				ingest.Apply(l.st, f.PID, f)
-			}
-		}
-	case wire.TypeBye:
-		var f wire.Bye
-		if err = decodeChecked(body, &f); err == nil {
-			if err = l.checkAgent(f.PID, f.T); err == nil {
-				ingest.Apply(l.st, f.PID, f)
-			}
-		}
-	case wire.TypeRowHeld:
-		var f wire.RowHeld
-		if err = decodeChecked(body, &f); err == nil {
-			if err = l.check(f.Dev, f.T); err == nil {
-				if f.PID <= 0 {
-					err = fmt.Errorf("pid %d is not a process id", f.PID)
-				} else {
-					ingest.Apply(l.st, f.PID, f)
-				}
-			}
-		}
-	case wire.TypeEnded:
-		var f wire.Ended
-		if err = decodeChecked(body, &f); err == nil {
-			if err = l.checkAgent(f.PID, f.T); err == nil {
-				ingest.Apply(l.st, f.PID, f)
-			}
-		}
-	case TypeDropped:
-		var f Dropped
-		if err = decodeJSON(body, &f); err == nil {
-			if err = l.checkTime(f.T); err == nil {
-				l.info.Dropped.add(f.Drops)
-			}
-		}
-	}
-	if err != nil {
-		return l.errf("%s frame: %v", typ, err)
-	}
 	l.info.Frames++
-	return nil
-}
-
-func (l *loader) headerFrame(body []byte) *FormatError {
-	var h wire.Recording
-	if err := decodeJSON(body, &h); err != nil {
-		return l.errf("recording header: %v", err)
+	switch v := f.(type) {
+	case wire.Device:
+		l.devs = append(l.devs, v)
+	case wire.NVML:
+		l.addBatch(v)
+	case wire.Procs:
+		l.nvmlSeen(v.Dev)
+		ingest.Apply(l.st, 0, v)
+	case wire.DevError:
+		l.nvmlSeen(v.Dev)
+		ingest.Apply(l.st, 0, v)
+	case wire.Hello:
+		l.hello(v)
+	case wire.Snapshot:
+		if oom.set && v.IsOOMRowOf(oom.pid, oom.t) {
+			l.info.Frames-- // AgentOOM already made this row
+			return nil
+		}
+		ingest.Apply(l.st, v.PID, v)
+	case wire.OOM:
+		ingest.Apply(l.st, v.PID, v)
+		l.oom.set, l.oom.pid, l.oom.t = true, v.PID, v.T
+	case Dropped:
+		l.info.Dropped.add(v.Drops)
+	case wire.Host:
+		ingest.Apply(l.st, 0, v)
+	case wire.RowEdit:
+		if ingest.Apply(l.st, v.PID, v) == nil {
+			return l.dec.errLast("row_edit frame: row_edit names no snapshot row: none labelled %q of pid %d on device %d at t %d",
+				wire.Clip(v.Label, 60), v.PID, v.Dev, v.T)
+		}
+	case wire.Owned:
+		ingest.Apply(l.st, v.FramePID(), v) // holders, bye, ended, held
+	case wire.Samples:
+		ingest.Apply(l.st, v.PID, v)
+	case wire.Sample:
+		ingest.Apply(l.st, v.PID, v)
 	}
-	if h.V < 1 || h.V > FormatVersion {
-		return l.errf("recording format version %d is not supported (this gputop reads versions 1 to %d)", h.V, FormatVersion)
-	}
-	if h.Start < 0 || h.Start > maxStart {
-		return l.errf("recording header: start %d is not a time", h.Start)
-	}
-	if !l.header {
-		l.header = true
-		l.info.Header = h
-	}
-	// a second header (recordings joined with cat) only has to agree on v
 	return nil
 }

@@ -1,5 +1,6 @@
 // Sample batches, NVML's and the agents': checked whole, then ingested
-// sample by sample; NVML's parsed without encoding/json (most of a file).
+// sample by sample (ingest.Apply); NVML's parsed without encoding/json
+// (most of a file).
 
 package recording
 
@@ -7,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
-// samples checks a whole agent sample batch, then ingests its samples one
-// by one, as they came from the agent; a bad batch adds none.
-func (l *loader) samples(f *wire.Samples) error {
+// checkSamples checks a whole agent sample batch: a bad batch adds none.
+func (d *Decoder) checkSamples(f *wire.Samples) error {
 	if f.PID <= 0 {
 		return fmt.Errorf("pid %d is not a process id", f.PID)
 	}
@@ -21,67 +22,41 @@ func (l *loader) samples(f *wire.Samples) error {
 	if n == 0 {
 		return errors.New("empty batch (dt has no samples)")
 	}
-	lists := f.Lists()
-	for i, p := range lists {
+	for i, p := range f.Lists() {
 		if len(*p) != n && (i < 3 || len(*p) != 0) {
 			return fmt.Errorf("dt has %d samples but %s has %d", n, wire.SampleLists[i], len(*p))
 		}
 	}
-	if err := l.checkSteps(f.T0, f.DT); err != nil {
-		return err
-	}
-	t := f.T0
-	var c [8]uint64
-	for i, d := range f.DT {
-		t += d
-		for j, p := range lists {
-			if len(*p) != 0 {
-				c[j] += uint64((*p)[i])
-			}
-		}
-		smp := wire.Sample{Type: wire.TypeSample, T: t, Dev: f.Dev}
-		smp.SetCounters(c)
-		l.span(t)
-		// a batch is the recording's encoding of sample frames: each goes in
-		// as one (straight to the store, as ingest.Apply would: a batch holds
-		// thousands, and handing each over as a wire.Frame would allocate)
-		l.st.AgentSample(f.PID, smp)
-	}
-	return nil
-}
-
-// nvml decodes a batch line with encoding/json.
-func (l *loader) nvml(body []byte) error {
-	var f wire.NVML
-	if err := decodeJSON(body, &f); err != nil {
-		return err
-	}
-	return l.addBatch(&f)
+	return d.checkSteps(f.T0, f.DT)
 }
 
 // checkSteps checks a batch's first time and each sample's time.
-func (l *loader) checkSteps(t0 int64, dt []int64) error {
-	if err := l.checkTime(t0); err != nil {
+func (d *Decoder) checkSteps(t0 int64, dt []int64) error {
+	if err := d.checkTime(t0); err != nil {
 		return err
 	}
 	t := t0
-	for i, d := range dt {
-		// bound each step first so t+d cannot overflow
-		if d < -maxAfter-maxBefore || d > maxAfter+maxBefore {
-			return fmt.Errorf("dt[%d] = %d is not a plausible step", i, d)
+	for i, step := range dt {
+		// bound each step first so t+step cannot overflow
+		if step < -maxAfter-maxBefore || step > maxAfter+maxBefore {
+			return fmt.Errorf("dt[%d] = %d is not a plausible step", i, step)
 		}
-		t += d
-		if err := l.checkTime(t); err != nil {
+		t += step
+		if err := d.checkTime(t); err != nil {
 			return fmt.Errorf("sample %d: %v", i, err)
 		}
+	}
+	t = t0
+	for _, step := range dt {
+		t += step
+		d.span(t)
 	}
 	return nil
 }
 
-// addBatch checks a whole batch, then adds its samples; a bad batch adds
-// none.
-func (l *loader) addBatch(f *wire.NVML) error {
-	if err := l.checkDev(f.Dev); err != nil {
+// checkBatch checks a whole NVML batch: a bad batch adds none.
+func (d *Decoder) checkBatch(f *wire.NVML) error {
+	if err := d.checkDev(f.Dev); err != nil {
 		return err
 	}
 	n := len(f.DT)
@@ -93,19 +68,16 @@ func (l *loader) addBatch(f *wire.NVML) error {
 	case len(f.Reserved) != 0 && len(f.Reserved) != n:
 		return fmt.Errorf("dt has %d samples but reserved has %d", n, len(f.Reserved))
 	}
-	if err := l.checkSteps(f.T0, f.DT); err != nil {
-		return err
-	}
+	return d.checkSteps(f.T0, f.DT)
+}
+
+// addBatch adds a checked NVML batch and notes the device's achieved rate.
+func (l *loader) addBatch(f wire.NVML) {
+	ingest.Apply(l.st, 0, f)
+	n := len(f.DT)
 	t := f.T0
-	var used, res uint64
-	for i, d := range f.DT {
-		t += d
-		used += uint64(f.Used[i])
-		if len(f.Reserved) != 0 {
-			res += uint64(f.Reserved[i])
-		}
-		l.st.AddNVML(f.Dev, t, used, res)
-		l.span(t)
+	for _, step := range f.DT {
+		t += step
 	}
 	l.info.Samples += int64(n)
 	if l.rates == nil {
@@ -119,7 +91,6 @@ func (l *loader) addBatch(f *wire.NVML) error {
 	r.n += int64(n)
 	r.last = max(r.last, t)
 	l.nvmlSeen(f.Dev)
-	return nil
 }
 
 var batchPrefix = []byte(`{"type":"nvml","dev":`)

@@ -40,6 +40,7 @@ type presence struct {
 	Skipped   json.RawMessage `json:"skipped"`
 	Groups    json.RawMessage `json:"groups"`
 	Held      json.RawMessage `json:"held"`
+	ID        json.RawMessage `json:"id"`
 }
 
 type field struct {
@@ -72,6 +73,7 @@ var (
 	fSkipped   = field{"skipped", func(p *presence) json.RawMessage { return p.Skipped }, false}
 	fGroups    = field{"groups", func(p *presence) json.RawMessage { return p.Groups }, true}
 	fHeld      = field{"held", func(p *presence) json.RawMessage { return p.Held }, false}
+	fID        = field{"id", func(p *presence) json.RawMessage { return p.ID }, false}
 )
 
 // required lists, per frame type, the fields that must be present: those the
@@ -91,6 +93,8 @@ var required = map[string][]field{
 	wire.TypeBye:       {fPID, fT},
 	wire.TypeEnded:     {fPID, fT},
 	wire.TypeRowHeld:   {fPID, fT, fDev, fHeld},
+	wire.TypeRowEdit:   {fT, fDev, fLabel},
+	wire.TypeHost:      {fID, fName, fT},
 	TypeDropped:        {fT},
 }
 
@@ -122,10 +126,9 @@ func decodeJSON(b []byte, v any) error {
 	return fmt.Errorf("invalid JSON: %v", err)
 }
 
-// checkTime keeps times near the header's start (see maxBefore, maxAfter)
-// and notes the span loaded.
-func (l *loader) checkTime(t int64) error {
-	s := l.info.Header.Start
+// checkTime keeps times near the header's start (see maxBefore, maxAfter).
+func (d *Decoder) checkTime(t int64) error {
+	s := d.hdr.Start
 	if t < s-maxBefore || t > s+maxAfter {
 		return fmt.Errorf("time %d is not within %v before to %v after the recording's start %d",
 			t, time.Duration(maxBefore), time.Duration(maxAfter), s)
@@ -133,40 +136,41 @@ func (l *loader) checkTime(t int64) error {
 	return nil
 }
 
-func (l *loader) span(t int64) {
-	if l.info.Start == 0 || t < l.info.Start {
-		l.info.Start = t
+// span notes the times decoded.
+func (d *Decoder) span(t int64) {
+	if d.Start == 0 || t < d.Start {
+		d.Start = t
 	}
-	if t > l.info.End {
-		l.info.End = t
+	if t > d.End {
+		d.End = t
 	}
 }
 
-func (l *loader) checkDev(dev int) error {
+func (d *Decoder) checkDev(dev int) error {
 	if dev < 0 || dev >= store.MaxDevices {
 		return fmt.Errorf("device index %d out of range 0..%d", dev, store.MaxDevices-1)
 	}
 	return nil
 }
 
-func (l *loader) check(dev int, t int64) error {
-	if err := l.checkDev(dev); err != nil {
+func (d *Decoder) check(dev int, t int64) error {
+	if err := d.checkDev(dev); err != nil {
 		return err
 	}
-	if err := l.checkTime(t); err != nil {
+	if err := d.checkTime(t); err != nil {
 		return err
 	}
-	l.span(t)
+	d.span(t)
 	return nil
 }
 
-func (l *loader) checkAgent(pid int, t int64) error {
+func (d *Decoder) checkAgent(pid int, t int64) error {
 	if pid <= 0 {
 		return fmt.Errorf("pid %d is not a process id", pid)
 	}
-	if err := l.checkTime(t); err != nil {
+	if err := d.checkTime(t); err != nil {
 		return err
 	}
-	l.span(t)
+	d.span(t)
 	return nil
 }

@@ -8,22 +8,10 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-func (l *loader) device(body []byte) error {
-	var f wire.Device
-	if err := decodeJSON(body, &f); err != nil {
-		return err
-	}
-	if err := l.checkDev(f.Index); err != nil {
-		return err
-	}
-	l.devs = append(l.devs, f)
-	return nil
-}
-
 // flushDevices adds the held-back device frames as NVML devices.
 func (l *loader) flushDevices() {
 	for _, d := range l.devs {
-		l.st.SetDevice(store.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Source: "nvml"})
+		l.st.SetDevice(store.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Source: "nvml", Host: d.Host})
 	}
 	l.devs = l.devs[:0]
 }

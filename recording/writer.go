@@ -244,7 +244,7 @@ func (w *Writer) Frame(f wire.Frame) {
 var recorded = map[string]bool{
 	wire.TypeDevice: true, wire.TypeProcs: true, wire.TypeDevError: true, wire.TypeHello: true,
 	wire.TypeSample: true, wire.TypeSnapshot: true, wire.TypeOOM: true, wire.TypeHolders: true,
-	wire.TypeBye: true, wire.TypeEnded: true, wire.TypeRowHeld: true,
+	wire.TypeBye: true, wire.TypeEnded: true, wire.TypeRowHeld: true, wire.TypeRowEdit: true, wire.TypeHost: true,
 }
 
 // normalize dereferences pointers, fills in the Type field and returns the

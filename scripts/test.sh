@@ -8,13 +8,14 @@ cd "$(dirname "$0")/.."
 export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
 
 command -v tmux >/dev/null || { echo "test.sh: tmux is needed for the terminal tests (apt-get install tmux)" >&2; exit 1; }
+{ [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null; } || { echo "test.sh: sshd and ssh are needed for the --ssh tests (apt-get install openssh-server openssh-client)" >&2; exit 1; }
 
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "test.sh: gofmt needed on: $unformatted" >&2; exit 1; fi
 go vet ./...
 go test -count=1 ./...
 # the packages where sources, the UI and the socket meet, under the race detector
-go test -count=1 -race ./store ./sampler ./agentlink ./recording
+go test -count=1 -race ./store ./sampler ./agentlink ./recording ./remote
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r agent/requirements-test.txt

@@ -20,7 +20,7 @@ var Header = []string{
 	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
 	"oom_requested_bytes", "oom_free_bytes", "oom_limit_bytes",
 	"verdict", "verdict_basis", "held_python_bytes", "held_torch_internal_bytes", "held_unaccounted_bytes",
-	"top_holder", "verdict_text", "dump",
+	"top_holder", "verdict_text", "host", "dump",
 }
 
 // Records returns the CSV records (header first) for the summary rows.
@@ -28,9 +28,14 @@ var Header = []string{
 func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 	recs := [][]string{Header}
 	for _, r := range Rows(snaps, devs) {
-		pid := ""
+		// a remote host's process: its own pid, its host in the host column
+		pid, host := "", ""
 		if r.PID != 0 {
-			pid = strconv.Itoa(r.PID)
+			_, p := store.SplitPID(r.PID)
+			pid = strconv.Itoa(p)
+		}
+		if r.Dev >= 0 && r.Dev < len(devs) {
+			host = devs[r.Dev].Host
 		}
 		req, free, limit := "", "", ""
 		if o := r.OOM; o != nil {
@@ -58,7 +63,7 @@ func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 			textCell(r.DevName), pid, r.Source,
 			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
 			req, free, limit,
-			verdict, basis, py, internal, unacc, textCell(top), textCell(text), textCell(dump),
+			verdict, basis, py, internal, unacc, textCell(top), textCell(text), textCell(host), textCell(dump),
 		})
 	}
 	return recs

@@ -13,6 +13,7 @@ type Device struct {
 	Name   string
 	Total  uint64
 	Source string  // "nvml" or "agent" (known only through an agent)
+	Host   string  // the remote host it is on ("" for this machine)
 	Rate   float64 // achieved NVML samples per second
 	Err    string  // last NVML error on this device; "" when healthy
 	ErrAt  int64
@@ -28,7 +29,7 @@ func (s *Store) SetDevice(d Device) {
 	if d.Index < 0 || d.Index >= MaxDevices {
 		return
 	}
-	d.Name, d.Err = CleanText(d.Name), CleanText(d.Err)
+	d.Name, d.Err, d.Host = CleanText(d.Name), CleanText(d.Err), CleanText(d.Host)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.devices) <= d.Index {
@@ -40,7 +41,7 @@ func (s *Store) SetDevice(d Device) {
 	}
 	s.devices[d.Index] = d
 	s.gen++
-	s.frame(wire.Device{Type: wire.TypeDevice, Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total})
+	s.frame(wire.Device{Type: wire.TypeDevice, Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Host: d.Host})
 }
 
 // SetRate records a device's achieved NVML sample rate.

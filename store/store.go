@@ -91,6 +91,8 @@ type Store struct {
 	gen       uint64
 	start     int64
 	devices   []Device
+	hosts     []Host // remote hosts by ID-1
+	hostsVer  uint64 // moves on every change of a host (Shape)
 	series    map[Key]*series
 	nvml      []*[2]*series // NVMLUsed and NVMLReserved by device: no map lookup at 1 kHz
 	procs     map[int][]wire.Proc
@@ -167,6 +169,7 @@ type Shape struct {
 	Snapshots, Markers, Devices int
 	Agents                      uint64 // moves on every hello, end, OOM and holders report
 	Rows                        uint64 // moves on every change to a snapshot row: added, completed, given its attribution
+	Hosts                       uint64 // moves on every change of a remote host's state
 }
 
 // Shape returns the store's current Shape.
@@ -174,7 +177,7 @@ func (s *Store) Shape() Shape {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return Shape{Snapshots: len(s.snapshots), Markers: len(s.markers),
-		Devices: len(s.devices), Agents: s.agentsVer, Rows: s.rowsVer}
+		Devices: len(s.devices), Agents: s.agentsVer, Rows: s.rowsVer, Hosts: s.hostsVer}
 }
 
 func (s *Store) touch(t int64) {

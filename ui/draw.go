@@ -103,6 +103,7 @@ func (m *Model) layout() layout {
 func (m Model) View() tea.View {
 	v := tea.NewView(m.content())
 	v.AltScreen = true
+	v.MouseMode = tea.MouseModeCellMotion // clicks select, the wheel scrolls and zooms (mouse.go)
 	v.WindowTitle = "gputop"
 	if m.opt.Title != "" {
 		v.WindowTitle += ": " + m.opt.Title
@@ -130,6 +131,7 @@ func (m Model) draw() string {
 		return fit(lipgloss.NewStyle().Width(m.w).Render(msg), m.w, m.h)
 	}
 	l := m.layout()
+	m.geo.record(l)
 	parts := []string{m.title, m.header.View(), m.chart.View()}
 	if l.procs > 0 {
 		parts = append(parts, m.procs.View())

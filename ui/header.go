@@ -20,6 +20,7 @@ type headerModel struct {
 	w, h   int
 	devs   []devLine
 	sel    int
+	hosts  []store.Host // the remote hosts of a multi-host view: a line of their own
 }
 
 func newHeader(st *Styles) headerModel { return headerModel{styles: st} }
@@ -28,11 +29,30 @@ func (m *headerModel) SetSize(w, h int) { m.w, m.h = w, h }
 
 func (m *headerModel) SetData(devs []devLine, sel int) { m.devs, m.sel = devs, sel }
 
+// SetHosts gives the remote hosts whose state the header's first line shows.
+func (m *headerModel) SetHosts(hs []store.Host) { m.hosts = hs }
+
 // Lines is how many lines the header wants.
-func (m *headerModel) Lines() int { return max(len(m.devs), 1) }
+func (m *headerModel) Lines() int { return max(len(m.devs), 1) + m.hostLines() }
+
+// hostLines: a line per host, so each one's reason shows whole; past
+// maxHostLines hosts, one line for them all.
+func (m *headerModel) hostLines() int {
+	if len(m.hosts) <= maxHostLines {
+		return len(m.hosts)
+	}
+	return 1
+}
+
+const maxHostLines = 4
 
 func (m *headerModel) View() string {
 	st := m.styles
+	if n := m.hostLines(); n > 0 && m.h > n {
+		devs := *m
+		devs.hosts, devs.h = nil, m.h-n
+		return m.hostsView() + "\n" + devs.View()
+	}
 	if len(m.devs) == 0 {
 		return fit(st.Dim.Render("no GPU known yet (waiting for NVML or an agent)"), m.w, m.h)
 	}
@@ -59,6 +79,9 @@ func (m *headerModel) line(dl devLine, sel bool) string {
 	name := d.Name
 	if name == "" {
 		name = "unknown device"
+	}
+	if d.Host != "" {
+		name = d.Host + ": " + name
 	}
 	id := fmt.Sprintf("%sGPU %d", mark, d.Index)
 	if sel {
@@ -108,4 +131,24 @@ func (m *headerModel) bar(used, total uint64, w int) string {
 		n = 1
 	}
 	return m.styles.BarFull.Render(strings.Repeat("█", n)) + m.styles.BarEmpty.Render(strings.Repeat("░", w-n))
+}
+
+// hostsView is each remote host with its state: connected, or why not.
+func (m *headerModel) hostsView() string {
+	st := m.styles
+	var parts []string
+	for _, h := range m.hosts {
+		switch {
+		case h.Up:
+			parts = append(parts, h.Name+" "+st.Good.Render("connected"))
+		case h.Reason == "connecting":
+			parts = append(parts, h.Name+" "+st.Warn.Render("connecting"))
+		default:
+			parts = append(parts, h.Name+" "+st.Error.Render("disconnected: "+h.Reason))
+		}
+	}
+	if len(parts) > maxHostLines {
+		return fit("hosts  "+strings.Join(parts, "  "), m.w, 1)
+	}
+	return fit(strings.Join(parts, "\n"), m.w, len(parts))
 }

@@ -35,18 +35,25 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		}
 		var cmd tea.Cmd
 		m.prompt, cmd = m.prompt.Update(k)
-		if label, ok := m.prompt.Take(); ok {
+		if label, ok := m.prompt.Take(); ok && !m.finishEdit(label) {
 			var end *bool
 			if m.promptEnd {
 				end = &m.promptEnd
 			}
 			m.takeSnapshot(label, end)
 		}
+		if !m.prompt.open {
+			m.closeEdit()
+		}
 		m.layout()
 		return cmd
 	}
 	now := m.now()
 	start, last := m.st.Start(), m.st.End()
+	if ok, cmd := m.interactKey(k, now); ok {
+		m.layout()
+		return cmd
+	}
 	switch {
 	case key.Matches(k, m.keys.Quit):
 		return m.quit()
@@ -70,10 +77,6 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		cmd := m.prompt.Open("After cleanup")
 		m.layout()
 		return cmd
-	case key.Matches(k, m.keys.RowUp):
-		m.table.Move(-1)
-	case key.Matches(k, m.keys.RowDown):
-		m.table.Move(1)
 	case key.Matches(k, m.keys.Export):
 		path := m.opt.CSVPath
 		if path == "" {
@@ -88,8 +91,6 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		cmd := m.toggleDump()
 		m.layout()
 		return cmd
-	case key.Matches(k, m.keys.Up, m.keys.Down):
-		m.procs, _ = m.procs.Update(k)
 	case key.Matches(k, m.keys.NextDevice):
 		if n := len(m.st.Devices()); n > 0 {
 			m.dev = (m.dev + 1) % n

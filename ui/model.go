@@ -16,6 +16,7 @@ import (
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/view"
+	"github.com/gputop/gputop/wire"
 )
 
 // Options configure the UI; main.go fills them.
@@ -77,8 +78,11 @@ type Model struct {
 
 	showHolders bool
 	showDump    bool
-	quitArmed   bool // a write on quit failed; the next quit key quits anyway
-	promptEnd   bool // the open prompt takes an end row (c), not a snapshot (s)
+	focus       focusPane     // the pane ↑/↓ act on (focus.go)
+	edit        *wire.RowEdit // the row the open prompt renames or deletes (rowedit.go)
+	geo         *paneGeo      // where the last drawn screen put the panes (mouse.go)
+	quitArmed   bool          // a write on quit failed; the next quit key quits anyway
+	promptEnd   bool          // the open prompt takes an end row (c), not a snapshot (s)
 	rows        *view.Rows
 
 	// what the last refresh was computed from, to skip identical frames
@@ -128,6 +132,7 @@ func New(st *store.Store, opt Options) Model {
 		torchPeaks: map[int]*peakCache{},
 		frame:      &frameCache{},
 		rows:       &view.Rows{},
+		geo:        &paneGeo{},
 	}
 	m.status.SetLog(opt.Log.Last())
 	if opt.LoadErr != "" {
@@ -165,6 +170,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.version++
 		}
 		return m, m.tick()
+	}
+	switch msg.(type) {
+	case tea.MouseMotionMsg, tea.MouseReleaseMsg:
+		return m, nil // a drag or a release changes nothing: no redraw
 	}
 	nm, cmd := m.update(msg)
 	nm.titleK = nm.titleKey()
@@ -211,6 +220,11 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		m.refresh(true)
 		m.prerender()
 		return m, cmd
+	case tea.MouseClickMsg, tea.MouseWheelMsg:
+		m.mouse(msg.(tea.MouseMsg))
+		m.refresh(true)
+		m.prerender()
+		return m, nil
 	}
 	if m.prompt.open && !m.tooSmall() {
 		var cmd tea.Cmd

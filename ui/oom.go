@@ -22,7 +22,11 @@ func latestOOM(d snapshot.DevRows, start int64, total uint64) *oomNote {
 	if d.LatestOOM < 0 {
 		return nil
 	}
-	r := d.Rows[d.LatestOOM]
+	return explainOOM(d.Rows[d.LatestOOM], start, total)
+}
+
+// explainOOM explains the OOM row r.
+func explainOOM(r snapshot.Row, start int64, total uint64) *oomNote {
 	o := *r.OOM
 	e := snapshot.ExplainOOM(r, o, total)
 	head := "at " + elapsed(time.Duration(r.T-start)) + " in pid " + strconv.Itoa(r.PID) + ":"

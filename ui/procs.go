@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"charm.land/bubbles/v2/key"
-	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/gputop/gputop/view"
 )
@@ -21,10 +19,13 @@ type procsModel struct {
 	sel    int  // selected pid
 	chosen bool // the user picked sel; else it follows the default
 	tc     *tableCache
+	order  view.ProcessOrder // the sort key cycles it (sort.go)
+	drawn  *drawnRows        // the rows the last View showed, for the mouse
+	marked bool              // the pane has the focus and says so (focus.go)
 }
 
 func newProcs(st *Styles, k *KeyMap) procsModel {
-	return procsModel{styles: st, keys: k, tc: &tableCache{}}
+	return procsModel{styles: st, keys: k, tc: &tableCache{}, drawn: &drawnRows{}}
 }
 
 func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
@@ -33,6 +34,7 @@ func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
 // user picks one (or after it is gone) the selection is the first attached
 // agent process, whose allocator series are the interesting ones.
 func (m *procsModel) SetRows(rows []view.Process) {
+	view.SortProcesses(rows, m.order)
 	m.rows = rows
 	if m.chosen && m.index() >= 0 {
 		return
@@ -76,20 +78,6 @@ func (m *procsModel) Selected() (view.Process, bool) {
 	return view.Process{}, false
 }
 
-func (m procsModel) Update(msg tea.Msg) (procsModel, tea.Cmd) {
-	if k, ok := msg.(tea.KeyPressMsg); ok && len(m.rows) > 0 {
-		i := max(m.index(), 0)
-		switch {
-		case key.Matches(k, m.keys.Up):
-			i = max(i-1, 0)
-		case key.Matches(k, m.keys.Down):
-			i = min(i+1, len(m.rows)-1)
-		}
-		m.sel, m.chosen = m.rows[i].PID, true
-	}
-	return m, nil
-}
-
 func optSigned(d *int64) string {
 	if d == nil {
 		return dash
@@ -109,10 +97,10 @@ func (m *procsModel) View() string {
 		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render("no process on this GPU"), m.w, m.h)
 	}
 	cols := []column{
-		{Title: "PID", Right: true, Priority: 9},
+		{Title: m.sortTitle("PID", view.ByPID), Right: true, Priority: 9},
 		{Title: "PROCESS", Priority: 8, Flex: true},
-		{Title: "NVML USED", Right: true, Priority: 7},
-		{Title: "ALLOCATED", Right: true, Priority: 6},
+		{Title: m.sortTitle("NVML USED", view.ByUsed), Right: true, Priority: 7},
+		{Title: m.sortTitle("ALLOCATED", view.ByAllocated), Right: true, Priority: 6},
 		{Title: "RESERVED", Right: true, Priority: 5},
 		{Title: "NON-PYTORCH", Right: true, Priority: 3},
 		{Title: "AGENT", Priority: 4},
@@ -143,8 +131,12 @@ func (m *procsModel) View() string {
 		if r.OOMs > 0 {
 			ooms = strconv.Itoa(r.OOMs)
 		}
+		pid := r.Label
+		if pid == "" {
+			pid = strconv.Itoa(r.PID)
+		}
 		data = append(data, []string{
-			strconv.Itoa(r.PID), name, optHuman(r.Used), optHuman(r.Allocated), optHuman(r.Reserved),
+			pid, name, optHuman(r.Used), optHuman(r.Allocated), optHuman(r.Reserved),
 			optSigned(r.NonTorch), agent, ooms,
 		})
 	}
@@ -152,6 +144,7 @@ func (m *procsModel) View() string {
 	if sel >= first {
 		selected = sel - first
 	}
+	*m.drawn = drawnRows{first: first, n: len(data)}
 	out := m.tc.render(st, tableSpec{Cols: cols, Rows: data, Width: m.w, Selected: selected,
 		CellStyle: func(row, col int, cell string) (lipgloss.Style, bool) {
 			switch {

@@ -133,6 +133,7 @@ func (m *Model) refreshPanes(now int64) {
 		lines[i] = devLine{Dev: d, Used: m.valueAt(store.Key{Dev: i, Metric: store.NVMLUsed}, now)}
 	}
 	m.header.SetData(lines, m.dev)
+	m.header.SetHosts(st.Hosts())
 
 	m.procs.SetRows(view.Processes(st, m.dev, cursor, m.opt.Replay))
 	sel, selOK := m.procs.Selected()
@@ -162,7 +163,7 @@ func (m *Model) refreshPanes(now int64) {
 		}
 		if v, ok := pc.get(st, store.Key{Dev: m.dev, PID: r.PID, Metric: store.Peak}, start, end); ok && (sd.TorchPk == nil || v > *sd.TorchPk) {
 			vv := v
-			sd.TorchPk, sd.TorchPID = &vv, r.PID
+			sd.TorchPk, sd.TorchPID = &vv, r.Label
 		}
 	}
 	var total uint64
@@ -170,7 +171,9 @@ func (m *Model) refreshPanes(now int64) {
 		total = devs[m.dev].Total
 	}
 	sd.OOM = latestOOM(sd.Dev, start, total)
+	sd.Total = total
 	m.table.SetData(sd)
+	m.markFocus()
 
 	// holders
 	var rep *wire.Holders
@@ -221,13 +224,13 @@ func (m *Model) refreshChart(now, from, to int64) {
 		series("peak (torch)", m.styles.Peak, k)
 		k.Metric = store.Allocated
 		series("allocated (torch)", m.styles.Allocated, k)
-		note := fmt.Sprintf("pid %d", sel.PID)
+		note := "pid " + sel.Label
 		if sel.Ended {
 			note += " " + sel.Status
 		}
 		notes = append(notes, note)
 	case agentsHere > 0 && selOK:
-		notes = append(notes, fmt.Sprintf("allocator: pid %d has no agent (select an attached process)", sel.PID))
+		notes = append(notes, fmt.Sprintf("allocator: pid %s has no agent (select an attached process)", sel.Label))
 	default:
 		notes = append(notes, "allocator: no agent attached")
 	}

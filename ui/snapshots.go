@@ -19,8 +19,9 @@ type summaryData struct {
 	Start    int64 // run start, for the TIME column
 	NVMLPeak *uint64
 	TorchPk  *uint64
-	TorchPID int
+	TorchPID string   // the process, as the process pane shows its pid
 	OOM      *oomNote // the selected device's latest OOM, explained under the table
+	Total    uint64   // the selected device's memory (0: unknown), for a selected OOM row
 }
 
 // tableModel is the summary: the reference tracker's table made live, with
@@ -33,10 +34,15 @@ type tableModel struct {
 	tc     *tableCache
 	// the selected row (index into d.Dev.Rows), or -1: none, the newest
 	// rows are shown
-	sel int
+	sel    int
+	pick   *rowPick   // a row to select once it is in the data (rowdetail.go)
+	drawn  *drawnRows // the rows the last View showed, for paging and the mouse
+	marked bool       // the pane has the focus and says so (focus.go)
 }
 
-func newTable(st *Styles) tableModel { return tableModel{styles: st, tc: &tableCache{}, sel: -1} }
+func newTable(st *Styles) tableModel {
+	return tableModel{styles: st, tc: &tableCache{}, sel: -1, drawn: &drawnRows{}}
+}
 
 func (m *tableModel) SetSize(w, h int) { m.w, m.h = w, h }
 
@@ -44,8 +50,9 @@ func (m *tableModel) SetSize(w, h int) { m.w, m.h = w, h }
 func (m *tableModel) SetData(d summaryData) {
 	m.d = d
 	if m.sel >= len(d.Dev.Rows) {
-		m.sel = -1
+		m.sel = len(d.Dev.Rows) - 1 // a deleted last row: the one before it
 	}
+	m.takePick()
 }
 
 // Move moves the row selection by delta (from none: the newest row).
@@ -99,7 +106,7 @@ func (m *tableModel) Lines() int {
 	if m.footnote() != "" {
 		n++
 	}
-	return n + len(m.verdictLines()) + len(m.oomLines())
+	return n + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -133,8 +140,10 @@ func (m *tableModel) View() string {
 	}
 	tail = append(tail, m.oomLines()...)
 	tail = append(tail, verdicts...)
+	tail = append(tail, m.detailLines()...)
 	all := m.d.Dev.Rows
 	if len(all) == 0 {
+		*m.drawn = drawnRows{}
 		head := st.TableHeader.Render("SNAPSHOTS") + "  " + st.Dim.Render("none yet: press s to take one (or call gputop.snapshot(label) in the training code)")
 		return fit(strings.Join(append([]string{head}, tail...), "\n"), m.w, m.h)
 	}
@@ -147,6 +156,7 @@ func (m *tableModel) View() string {
 		if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
 			tail = append(m.oomLines(), verdicts...)
 		}
+		tail = append(m.detailLines(), tail...) // the selected row's first
 		tail = tail[:min(len(tail), (m.h-1)/2)]
 		room = max(m.h-1-len(tail), 1)
 	}
@@ -157,6 +167,7 @@ func (m *tableModel) View() string {
 		first = min(max(m.sel-room/2, 0), max(len(all)-room, 0))
 	}
 	rows := all[first:min(first+room, len(all))]
+	*m.drawn = drawnRows{first: first, n: len(rows)}
 	earlier, later := first, len(all)-first-len(rows)
 	allocAll, _, nvmlAll, _ := m.missing()
 	noAgent, noNVML := "", ""
@@ -174,6 +185,9 @@ func (m *tableModel) View() string {
 		label = fmt.Sprintf("LABEL (+%d earlier)", earlier)
 	case later > 0:
 		label = fmt.Sprintf("LABEL (+%d later)", later)
+	}
+	if m.marked {
+		label = focusMark + label
 	}
 	// wide terminals get the long names (the reference tracker's "cached",
 	// what the NVML peak covers, the deltas' unit)
@@ -272,7 +286,7 @@ func (m *tableModel) peakLine() string {
 	}
 	tp := dash + " (no agent)"
 	if m.d.TorchPk != nil {
-		tp = fmt.Sprintf("%s MiB (pid %d)", snapshot.MiB(*m.d.TorchPk), m.d.TorchPID)
+		tp = fmt.Sprintf("%s MiB (pid %s)", snapshot.MiB(*m.d.TorchPk), m.d.TorchPID)
 	}
 	rest := fmt.Sprintf(" NVML used %s, torch allocated %s", nv, tp)
 	head := fmt.Sprintf("run peak on GPU %d:", m.d.DevIndex)
@@ -301,7 +315,7 @@ func wrapTo(s string, w int) []string {
 // oomLines explain the selected device's latest OOM: what was asked for,
 // where the memory was, and the likely cause.
 func (m *tableModel) oomLines() []string {
-	n := m.d.OOM
+	n := m.oomNote()
 	if n == nil {
 		return nil
 	}

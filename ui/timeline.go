@@ -84,13 +84,13 @@ func (t *timeline) windowLen(now, start int64) time.Duration {
 	return d
 }
 
-// seek moves the cursor by frac of the window (negative: back). Live, it
-// pauses first, so scrolling back through history never jumps to now.
+// seek moves the cursor by frac of the window (negative: back; the whole
+// run in the whole-run zoom, see seekWindow). Live, it pauses first, so scrolling back through history never jumps to now.
 func (t *timeline) seek(frac float64, now, start, last int64) {
+	w := t.seekWindow(now, start, last)
 	if !t.replay && !t.paused {
 		t.end, t.paused = now, true
 	}
-	w := t.windowLen(now, start)
 	t.end += int64(frac * float64(w))
 	hi := last
 	if !t.replay {
@@ -114,8 +114,9 @@ func (t *timeline) home(now, start, last int64) {
 		t.end = start
 		return
 	}
+	w := t.windowLen(now, start) // before pausing: the window of now
 	t.paused = true
-	t.end = start + int64(t.windowLen(now, start))
+	t.end = start + int64(w)
 	t.clamp(start, now)
 }
 

@@ -263,9 +263,9 @@ func TestDeviceErrorShownWhileOthersWork(t *testing.T) {
 		t.Errorf("the selected device should be marked: %q", lines[0])
 	}
 	// switching to the failed device still shows what it recorded before
-	m = send(t, m, press("tab")...)
+	m = send(t, m, press("d")...)
 	if !strings.HasPrefix(strings.Split(ansi.Strip(m.header.View()), "\n")[1], "▸") {
-		t.Errorf("tab should select GPU 1")
+		t.Errorf("d should select GPU 1")
 	}
 	m = send(t, m, press("home")...) // back to the start of the run, where GPU 1 had samples
 	if !strings.Contains(ansi.Strip(m.chart.View()), "NVML used (driver) 600.0 MiB") {
@@ -316,7 +316,7 @@ func TestAgentOnlyDeviceAndNoAgent(t *testing.T) {
 		t.Errorf("the agent-only GPU should be labelled: %q", hdr)
 	}
 
-	m = send(t, m, press("tab")...)
+	m = send(t, m, press("d")...)
 	procs := ansi.Strip(m.procs.View())
 	if !strings.Contains(procs, "python nb.py") || !strings.Contains(procs, "attached") || !strings.Contains(procs, "300.0 MiB") {
 		t.Errorf("a process known only through its agent should still show:\n%s", procs)
@@ -552,18 +552,19 @@ func TestVerdictsStayAndArePerProcess(t *testing.T) {
 		t.Errorf("later rows hid the verdicts:\n%s", tbl)
 	}
 	// the other GPU's table holds none of these rows
-	m = send(t, m, press("tab")...)
+	m = send(t, m, press("d")...)
 	if tbl := ansi.Strip(m.table.View()); strings.Contains(tbl, "After cleanup") {
 		t.Errorf("GPU 1's table shows GPU 0's rows:\n%s", tbl)
 	}
 }
 
-// pgup/pgdown select a snapshot row: the table scrolls to it, and an end
-// row that is not the latest shows its verdict too.
+// tab gives the snapshot rows the focus (the newest selected), ↑ selects
+// earlier rows: the table scrolls to the selection, and an end row that is
+// not the latest shows its verdict too.
 func TestSelectedRowShowsItsVerdict(t *testing.T) {
 	st := newFixture()
 	m := newModel(t, st, Options{}, 160, 50)
-	m = send(t, m, press("pgup", "pgup", "pgup")...) // After cleanup, manual check, Training end
+	m = send(t, m, press("tab", "up", "up")...) // After cleanup, manual check, Training end
 	tbl := ansi.Strip(m.table.View())
 	if !strings.Contains(tbl, "selected row: Training end: 2.50 GiB still held: optimizer (Adam)") {
 		t.Errorf("the selected end row's verdict should show:\n%s", tbl)
@@ -573,8 +574,8 @@ func TestSelectedRowShowsItsVerdict(t *testing.T) {
 	}
 	// a short pane scrolls to the selection
 	m = newModel(t, st, Options{}, 80, 24)
-	m = send(t, m, press("pgup", "pgup", "pgup", "pgup", "pgup", "pgup")...)
-	if tbl := ansi.Strip(m.table.View()); !strings.HasPrefix(strings.Split(tbl, "\n")[1], "Training start") {
+	m = send(t, m, press("tab", "g")...) // the label column is cut to fit at 80
+	if tbl := ansi.Strip(m.table.View()); !strings.HasPrefix(strings.Split(tbl, "\n")[1], "Training sta") {
 		t.Errorf("selecting the first row should scroll to it:\n%s", tbl)
 	}
 }

@@ -17,7 +17,8 @@ import (
 // Process is one process on a device: NVML's view joined with
 // its agent's (when it has one).
 type Process struct {
-	PID       int
+	PID       int    // the store's pid key (a remote host's process: store.HostPID)
+	Label     string // the pid as shown: "1234", or "host:1234" for a remote host's process
 	Name      string
 	Used      *uint64 // NVML per-process used
 	Allocated *uint64 // torch, from the agent
@@ -129,6 +130,7 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 	}
 	rows := make([]Process, 0, len(byPID))
 	for _, r := range byPID {
+		r.Label = st.PIDLabel(r.PID)
 		if r.Used != nil && r.Reserved != nil {
 			d := int64(*r.Used) - int64(*r.Reserved)
 			r.NonTorch = &d

@@ -34,6 +34,8 @@ func Check(f Frame) error {
 		if strings.TrimSpace(v.Label) == "" {
 			return errors.New(`"label" is empty`)
 		}
+	case RowEdit:
+		return checkRowEdit(&v)
 	case Request:
 		if v.What == "" {
 			return errors.New(`"what" is empty`)
@@ -135,6 +137,25 @@ func checkMark(m *Mark) error {
 func checkDump(d *Dump) error {
 	if d != nil && d.Path == "" && d.Error == "" {
 		return errors.New(`"dump" has neither a "path" nor an "error"`)
+	}
+	return nil
+}
+
+func checkRowEdit(e *RowEdit) error {
+	if err := checkTime(e.T); err != nil {
+		return err
+	}
+	if e.Dev < 0 {
+		return fmt.Errorf(`"dev" must be a device index >= 0, got %d`, e.Dev)
+	}
+	if e.PID < 0 {
+		return fmt.Errorf(`"pid" must be >= 0, got %d`, e.PID)
+	}
+	switch {
+	case e.Delete && e.Rename != "":
+		return errors.New(`"rename" and "delete" both given: an edit does one`)
+	case !e.Delete && strings.TrimSpace(e.Rename) == "":
+		return errors.New(`neither "rename" (a new label) nor "delete" given`)
 	}
 	return nil
 }

@@ -34,6 +34,8 @@ func (f DevError) FrameType() string  { return TypeDevError }
 func (f Snapshot) FrameType() string  { return TypeSnapshot }
 func (f Ended) FrameType() string     { return TypeEnded }
 func (f RowHeld) FrameType() string   { return TypeRowHeld }
+func (f RowEdit) FrameType() string   { return TypeRowEdit }
+func (f Host) FrameType() string      { return TypeHost }
 func (f Hello) Typed() Frame          { f.Type = TypeHello; return f }
 func (f Sample) Typed() Frame         { f.Type = TypeSample; return f }
 func (f Samples) Typed() Frame        { f.Type = TypeSamples; return f }
@@ -52,6 +54,8 @@ func (f DevError) Typed() Frame       { f.Type = TypeDevError; return f }
 func (f Snapshot) Typed() Frame       { f.Type = TypeSnapshot; return f }
 func (f Ended) Typed() Frame          { f.Type = TypeEnded; return f }
 func (f RowHeld) Typed() Frame        { f.Type = TypeRowHeld; return f }
+func (f RowEdit) Typed() Frame        { f.Type = TypeRowEdit; return f }
+func (f Host) Typed() Frame           { f.Type = TypeHost; return f }
 func (f Hello) FramePID() int         { return f.PID }
 func (f OOM) FramePID() int           { return f.PID }
 func (f Holders) FramePID() int       { return f.PID }
@@ -59,3 +63,4 @@ func (f Bye) FramePID() int           { return f.PID }
 func (f Snapshot) FramePID() int      { return f.PID }
 func (f Ended) FramePID() int         { return f.PID }
 func (f RowHeld) FramePID() int       { return f.PID }
+func (f RowEdit) FramePID() int       { return f.PID }

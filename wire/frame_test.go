@@ -54,7 +54,7 @@ func TestEveryFrameTypeIsAFrame(t *testing.T) {
 		"OOM": OOM{}, "Holders": Holders{}, "Bye": Bye{}, "Snap": Snap{}, "Reply": Reply{},
 		"Request": Request{}, "Recording": Recording{}, "Device": Device{}, "NVML": NVML{},
 		"Procs": Procs{}, "DevError": DevError{}, "Snapshot": Snapshot{}, "Ended": Ended{},
-		"RowHeld": RowHeld{},
+		"RowHeld": RowHeld{}, "RowEdit": RowEdit{}, "Host": Host{},
 	}
 	seen := map[string]bool{}
 	for _, name := range structs {

@@ -41,6 +41,8 @@ const (
 	TypeSnapshot  = "snapshot" // a resolved row of the summary table
 	TypeEnded     = "ended"    // an agent process disconnected without bye
 	TypeRowHeld   = "held"     // an end row's attribution, arrived after the row
+	TypeRowEdit   = "row_edit" // a snapshot row renamed or deleted by the user
+	TypeHost      = "host"     // a remote host of a multi-host view connected or disconnected
 )
 
 // Head is decoded first to learn a frame's type.
@@ -293,6 +295,9 @@ type Recording struct {
 	Tool    string `json:"tool,omitempty"`
 	RateHz  int    `json:"rate_hz,omitempty"`
 	Comment string `json:"comment,omitempty"`
+	// Hosts are the remote hosts of a multi-host view (gputop --ssh), in
+	// the order of their ids (Host frames): the first is id 1.
+	Hosts []string `json:"hosts,omitempty"`
 }
 
 // Device describes one NVML device in a recording.
@@ -302,6 +307,19 @@ type Device struct {
 	UUID  string `json:"uuid"`
 	Name  string `json:"name"`
 	Total uint64 `json:"total"`
+	Host  string `json:"host,omitempty"` // a remote host's device: the host's name (a Host frame's)
+}
+
+// Host is a remote host of a multi-host view (gputop --ssh) connecting or
+// disconnecting. Its processes' pids in the frames that follow hold its ID
+// (store.HostPID: ID<<22 | the host's pid).
+type Host struct {
+	Type   string `json:"type"`
+	ID     int    `json:"id"`
+	Name   string `json:"name"`
+	Up     bool   `json:"up"`
+	Reason string `json:"reason,omitempty"` // why it disconnected
+	T      int64  `json:"t"`
 }
 
 // NVML is a batch of device samples. T0 is the first sample's time; DT holds
@@ -421,4 +439,19 @@ type RowHeld struct {
 	T    int64  `json:"t"`
 	Dev  int    `json:"dev"`
 	Held *Held  `json:"held"`
+}
+
+// RowEdit is what the user did to a snapshot row in the TUI: renamed it
+// (Rename, the new label) or deleted it (Delete). The row is the one of
+// process PID (0: the row of no agent process) on (store) device Dev at
+// time T, labelled Label when edited. A recording holds it after the row,
+// so a replay and an export show the rows as the user left them.
+type RowEdit struct {
+	Type   string `json:"type"`
+	T      int64  `json:"t"`
+	Dev    int    `json:"dev"`
+	PID    int    `json:"pid,omitempty"`
+	Label  string `json:"label"`
+	Rename string `json:"rename,omitempty"`
+	Delete bool   `json:"delete,omitempty"`
 }

@@ -91,9 +91,11 @@ SCHEMAS: dict[str, tuple] = {
     "recording": (
         _f("type", "s"), _f("v", "i"), _f("start", "i"), _f("host", "s", True),
         _f("tool", "s", True), _f("rate_hz", "i", True), _f("comment", "s", True),
+        _f("hosts", "ls", True),
     ),
     "device": (
         _f("type", "s"), _f("index", "i"), _f("uuid", "s"), _f("name", "s"), _f("total", "i"),
+        _f("host", "s", True),
     ),
     "nvml": (
         _f("type", "s"), _f("dev", "i"), _f("t0", "i"), _f("dt", "li"),
@@ -122,6 +124,14 @@ SCHEMAS: dict[str, tuple] = {
     ),
     "held": (
         _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("dev", "i"), _f("held", "O", False, HELD),
+    ),
+    "row_edit": (
+        _f("type", "s"), _f("t", "i"), _f("dev", "i"), _f("pid", "i", True), _f("label", "s"),
+        _f("rename", "s", True), _f("delete", "b", True),
+    ),
+    "host": (
+        _f("type", "s"), _f("id", "i"), _f("name", "s"), _f("up", "b"), _f("reason", "s", True),
+        _f("t", "i"),
     ),
 }
 

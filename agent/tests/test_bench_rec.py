@@ -50,8 +50,9 @@ def go_structs(*paths: Path) -> dict[str, list[tuple[str, str]]]:
 
 
 def go_sources() -> list[Path]:
-    """wire/frames.go and the recording package's Go files (its own frames)."""
-    return [REPO / "wire" / "frames.go"] + sorted(p for p in (REPO / "recording").glob("*.go")
+    """wire/frames.go, wire/encode.go (the batch lines' encoder) and the
+    recording package's Go files (its own frames)."""
+    return [REPO / "wire" / "frames.go", REPO / "wire" / "encode.go"] + sorted(p for p in (REPO / "recording").glob("*.go")
                                                   if not p.name.endswith("_test.go"))
 
 
@@ -118,7 +119,7 @@ def test_rec_reads_the_fields_wire_defines():
     # order, and the Go writer's own names for the sample lists
     samples = [k for k, t in structs["Samples"] if t == "[]int64" and k != "dt"]
     assert list(rec.SAMPLE_LISTS) == samples
-    writer = re.search(r"var sampleLists = \[8\]string\{(.*?)\}", "".join(p.read_text() for p in go_sources()))
+    writer = re.search(r"var SampleLists = \[8\]string\{(.*?)\}", "".join(p.read_text() for p in go_sources()))
     assert list(rec.SAMPLE_LISTS) == re.findall(r'"(\w+)"', writer.group(1))
     nvml = [k for k, t in structs["NVML"] if t == "[]int64" and k != "dt"]
     assert nvml == ["used", "reserved"] and {"used", "reserved"} <= frame_fields(rec._decode_nvml)[1]
@@ -207,6 +208,23 @@ def same_rows(gputop_bin: str, path: Path, tmp_path: Path) -> int:
 def test_rec_reads_rows_as_gputop_export(gputop_bin: str, path: Path, tmp_path: Path):
     n = same_rows(gputop_bin, path, tmp_path)
     assert n == {"demo.gputop": 6, "h200-spikes.gputop": 0}.get(path.name, 1)
+
+
+def test_rec_follows_row_edits_as_gputop_export(gputop_bin: str, tmp_path: Path):
+    """A recording whose first row was renamed and last row deleted in the
+    TUI (row_edit lines after them): rec.py and export read the same 5 rows."""
+    src = REPO / "demo" / "demo.gputop"
+    lines = src.read_text().splitlines()
+    snaps = [json.loads(x) for x in lines if x.startswith('{"type":"snapshot"')]
+    first, last = snaps[0], snaps[-1]
+    ref = lambda f: {"t": f["t"], "dev": f["dev"], **({"pid": f["pid"]} if f.get("pid") else {}), "label": f["label"]}  # noqa: E731
+    lines += [json.dumps({"type": "row_edit", **ref(first), "rename": "Renamed start"}),
+              json.dumps({"type": "row_edit", **ref(last), "delete": True})]
+    path = tmp_path / "edited.gputop"
+    path.write_text("\n".join(lines) + "\n")
+    assert same_rows(gputop_bin, path, tmp_path) == 5
+    labels = [x["label"] for x in rec.load(str(path)).snapshots]
+    assert labels[0] == "Renamed start" and last["label"] not in labels[-1:], labels
 
 
 def test_rec_nvml_series_is_gputops(gputop_bin: str, tmp_path: Path):

@@ -322,6 +322,8 @@ def test_schemas_follow_wire_frames_go():
         "recording": "Recording", "device": "Device", "nvml": "NVML", "samples": "Samples",
         "procs": "Procs",
         "device_error": "DevError", "snapshot": "Snapshot", "ended": "Ended", "held": "RowHeld",
+        "row_edit": "RowEdit",
+        "host": "Host",
     }
     nested = {"AgentDevice": _wire.AGENT_DEVICE, "DevStats": _wire.DEV_STATS,
               "HolderGroup": _wire.HOLDER_GROUP, "Proc": _wire.PROC, "Held": _wire.HELD,

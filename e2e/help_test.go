@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// flagLine is a flag as the flag package prints it: "  -name ARG".
+var flagLine = regexp.MustCompile(`^  -([a-z-]+)(?: (\S+))?$`)
+
+// Every subcommand's --help names each flag's argument as the usage lines
+// and the README do (the flag package takes it from a back-quoted word in
+// the flag's text, else from its Go type): no "-csv e", no "-socket string".
+func TestHelpNamesEveryFlagArgument(t *testing.T) {
+	want := map[string]map[string]string{
+		"": {"csv": "PATH", "demo": "", "fps": "N", "proc-rate": "HZ", "rate": "HZ", "record": "FILE",
+			"replay": "FILE", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
+		"record": {"comment": "TEXT", "duration": "D", "force": "", "o": "FILE",
+			"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
+		"serve": {"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "stdio": ""},
+		"export": {"csv": "OUT"},
+		"snap":   {"end": "", "socket": "PATH"},
+	}
+	for sub, flags := range want {
+		args := []string{"--help"}
+		if sub != "" {
+			args = []string{sub, "--help"}
+		}
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("gputop %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		text := string(out)
+		if !strings.Contains(text, "\nFlags:\n") {
+			t.Errorf("gputop %s: no Flags: section:\n%s", strings.Join(args, " "), text)
+		}
+		seen := map[string]bool{}
+		for _, l := range strings.Split(text, "\n") {
+			m := flagLine.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
+			name, arg := m[1], m[2]
+			seen[name] = true
+			exp, ok := flags[name]
+			switch {
+			case !ok:
+				t.Errorf("gputop %s shows -%s, a flag this test does not know", strings.Join(args, " "), name)
+			case arg != exp:
+				t.Errorf("gputop %s: %q names its argument %q, want %q", strings.Join(args, " "), l, arg, exp)
+			}
+		}
+		for name := range flags {
+			if !seen[name] {
+				t.Errorf("gputop %s does not show -%s:\n%s", strings.Join(args, " "), name, text)
+			}
+		}
+	}
+}

@@ -1,0 +1,326 @@
+// The streaming decoder: a recording read one frame at a time from any
+// reader (a file, a pipe from a remote gputop), each line checked as a
+// whole before it is handed on. The loader applies its frames to a store;
+// package remote applies a live stream's.
+
+package recording
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+// Decoder reads a recording's frames in order. It reads no further ahead
+// than the line it returns, so a live stream's frames come out as soon as
+// their line is whole.
+type Decoder struct {
+	lastOff int64 // the byte the line of the frame Next returned last starts at
+	name    string
+	br      *bufio.Reader
+	long    []byte // a line longer than the bufio buffer
+	off     int64  // start of the current line
+	line    int    // current line number
+	header  bool
+	hdr     wire.Recording
+	batch   wire.NVML // reused by the batch fast path
+	err     error     // sticky: once a line is bad, every later Next returns it
+
+	// Skipped counts frames skipped: unknown types (from a newer writer)
+	// and frames that do not belong in a recording.
+	Skipped int
+	// Start and End are the earliest and latest times in the frames
+	// returned (0 before any).
+	Start, End int64
+}
+
+// NewDecoder returns a decoder of the recording read from r; name appears
+// in its errors (a file name, or the host a stream comes from).
+func NewDecoder(name string, r io.Reader) *Decoder {
+	return &Decoder{name: name, br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Header is the recording's first header (zero until Next has returned it).
+func (d *Decoder) Header() wire.Recording { return d.hdr }
+
+// Offset is the number of bytes consumed: up to the end of the last line
+// returned, or the start of a bad line.
+func (d *Decoder) Offset() int64 { return d.off }
+
+// Next returns the next frame: the header (wire.Recording) first, then
+// device, batch (wire.NVML, wire.Samples), agent, row and Dropped frames,
+// each checked whole (required fields, wire.Check, times near the header's
+// start, device indices and pids in range). A wire.NVML returned shares
+// its lists with the decoder until the next call. At the end of the input
+// Next returns io.EOF; a line that cannot be loaded gives a *FormatError
+// naming the byte offset and the line, and I/O errors are wrapped with the
+// same place. After an error every call returns it again.
+func (d *Decoder) Next() (wire.Frame, error) {
+	if d.err != nil {
+		return nil, d.err
+	}
+	f, err := d.next()
+	if err != nil {
+		d.err = err
+	}
+	return f, err
+}
+
+func (d *Decoder) next() (wire.Frame, error) {
+	for {
+		d.line++
+		frag, err := d.br.ReadSlice('\n')
+		line := frag
+		if errors.Is(err, bufio.ErrBufferFull) {
+			d.long = append(d.long[:0], frag...)
+			// stop reading a line as soon as it is known to be too long
+			for errors.Is(err, bufio.ErrBufferFull) && len(d.long) <= MaxLineBytes+1 {
+				frag, err = d.br.ReadSlice('\n')
+				d.long = append(d.long, frag...)
+			}
+			line = d.long
+		}
+		complete := len(line) > 0 && line[len(line)-1] == '\n'
+		body := line
+		if complete {
+			body = line[:len(line)-1]
+		}
+		if len(body) > MaxLineBytes {
+			return nil, d.errf("line longer than %d bytes (recording.MaxLineBytes)", MaxLineBytes)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: byte %d (line %d): %w", d.name, d.off, d.line, err)
+		}
+		if len(line) == 0 { // end of input at a line boundary
+			if !d.header {
+				e := d.errf("empty file: not a gputop recording")
+				e.Empty = d.off == 0
+				return nil, e
+			}
+			return nil, io.EOF
+		}
+		f, ferr := d.frame(body)
+		if ferr != nil {
+			// a cut-off object is never valid JSON; a whole object that
+			// only lacks its newline is an ordinary bad line
+			if !complete && !json.Valid(body) {
+				ferr.Truncated = true
+				ferr.Msg = fmt.Sprintf("the last line is cut off after %d bytes (no newline): the recording ends mid-frame, e.g. the recorder was killed", len(body))
+			}
+			return nil, ferr
+		}
+		d.lastOff = d.off
+		d.off += int64(len(line))
+		if f != nil {
+			return f, nil
+		}
+		if !complete {
+			return nil, io.EOF // a whole line, only the final newline is missing
+		}
+	}
+}
+
+func (d *Decoder) errf(format string, args ...any) *FormatError {
+	return &FormatError{File: d.name, Offset: d.off, Line: d.line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// errLast is an error about the frame Next returned last, at its line, for
+// what only applying it can find.
+func (d *Decoder) errLast(format string, args ...any) *FormatError {
+	return &FormatError{File: d.name, Offset: d.lastOff, Line: d.line, Msg: fmt.Sprintf(format, args...)}
+}
+
+// frame decodes one line. It returns nil, nil for a line that holds no
+// frame to hand on: blank, a repeated header, a skipped type.
+func (d *Decoder) frame(body []byte) (wire.Frame, *FormatError) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		if !d.header {
+			return nil, d.errf("not a gputop recording: the first line is empty")
+		}
+		return nil, nil // blank lines are harmless
+	}
+	if d.header && bytes.HasPrefix(body, batchPrefix) && parseBatch(body, &d.batch) {
+		// the Writer's own batch lines, most of a recording, skip
+		// encoding/json; anything else falls through to it
+		if err := d.checkBatch(&d.batch); err != nil {
+			return nil, d.errf("nvml frame: %v", err)
+		}
+		return d.batch, nil
+	}
+	var p presence
+	if err := decodeJSON(body, &p); err != nil {
+		if !d.header {
+			return nil, d.errf("not a gputop recording: %v", err)
+		}
+		return nil, d.errf("%v", err)
+	}
+	if p.Type == nil {
+		if !d.header {
+			return nil, d.errf(`not a gputop recording: the first line has no "type"`)
+		}
+		return nil, d.errf(`frame has no "type" field`)
+	}
+	typ := *p.Type
+	if !d.header && typ != wire.TypeRecording {
+		return nil, d.errf(`not a gputop recording: the first line is a %q frame, want {"type":"recording",...}`, typ)
+	}
+	req, known := required[typ]
+	if !known {
+		// a newer writer's frame, or a socket frame that has no place in a
+		// recording (mark, snap, reply, request)
+		d.Skipped++
+		return nil, nil
+	}
+	for _, f := range req {
+		raw := f.get(&p)
+		if raw == nil {
+			return nil, d.errf("%s frame without the required field %q", typ, f.name)
+		}
+		if !f.nullable && string(raw) == "null" {
+			return nil, d.errf("%s frame: field %q is null", typ, f.name)
+		}
+	}
+	if typ == wire.TypeRecording {
+		return d.headerFrame(body)
+	}
+	f, err := d.decode(typ, body)
+	if err != nil {
+		return nil, d.errf("%s frame: %v", typ, err)
+	}
+	return f, nil
+}
+
+// decode decodes and checks a frame of a known type other than the header.
+func (d *Decoder) decode(typ string, body []byte) (wire.Frame, error) {
+	switch typ {
+	case wire.TypeDevice:
+		var f wire.Device
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		return f, d.checkDev(f.Index)
+	case wire.TypeNVML:
+		var f wire.NVML
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		return f, d.checkBatch(&f)
+	case wire.TypeProcs:
+		var f wire.Procs
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		return f, d.check(f.Dev, f.T)
+	case wire.TypeDevError:
+		var f wire.DevError
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		return f, d.check(f.Dev, f.T)
+	case wire.TypeHello:
+		var f wire.Hello
+		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
+	case wire.TypeSample:
+		var f wire.Sample
+		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
+	case wire.TypeSamples:
+		var f wire.Samples
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		return f, d.checkSamples(&f)
+	case wire.TypeSnapshot:
+		var f wire.Snapshot
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		if d.hdr.V < 3 {
+			// before version 3 rows did not say; the label did
+			f.End = wire.IsEndLabel(f.Label)
+		}
+		return f, d.check(f.Dev, f.T)
+	case wire.TypeOOM:
+		var f wire.OOM
+		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
+	case wire.TypeHolders:
+		var f wire.Holders
+		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
+	case wire.TypeBye:
+		var f wire.Bye
+		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
+	case wire.TypeEnded:
+		var f wire.Ended
+		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
+	case wire.TypeRowHeld:
+		var f wire.RowHeld
+		if err := decodeChecked(body, &f); err != nil {
+			return nil, err
+		}
+		if err := d.check(f.Dev, f.T); err != nil {
+			return nil, err
+		}
+		if f.PID <= 0 {
+			return nil, fmt.Errorf("pid %d is not a process id", f.PID)
+		}
+		return f, nil
+	case wire.TypeRowEdit:
+		var f wire.RowEdit
+		if err := decodeChecked(body, &f); err != nil {
+			return nil, err
+		}
+		return f, d.check(f.Dev, f.T)
+	case wire.TypeHost:
+		var f wire.Host
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		if f.ID < 1 || f.ID > store.MaxHosts {
+			return nil, fmt.Errorf("host id %d out of range 1..%d", f.ID, store.MaxHosts)
+		}
+		return f, d.checkTime(f.T)
+	case TypeDropped:
+		var f Dropped
+		if err := decodeJSON(body, &f); err != nil {
+			return nil, err
+		}
+		return f, d.checkTime(f.T)
+	}
+	return nil, fmt.Errorf("no decoder for frame type %q", typ) // required and this switch list the same types
+}
+
+// agentFrame decodes an agent's frame, checks it as the socket does
+// (wire.Check), and checks its pid and time.
+func agentFrame[T wire.Frame](d *Decoder, body []byte, f *T, at func() (int, int64)) (wire.Frame, error) {
+	if err := decodeChecked(body, f); err != nil {
+		return nil, err
+	}
+	pid, t := at()
+	if err := d.checkAgent(pid, t); err != nil {
+		return nil, err
+	}
+	return *f, nil
+}
+
+func (d *Decoder) headerFrame(body []byte) (wire.Frame, *FormatError) {
+	var h wire.Recording
+	if err := decodeJSON(body, &h); err != nil {
+		return nil, d.errf("recording header: %v", err)
+	}
+	if h.V < 1 || h.V > FormatVersion {
+		return nil, d.errf("recording format version %d is not supported (this gputop reads versions 1 to %d)", h.V, FormatVersion)
+	}
+	if h.Start < 0 || h.Start > maxStart {
+		return nil, d.errf("recording header: start %d is not a time", h.Start)
+	}
+	if d.header {
+		return nil, nil // a second header (recordings joined with cat) only has to agree on v
+	}
+	d.header, d.hdr = true, h
+	return h, nil
+}

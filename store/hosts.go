@@ -1,0 +1,110 @@
+// Remote hosts: the machines a multi-host view streams from (package
+// remote), their state, and how their devices and processes are kept
+// apart from this machine's and from each other's.
+
+package store
+
+import (
+	"strconv"
+
+	"github.com/gputop/gputop/wire"
+)
+
+// A remote host's processes are filed under a pid key that holds the host:
+// HostPID(host, pid) = host<<PIDBits | pid. Host 0 is this machine, whose
+// keys are plain pids. Linux pids are below 2^22 (PID_MAX_LIMIT), so two
+// hosts' pid 1234 never meet, every key stays a positive int32 for up to
+// MaxHosts hosts, and every part of the store keyed by pid (series,
+// agents, rows, NVML's process lists) keeps hosts apart unchanged.
+const (
+	PIDBits  = 22
+	MaxHosts = 1<<(31-PIDBits) - 1
+)
+
+// HostPID is the key of process pid on host (0: this machine).
+func HostPID(host, pid int) int { return host<<PIDBits | pid }
+
+// SplitPID returns the host and the host's own pid of a pid key.
+func SplitPID(key int) (host, pid int) { return key >> PIDBits, key & (1<<PIDBits - 1) }
+
+// Host is a remote host gputop streams from.
+type Host struct {
+	ID     int    // 1..MaxHosts: the host part of its processes' pid keys
+	Name   string // as given to --ssh
+	Up     bool   // streaming now
+	Reason string // why it is not (while !Up): the last disconnect's reason
+	Since  int64  // when Up last changed
+}
+
+// SetHost adds or updates host h.ID (1..MaxHosts; others are ignored).
+func (s *Store) SetHost(h Host) {
+	if h.ID < 1 || h.ID > MaxHosts {
+		return
+	}
+	h.Name, h.Reason = CleanText(h.Name), CleanText(h.Reason)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.hosts) < h.ID {
+		s.hosts = append(s.hosts, Host{ID: len(s.hosts) + 1})
+	}
+	s.hosts[h.ID-1] = h
+	s.gen++
+	s.hostsVer++
+	s.frame(wire.Host{Type: wire.TypeHost, ID: h.ID, Name: h.Name, Up: h.Up, Reason: h.Reason, T: h.Since})
+}
+
+// Hosts returns the remote hosts (none for a view of this machine alone).
+func (s *Store) Hosts() []Host {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var hs []Host
+	for _, h := range s.hosts {
+		if h.Name != "" {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// PIDLabel is how a pid key is shown: the pid, and for a remote host's
+// process "host:pid".
+func (s *Store) PIDLabel(key int) string {
+	host, pid := SplitPID(key)
+	if host == 0 {
+		return strconv.Itoa(pid)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	name := "host" + strconv.Itoa(host)
+	if host <= len(s.hosts) && s.hosts[host-1].Name != "" {
+		name = s.hosts[host-1].Name
+	}
+	return name + ":" + strconv.Itoa(pid)
+}
+
+// HostDevice adds a remote host's device, or updates the one it added
+// before (same host and UUID: the host reconnected), and returns its
+// index, or -1 when MaxDevices are known.
+func (s *Store) HostDevice(d Device) int {
+	d.Name, d.Err, d.Host = CleanText(d.Name), CleanText(d.Err), CleanText(d.Host)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d.Index = -1
+	for _, o := range s.devices {
+		if d.UUID != "" && o.UUID == d.UUID && o.Host == d.Host {
+			d.Index, d.Rate = o.Index, o.Rate
+			break
+		}
+	}
+	if d.Index < 0 {
+		if len(s.devices) >= MaxDevices {
+			return -1
+		}
+		d.Index = len(s.devices)
+		s.devices = append(s.devices, d)
+	}
+	s.devices[d.Index] = d
+	s.gen++
+	s.frame(wire.Device{Type: wire.TypeDevice, Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Host: d.Host})
+	return d.Index
+}

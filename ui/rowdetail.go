@@ -1,0 +1,92 @@
+// The selected snapshot row: picking it, and its details under the table
+// (what it is, the explanation of an OOM row, who held the memory at an
+// end row; its verdict is among the verdict lines).
+
+package ui
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gputop/gputop/snapshot"
+)
+
+// rowPick names a row to select once the table's data holds it (a marker
+// jump selects the marker's row, which a replay shows only from then on).
+type rowPick struct {
+	t     int64
+	pid   int
+	label string
+}
+
+// takePick selects the picked row when the data has it.
+func (m *tableModel) takePick() {
+	p := m.pick
+	if p == nil {
+		return
+	}
+	for i, r := range m.d.Dev.Rows {
+		if r.T == p.t && r.PID == p.pid && r.Label == p.label {
+			m.sel, m.pick = i, nil
+			return
+		}
+	}
+}
+
+// Selected returns the selected row, if any.
+func (m *tableModel) Selected() (snapshot.Row, bool) {
+	if m.sel < 0 || m.sel >= len(m.d.Dev.Rows) {
+		return snapshot.Row{}, false
+	}
+	return m.d.Dev.Rows[m.sel], true
+}
+
+// oomNote is the OOM explained under the table: the selected row's when
+// it is an OOM's, else the device's latest.
+func (m *tableModel) oomNote() *oomNote {
+	if r, ok := m.Selected(); ok && r.OOM != nil {
+		n := explainOOM(r, m.d.Start, m.d.Total)
+		n.Head = "selected row: " + n.Head
+		return n
+	}
+	return m.d.OOM
+}
+
+// detailLines describe the selected row: its whole label, time and
+// process, what can be done to it, and at an end row what held the memory
+// (the agent's attribution the verdict is made from).
+func (m *tableModel) detailLines() []string {
+	r, ok := m.Selected()
+	if !ok {
+		return nil
+	}
+	st := m.styles
+	what := fmt.Sprintf("selected row %d of %d: %s at %s", m.sel+1, len(m.d.Dev.Rows), r.Label, elapsed(time.Duration(r.T-m.d.Start)))
+	if r.PID != 0 {
+		what += fmt.Sprintf(", pid %d", r.PID)
+	}
+	lines := m.wrap(st.Bold.Render(what) + " " + st.Dim.Render("(r rename, x delete)"))
+	if h := r.Held; h != nil {
+		var held string
+		switch {
+		case h.Skipped != "":
+			held = "no attribution: " + h.Skipped
+		case len(h.Top) == 0:
+			held = fmt.Sprintf("%s allocated, none of it held by Python objects", humanBytes(h.Allocated))
+		default:
+			var top []string
+			for _, g := range h.Top[:min(len(h.Top), 3)] {
+				top = append(top, fmt.Sprintf("%s %s", g.Name, humanBytes(g.Bytes)))
+			}
+			held = "held by " + strings.Join(top, ", ")
+			if n := len(h.Top) - 3; n > 0 {
+				held += fmt.Sprintf(" (+%d more)", n)
+			}
+		}
+		lines = append(lines, m.wrap("  "+held)...)
+	} else if r.Awaiting {
+		lines = append(lines, m.wrap("  "+st.Dim.Render("waiting for its agent's holders walk"))...)
+	}
+	return lines
+}
