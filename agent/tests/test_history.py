@@ -273,7 +273,7 @@ def test_full_disk_during_a_dump_leaves_training_running(tmp_path):
     (Python ignores SIGXFSZ), the dump says so, its temporary file is
     gone, and the training loop carries on to the end."""
     code = textwrap.dedent(f"""
-        import os, resource, sys
+        import os, resource, sys, time
         sys.path.insert(0, {str(TESTS)!r})
         from fakegpu import FakeGPU, MiB
         import gputop
@@ -281,6 +281,9 @@ def test_full_disk_during_a_dump_leaves_training_running(tmp_path):
         gpu = FakeGPU(1)
         gpu.install()
         gputop.attach(history=1000)
+        t = time.time()
+        while not gpu.source.oom_callbacks and time.time() - t < 10:
+            time.sleep(0.01)  # the agent thread registers torch's OOM observer
         blocks = [gpu.block(0, MiB) for _ in range(200)]   # a dump of some 60 KB
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
         gputop.snapshot("big", dump=True)
@@ -290,7 +293,11 @@ def test_full_disk_during_a_dump_leaves_training_running(tmp_path):
             blocks.append(gpu.block(0, MiB)); steps += 1
         from gputop import _agent
         ag = _agent._current
-        ag._run_dumps()  # the thread may not have got to it yet (no gputop: the frames stay queued)
+        # no gputop: the frames stay queued; wait until the thread has written
+        # (tried to write) the labelled one, which may have waited for the OOM's
+        t = time.time()
+        while any("_dump" in f for f in list(ag._marks)) and time.time() - t < 20:
+            time.sleep(0.01)
         errs = [f["dump"].get("error", "") for f in ag._marks if "dump" in f]
         gputop.detach()
         print("steps", steps)
