@@ -19,9 +19,10 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 			"replay": "FILE", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
 		"record": {"comment": "TEXT", "duration": "D", "force": "", "o": "FILE",
 			"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
-		"serve": {"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "stdio": ""},
-		"export": {"csv": "OUT"},
-		"snap":   {"end": "", "socket": "PATH"},
+		"serve":     {"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "stdio": ""},
+		"export":    {"csv": "OUT"},
+		"snap":      {"end": "", "socket": "PATH"},
+		"dump-info": {"top": "N"},
 	}
 	for sub, flags := range want {
 		args := []string{"--help"}

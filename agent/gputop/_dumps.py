@@ -248,8 +248,15 @@ def status() -> dict[str, Any]:
 
 
 def _reset() -> None:
-    """Forget this run's dumps (tests)."""
-    global _run_dir, last_error, _writing
+    """Forget this run's dumps (tests; a forked child, whose run is its own:
+    it must not remove its parent's dumps, nor wait for a lock the parent's
+    agent thread held at the fork)."""
+    global _lock, _run_dir, last_error, _writing
+    _lock = threading.Lock()
     _written.clear()
     _run_dir = None
     last_error = _writing = ""
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset)

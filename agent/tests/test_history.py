@@ -447,3 +447,20 @@ def test_magic_history(server: LineServer, capsys: pytest.CaptureFixture):
         _magics.gputop_magic(None, "--history -3")
     with pytest.raises(Exception, match="--history wants a number"):
         _magics.gputop_magic(None, "--history lots")
+
+
+def test_a_forked_child_has_its_own_dumps(dump_dir: str):
+    """A child forked while the parent writes a dump (a DataLoader worker)
+    neither waits for the parent's lock nor counts the parent's dumps."""
+    parent = _dumps.write({"segments": []}, "parent", time.time_ns(), 1.0)["path"]
+    assert _dumps._lock.acquire()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            ok = "path" in _dumps.write({"segments": []}, "child", time.time_ns(), 1.0, wait=0.5)
+            os._exit(0 if ok and _dumps.status()["written"] != [parent] and os.path.exists(parent) else 1)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        _dumps._lock.release()
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert _dumps.status()["written"] == [parent]
