@@ -97,6 +97,9 @@ t0 = time.time()
 while not gputop.status().get("connected") and time.time() - t0 < 5:
     time.sleep(0.05)
 step = setup_cpu(torch, nn)
+t0 = time.time()  # the agent thread turns history on once it sees CUDA up
+while not gputop.status()["history"].get("max_entries") and time.time() - t0 < 10:
+    time.sleep(0.01)
 for _ in range(3000):  # each step allocates and frees: the history fills
     step()
 gputop.snapshot("training done")
@@ -125,6 +128,9 @@ while not gputop.status().get("connected") and time.time() - t0 < 5:
 dev = torch.device("cuda")
 model = nn.Linear(4096, 4096).to(dev)
 x = torch.randn(512, 4096, device=dev)  # each step's output: 8 MiB, kept by its graph
+t0 = time.time()  # the agent thread turns history on once it sees CUDA up
+while not gputop.status()["history"].get("max_entries") and time.time() - t0 < 10:
+    time.sleep(0.01)
 losses = []
 def wait_dump(n):
     t = time.time()
@@ -265,7 +271,7 @@ def check_oom(a, work: str, env: dict, log) -> None:
     problems = []
     dumps = r["dumps"]["written"]
     if len(dumps) != 1:
-        problems.append(f"{len(dumps)} dumps written ({r['dumps']}), want the OOM's one")
+        problems.append(f"{len(dumps)} dumps written ({r['dumps']}; history {r['history']}), want the OOM's one")
         write_result(a.results_dir, name, "FAIL", "; ".join(problems), child=r)
         return
     path = dumps[0]
@@ -323,7 +329,8 @@ def check_labelled(a, work: str, env: dict, log) -> None:
     problems = []
     dumps = r["dumps"]["written"]
     if len(dumps) != 2:
-        write_result(a.results_dir, name, "FAIL", f"{len(dumps)} dumps written, want 2: {r['dumps']}", child=r)
+        write_result(a.results_dir, name, "FAIL",
+                     f"{len(dumps)} dumps written, want 2: {r['dumps']}; history {r['history']}", child=r)
         return
     want = f"labelled_child.py:{line_of(LABELLED, 'LOSSES_LINE')} <module>"
     counts = []
