@@ -65,7 +65,7 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 			code = 1
 		}
 	}
-	if err := snapshot.WriteCSV(*out, st.Snapshots(), st.Devices()); err != nil {
+	if err := snapshot.WriteStoreCSV(*out, st); err != nil {
 		say(stderr, "gputop export:", err)
 		return 1
 	}

@@ -1,6 +1,7 @@
-// gputop serve: NVML sampling and the agent socket with no terminal; with
-// --stdio, the live stream on standard output as a recording's frames
-// (what gputop --ssh reads from each host).
+// gputop serve: NVML sampling and the agent socket with no terminal, until
+// SIGINT or SIGTERM; with --stdio, the live stream on standard output as a
+// recording's frames (what gputop --ssh reads from each host); with -o
+// FILE, a recording; with --metrics, Prometheus's endpoint (a cluster node).
 
 package main
 
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gputop/gputop/logbook"
+	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -27,15 +29,21 @@ type serveOptions struct {
 	// standard input: the remote end of gputop --ssh, whose ssh closes
 	// stdin when the viewer goes.
 	stdio bool
+	// out is a recording to write as well ("": none), force lets it
+	// replace a file that holds data
+	out   string
+	force bool
 }
 
 func (o *serveOptions) register(fs *flag.FlagSet) {
 	o.sources.register(fs)
 	fs.BoolVar(&o.stdio, "stdio", false, "write the live stream to standard output as a recording's frames, until standard input ends (for gputop --ssh)")
+	fs.StringVar(&o.out, "o", "", "also write a recording to `FILE` (default: none)")
+	fs.BoolVar(&o.force, "force", false, "let -o replace FILE if it already holds data")
 }
 
 func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer) int {
-	fs := newFlagSet("gputop serve", stderr, "\ngputop serve [--stdio] [flags]\n")
+	fs := newFlagSet("gputop serve", stderr, "\ngputop serve [--stdio | -o FILE] [--metrics ADDR] [flags]\n")
 	var o serveOptions
 	o.register(fs)
 	if code := parse(fs, args); code >= 0 {
@@ -54,6 +62,18 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 		fmt.Fprintln(stderr, "gputop serve: --source none: serve has nothing but this machine's sources to serve")
 		return 2
 	}
+	if o.stdio && o.out != "" {
+		fmt.Fprintln(stderr, "gputop serve: --stdio and -o: one stream at a time (record the --ssh view with gputop record --ssh)")
+		return 2
+	}
+	// the output is looked at now and opened once the sources have
+	// started, as record does
+	if o.out != "" {
+		if _, err := outfile.CheckStream(o.out, o.force); err != nil {
+			say(stderr, "gputop serve:", forceHint(err))
+			return 1
+		}
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	var events eventPrinter
@@ -61,6 +81,14 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 	log.OnAdd(events.add)
 	st := store.New(logTo(store.DefaultOptions(), log))
 	var w *recording.Writer
+	if o.out != "" {
+		host, _ := os.Hostname()
+		w = recording.NewWriter(wire.Recording{
+			Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
+			Tool: toolVersion(), RateHz: int(o.sources.rate),
+		})
+		st.SetTap(w)
+	}
 	if o.stdio {
 		// a viewer that went away is a write error (EPIPE) ending serve,
 		// not a SIGPIPE killing it with its socket left behind
@@ -85,7 +113,22 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 		say(stderr, "gputop serve:", err)
 		return 1
 	}
-	if w != nil {
+	if w != nil && o.out != "" {
+		f, err := outfile.OpenStream(ctx, o.out, o.force, func() {
+			say(stderr, fmt.Sprintf("gputop serve: %s is a FIFO: waiting for a reader", o.out))
+		})
+		if err == nil {
+			err = w.Start(f, o.out)
+		}
+		if err != nil {
+			cancel()
+			stop()
+			w.Close()
+			events.flush(stderr, "gputop serve: ")
+			say(stderr, "gputop serve:", forceHint(err))
+			return 1
+		}
+	} else if w != nil {
 		if err := w.Start(stdout, "standard output"); err != nil {
 			cancel()
 			stop()
@@ -123,7 +166,14 @@ loop:
 	cancel()
 	stop()
 	if w != nil {
-		w.Close()
+		if err := w.Close(); err != nil && o.out != "" {
+			say(stderr, "gputop serve:", err)
+			code = 1
+		}
+		if d := w.Stats().Drops(); d.Any() && o.out != "" {
+			say(stderr, fmt.Sprintf("gputop serve: %s: not everything was written: dropped %s (the file says so, and loads)", o.out, d))
+			code = 1
+		}
 	}
 	events.flush(eventOut, "gputop serve: ")
 	return code

@@ -45,6 +45,10 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gputop:", err)
 		return 2
 	}
+	if sf.metrics != "" && (*demoFlag || *replay != "") {
+		fmt.Fprintln(stderr, "gputop: --metrics serves what a live gputop samples; not with --demo or --replay")
+		return 2
+	}
 	if *fps < 1 || *fps > 120 {
 		fmt.Fprintf(stderr, "gputop: --fps %d: want 1..120\n", *fps)
 		return 2
@@ -122,7 +126,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 			log.Add("agents: listening on " + srv.Path())
 		}
 	}
-	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
+	opt.WriteCSV = func(path string) error { return snapshot.WriteStoreCSV(path, st) }
 	var model tea.Model = ui.New(st, opt)
 	if load != nil {
 		model = ui.NewLoading(st, opt, load.ui())

@@ -34,8 +34,9 @@ Usage:
   gputop record -o FILE [flags]   headless recording until Ctrl-C or --duration;
                                   an existing FILE with data only with --force
   gputop export FILE --csv OUT    summary CSV of a recording (OUT - is standard output)
-  gputop serve [--stdio]          NVML and agents with no terminal; --stdio: the live stream
-                                  on standard output, until standard input ends (for --ssh)
+  gputop serve [--stdio|-o FILE]  NVML and agents with no terminal until SIGINT/SIGTERM (a cluster
+                                  node: --metrics ADDR); --stdio: the live stream on standard output,
+                                  until standard input ends (for --ssh); -o FILE: a recording too
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop dump-info FILE           a torch memory snapshot (a dump, memory_viz's pickle) as text
   gputop version

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gputop/gputop/agentlink"
 	"github.com/gputop/gputop/logbook"
+	"github.com/gputop/gputop/metrics"
 	"github.com/gputop/gputop/remote"
 	"github.com/gputop/gputop/sampler"
 	"github.com/gputop/gputop/store"
@@ -30,12 +31,14 @@ type sourceFlags struct {
 	// ssh lists the remote hosts (--ssh node1,node2), sshGputop the gputop
 	// they run
 	ssh, sshGputop string
+	metrics        string // --metrics ADDR: serve Prometheus metrics there
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.rate, "rate", 1000, "read NVML `HZ` times a second per GPU")
 	fs.Float64Var(&s.procRate, "proc-rate", 10, "refresh NVML's process lists `HZ` times a second")
 	fs.StringVar(&s.source, "source", "", "read this machine's source `S`: nvml, agent, all or none (default all; with --ssh none)")
+	fs.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (HOST:PORT, or :PORT for every address)")
 	fs.StringVar(&s.socket, "socket", "", "agent socket `PATH` (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
 }
 
@@ -65,6 +68,11 @@ func (s *sourceFlags) validate() error {
 	if s.rate <= 0 || s.rate > 10000 {
 		return fmt.Errorf("--rate %g: want 0 < rate <= 10000", s.rate)
 	}
+	if s.metrics != "" {
+		if err := metrics.CheckAddr(s.metrics); err != nil {
+			return err
+		}
+	}
 	if s.procRate <= 0 || s.procRate > 1000 {
 		return fmt.Errorf("--proc-rate %g: want 0 < rate <= 1000", s.procRate)
 	}
@@ -76,10 +84,25 @@ func (s *sourceFlags) validate() error {
 // sources to end. Nothing runs unless every source could be set up.
 func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.Book) (*agentlink.Server, func(), error) {
 	liveRuntime()
+	// the metrics port first: one in use stops everything before it starts
+	var ms *metrics.Server
+	if s.metrics != "" {
+		host, _ := os.Hostname()
+		var err error
+		if ms, err = metrics.Listen(s.metrics, st, metrics.Options{Hostname: host}); err != nil {
+			return nil, nil, err
+		}
+	}
+	closeMetrics := func() {
+		if ms != nil {
+			ms.Close()
+		}
+	}
 	var n *sampler.NVML
 	if s.source == "nvml" || s.source == "all" {
 		n = sampler.NewNVML(nvml.New(), st, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate, Thread: true, Log: log.Add})
 		if err := n.Init(); err != nil {
+			closeMetrics()
 			if errors.Is(err, sampler.ErrNoDriver) && s.source == "all" {
 				return nil, nil, fmt.Errorf("%w\n(to watch only PyTorch agents on a machine without a driver: --source agent)", err)
 			}
@@ -100,6 +123,7 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.B
 			if n != nil {
 				n.Close()
 			}
+			closeMetrics()
 			return nil, nil, err
 		}
 	}
@@ -128,6 +152,16 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.B
 			defer wg.Done()
 			if err := srv.Serve(ctx); err != nil {
 				log.Add("agent socket: " + err.Error())
+			}
+		}()
+	}
+	if ms != nil {
+		log.Add("metrics: serving http://" + ms.Addr() + "/metrics")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ms.Serve(ctx); err != nil {
+				log.Add("metrics: " + err.Error())
 			}
 		}()
 	}

@@ -14,6 +14,10 @@ after the other, each for --seconds (60):
      tmux session, where they are installed (otherwise skipped and said so).
 With --together everything runs at once instead; two programs reading NVML
 1000 times a second then slow each other's reads down.
+With --metrics-compare it measures the TUI alone instead, without and with
+--metrics (the endpoint scraped once a second, as a Prometheus would be
+told to), alternating --rounds times, and checks that the endpoint costs
+at most --metrics-cpu-limit points of a core (0.2).
 After --warmup seconds it reads each monitor's /proc/PID/stat (utime +
 stime) and /proc/PID/status (VmRSS, VmHWM) once a second for --seconds.
 CPU% is of one core. The TUI's last screen is saved.
@@ -112,6 +116,124 @@ class Probe:
 
 
 
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Scraper:
+    """GETs a /metrics URL once a second from a thread, as Prometheus would."""
+
+    def __init__(self, url: str) -> None:
+        import threading
+        self.url, self.ok, self.errors, self.last_error = url, 0, 0, ""
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self) -> None:
+        import urllib.request
+        while not self._stop.wait(1.0):
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as r:
+                    if b"gputop_" in r.read():
+                        self.ok += 1
+                        continue
+                self.errors += 1
+            except OSError as e:
+                self.errors += 1
+                self.last_error = str(e)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._t.join(10)
+
+
+def metrics_compare(a: argparse.Namespace, width: int, height: int) -> int:
+    """The TUI's CPU beside the job without --metrics and with it scraped
+    once a second, alternating, each for a.seconds; one result."""
+    name = f"{a.prefix}resource-tui-metrics"
+    if not shutil.which("tmux"):
+        write_result(a.results_dir, name, "FAIL", "tmux not installed")
+        return 1
+    work = a.workdir or tempfile.mkdtemp(prefix="gputop-resource-")
+    os.makedirs(work, exist_ok=True)
+    sock = os.path.join(work, "res-metrics.sock")
+    log = open(os.path.join(work, "resource-metrics.log"), "a")
+    job = None
+    runs: list[dict] = []
+    try:
+        if not a.no_job:
+            env = dict(os.environ, GPUTOP_SOCKET=sock, PYTHONUNBUFFERED="1")
+            env["PYTHONPATH"] = os.path.join(REPO, "agent") + (
+                os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            job = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "workloads", "train_mlp.py"),
+                 "--seconds", str(2 * a.rounds * (a.seconds + 8) + a.warmup + 15), "--idle", "0",
+                 "--out", os.path.join(work, "resource-metrics-train.json")],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
+            time.sleep(a.warmup)
+        for r in range(a.rounds):
+            for on in (False, True):
+                mode = "on" if on else "off"
+                addr = f"127.0.0.1:{free_port()}"
+                cmd = f"{a.gputop} --socket {sock} --source {a.source}" + (f" --metrics {addr}" if on else "")
+                for _ in range(3):  # the private tmux server may still be exiting after the last session
+                    pid = start_in_tmux("gputop", f"{cmd} 2>{work}/tui-metrics-{mode}-{r}.stderr", "gputop",
+                                        width, height)
+                    if pid:
+                        break
+                    time.sleep(1.0)
+                probe = Probe(f"gputop TUI, --metrics {mode}", pid, f"round {r + 1}")
+                time.sleep(3)  # the agent reconnects (backoff up to 1 s), the screen settles
+                scraper = Scraper(f"http://{addr}/metrics") if on else None
+                probe.begin()
+                t_end = time.monotonic() + a.seconds
+                while time.monotonic() < t_end:
+                    probe.sample()
+                    time.sleep(1.0)
+                probe.end()
+                if scraper:
+                    scraper.stop()
+                tmux("kill-session", "-t", "gputop")  # SIGHUP: the TUI ends as on q
+                for _ in range(50):
+                    if not pid or not os.path.exists(f"/proc/{pid}"):
+                        break
+                    time.sleep(0.1)
+                res = dict(probe.result, mode=mode, round=r + 1)
+                if scraper:
+                    res.update(scrapes_ok=scraper.ok, scrape_errors=scraper.errors, scrape_error=scraper.last_error)
+                runs.append(res)
+                print(f"resource.py: round {r + 1}, --metrics {mode}: {res.get('cpu_pct_of_one_core')}% of a core"
+                      + (f", {scraper.ok} scrapes answered, {scraper.errors} failed" if scraper else ""))
+    finally:
+        tmux("kill-server")
+        stop_proc(job, signal.SIGTERM)
+        log.close()
+    with open(a.out or os.path.join(work, "resource-metrics.json"), "w") as fh:
+        json.dump({"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": a.seconds, "rounds": a.rounds,
+                   "size": a.size, "job": not a.no_job, "runs": runs}, fh, indent=1)
+    bad = [x for x in runs if x.get("status") != "ok"]
+    if bad:
+        write_result(a.results_dir, name, "FAIL", f"{len(bad)} of {len(runs)} runs did not measure: "
+                     + "; ".join(f"{x['mode']} round {x['round']}: {x.get('status')}" for x in bad), runs=runs)
+        return 1
+    mean = {m: sum(x["cpu_pct_of_one_core"] for x in runs if x["mode"] == m) / a.rounds for m in ("off", "on")}
+    scrapes = sum(x.get("scrapes_ok", 0) for x in runs)
+    want_scrapes = int(a.rounds * (a.seconds - 2))
+    diff = mean["on"] - mean["off"]
+    ok = diff <= a.metrics_cpu_limit and scrapes >= want_scrapes
+    write_result(a.results_dir, name, "PASS" if ok else "FAIL",
+                 f"TUI {mean['off']:.2f}% of a core without --metrics, {mean['on']:.2f}% with it scraped every "
+                 f"second ({scrapes} scrapes answered): {diff:+.2f} points (limit {a.metrics_cpu_limit:g}); "
+                 f"{a.rounds} rounds of {a.seconds:g} s each, alternating",
+                 cpu_off=round(mean["off"], 3), cpu_on=round(mean["on"], 3), diff_points=round(diff, 3),
+                 scrapes_ok=scrapes, runs=runs)
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 2)[2],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prefix", default="")
     ap.add_argument("--cpu-limit", type=float, default=5.0)
     ap.add_argument("--rss-limit-mib", type=float, default=40.0)
+    ap.add_argument("--metrics-compare", action="store_true",
+                    help="only the TUI, without and with --metrics scraped every second (see above)")
+    ap.add_argument("--rounds", type=int, default=2, help="--metrics-compare: off/on pairs")
+    ap.add_argument("--metrics-cpu-limit", type=float, default=0.2,
+                    help="--metrics-compare: points of a core the endpoint may add")
     ap.add_argument("--dry-run", action="store_true", help="check arguments and tools, then exit")
     a = ap.parse_args(argv)
     width, height = (int(x) for x in a.size.lower().split("x"))
@@ -140,8 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         print("resource.py: dry run ok")
         return 0
     if not os.access(a.gputop, os.X_OK):
-        write_result(a.results_dir, f"{a.prefix}resource-tui", "FAIL", f"{a.gputop} not found")
+        write_result(a.results_dir, f"{a.prefix}resource-tui" + ("-metrics" if a.metrics_compare else ""),
+                     "FAIL", f"{a.gputop} not found")
         return 1
+    if a.metrics_compare:
+        return metrics_compare(a, width, height)
 
     work = a.workdir or tempfile.mkdtemp(prefix="gputop-resource-")
     os.makedirs(work, exist_ok=True)

@@ -16,10 +16,11 @@ var flagLine = regexp.MustCompile(`^  -([a-z-]+)(?: (\S+))?$`)
 func TestHelpNamesEveryFlagArgument(t *testing.T) {
 	want := map[string]map[string]string{
 		"": {"csv": "PATH", "demo": "", "fps": "N", "proc-rate": "HZ", "rate": "HZ", "record": "FILE",
-			"replay": "FILE", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
-		"record": {"comment": "TEXT", "duration": "D", "force": "", "o": "FILE",
+			"replay": "FILE", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD", "metrics": "ADDR"},
+		"record": {"comment": "TEXT", "duration": "D", "force": "", "o": "FILE", "metrics": "ADDR",
 			"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
-		"serve":     {"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "stdio": ""},
+		"serve": {"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "stdio": "",
+			"metrics": "ADDR", "o": "FILE", "force": ""},
 		"export":    {"csv": "OUT"},
 		"snap":      {"end": "", "socket": "PATH"},
 		"dump-info": {"top": "N"},

@@ -47,7 +47,7 @@ func session(st *store.Store, n int) {
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150_000_000_000, Source: "nvml"})
 	st.SetDevice(store.Device{Index: 1, UUID: "GPU-bbbb", Name: "NVIDIA H200", Total: 150_000_000_000, Source: "nvml"})
 	hello := wire.Hello{Type: wire.TypeHello, V: 1, PID: 4242, Host: "testhost", Argv: []string{"python", "train.py"},
-		Torch: "2.11.0", RateHz: 100, Devices: []wire.AgentDevice{
+		Torch: "2.11.0", RateHz: 100, Rank: "3", LocalRank: "1", WorldSize: "8", Job: "run-7", Devices: []wire.AgentDevice{
 			{Index: 0, UUID: "GPU-bbbb", Name: "NVIDIA H200", Total: 150_000_000_000},
 			{Index: 1, UUID: "GPU-cccc", Name: "NVIDIA H200 (hidden)", Total: 150_000_000_000},
 		}}

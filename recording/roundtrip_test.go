@@ -23,6 +23,12 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameStore(t, live, loaded)
+	// a process's place in its job comes back with its hello
+	for _, a := range loaded.Agents() {
+		if want := (wire.Place{Rank: 3, LocalRank: 1, WorldSize: 8, Job: "run-7"}); a.Hello.PID == 4242 && a.Place != want {
+			t.Errorf("pid 4242 loaded with place %+v, want %+v", a.Place, want)
+		}
+	}
 
 	data := readFile(t, path)
 	if info.Bytes != int64(len(data)) {

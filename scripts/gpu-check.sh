@@ -36,6 +36,13 @@
 #               the allocating line, read by gputop dump-info and by torch's
 #               memory_viz loader, named by the recording and the CSV); dumps
 #               of a growing `losses` list name its append line as top grower
+#   metrics     bench/metrics_check.py: `gputop serve --metrics` beside real
+#               training (RANK etc. set as torchrun sets them): every allocator
+#               series equal to torch's own counters at each hold, labels
+#               right, a 5 ms 4 GiB spike in gputop_nvml_used_max_bytes and a
+#               50 ms one in gputop_torch_allocated_max_bytes; bench/resource.py
+#               --metrics-compare: the TUI's CPU with the endpoint scraped every
+#               second vs without (at most +0.2 points of a core)
 #   ddp         bench/ddp_check.py, on a machine of two GPUs or more: two DDP
 #               ranks, each shown the other's GPU as cuda:0; rows, values and
 #               processes must land on the right GPU (SKIP with one GPU)
@@ -370,6 +377,14 @@ step_history() {
 	timeout 330 "$PY" bench/history_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/history"
 }
 
+step_metrics() {
+	have_gputop || return 1
+	timeout 120 "$PY" bench/metrics_check.py --gputop "$GPUTOP" --results-dir "$R" --name 80-metrics \
+		--workdir "$W/metrics"
+	timeout 200 "$PY" bench/resource.py --gputop "$GPUTOP" --workdir "$W/metrics-resource" \
+		--out "$W/resource-metrics.json" --results-dir "$R" --prefix 80- --metrics-compare --seconds 30 --rounds 2
+}
+
 step_ddp() {
 	have_gputop || return 1
 	timeout 240 "$PY" bench/ddp_check.py --gputop "$GPUTOP" --results-dir "$R" --name 70-ddp \
@@ -416,8 +431,9 @@ step oom 60 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
-step history 130 80-history-overhead-cpu 80-history-overhead-gpu 81-history-oom-dump 82-history-labelled-dump
+step history 130 90-history-overhead-cpu 90-history-overhead-gpu 91-history-oom-dump 92-history-labelled-dump
 step ddp 60 70-ddp
+step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 
 # ---------------------------------------------------------------- report
 

@@ -9,6 +9,8 @@ export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
 
 command -v tmux >/dev/null || { echo "test.sh: tmux is needed for the terminal tests (apt-get install tmux)" >&2; exit 1; }
 { [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null; } || { echo "test.sh: sshd and ssh are needed for the --ssh tests (apt-get install openssh-server openssh-client)" >&2; exit 1; }
+command -v prometheus >/dev/null && command -v promtool >/dev/null ||
+  { echo "test.sh: prometheus and promtool are needed for the metrics test (apt-get install prometheus)" >&2; exit 1; }
 
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "test.sh: gofmt needed on: $unformatted" >&2; exit 1; fi

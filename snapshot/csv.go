@@ -20,12 +20,30 @@ var Header = []string{
 	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
 	"oom_requested_bytes", "oom_free_bytes", "oom_limit_bytes",
 	"verdict", "verdict_basis", "held_python_bytes", "held_torch_internal_bytes", "held_unaccounted_bytes",
-	"top_holder", "verdict_text", "host", "dump",
+	"top_holder", "verdict_text", "host", "rank", "job", "dump",
 }
 
 // Records returns the CSV records (header first) for the summary rows.
 // Values that have no source are empty cells, never 0.
 func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
+	return RecordsWithPlaces(snaps, devs, nil)
+}
+
+// Places maps each agent process to its place in a job (the rank and job
+// columns).
+func Places(agents []store.Agent) map[int]wire.Place {
+	m := make(map[int]wire.Place, len(agents))
+	for _, a := range agents {
+		if a.Place.Known() {
+			m[a.Hello.PID] = a.Place
+		}
+	}
+	return m
+}
+
+// RecordsWithPlaces is Records with each row's rank and job from places,
+// by the row's pid (nil: those columns stay empty).
+func RecordsWithPlaces(snaps []wire.Snapshot, devs []store.Device, places map[int]wire.Place) [][]string {
 	recs := [][]string{Header}
 	for _, r := range Rows(snaps, devs) {
 		// a remote host's process: its own pid, its host in the host column
@@ -56,6 +74,13 @@ func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 		if r.Dump != nil {
 			dump = r.Dump.Path
 		}
+		rank, job := "", ""
+		if p, ok := places[r.PID]; ok && r.PID != 0 {
+			if p.Rank >= 0 {
+				rank = strconv.Itoa(p.Rank)
+			}
+			job = textCell(p.Job)
+		}
 		recs = append(recs, []string{
 			textCell(r.Label), TimeString(r.T), strconv.Itoa(r.Dev),
 			OptMiB(r.Allocated), OptMiB(r.Reserved), OptMiB(r.Peak), OptMiB(r.NVMLUsed),
@@ -63,7 +88,8 @@ func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 			textCell(r.DevName), pid, r.Source,
 			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
 			req, free, limit,
-			verdict, basis, py, internal, unacc, textCell(top), textCell(text), textCell(host), textCell(dump),
+			verdict, basis, py, internal, unacc, textCell(top), textCell(text), textCell(host),
+			rank, job, textCell(dump),
 		})
 	}
 	return recs
@@ -100,7 +126,17 @@ func optBytes(b *uint64) string {
 // standard output; a device or FIFO is written in place; a read-only file
 // or a directory is refused with an error naming path.
 func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device) error {
+	return writeRecords(path, Records(snaps, devs))
+}
+
+// WriteStoreCSV writes the summary CSV of everything st holds, as WriteCSV
+// does, with each row's rank and job.
+func WriteStoreCSV(path string, st *store.Store) error {
+	return writeRecords(path, RecordsWithPlaces(st.Snapshots(), st.Devices(), Places(st.Agents())))
+}
+
+func writeRecords(path string, recs [][]string) error {
 	return outfile.Write(path, func(w io.Writer) error {
-		return csv.NewWriter(w).WriteAll(Records(snaps, devs))
+		return csv.NewWriter(w).WriteAll(recs)
 	})
 }

@@ -337,3 +337,38 @@ func readCSV(t *testing.T, path string) ([][]string, map[string]int) {
 	}
 	return recs, col
 }
+
+// The rank and job columns come last, from each row's process: an agent
+// of rank 3 in job "=run" (kept from being read as a formula), one of no
+// job, and a key row of no process.
+func TestCSVRankAndJobColumns(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-0", Name: "NVIDIA H200"})
+	st.AgentHello(wire.Hello{PID: 9, Rank: "3", WorldSize: "8", Job: "=run", Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	st.AgentHello(wire.Hello{PID: 10, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	st.AgentMark(9, wire.Mark{T: 100, Label: "Epoch 1", Devs: []wire.DevStats{{Dev: 0, Allocated: 1}}})
+	st.AgentMark(10, wire.Mark{T: 110, Label: "Epoch 1", Devs: []wire.DevStats{{Dev: 0, Allocated: 1}}})
+	st.AddNVML(0, 120, 5, 0)
+	st.TakeSnapshot("key", 0, 130, "key", nil)
+	path := filepath.Join(t.TempDir(), "rank.csv")
+	if err := WriteStoreCSV(path, st); err != nil {
+		t.Fatal(err)
+	}
+	recs, col := readCSV(t, path)
+	if h := recs[0]; h[len(h)-2] != "rank" || h[len(h)-1] != "job" || strings.Join(h[:7], ",") != "label,time,device,allocated_mb,reserved_mb,peak_mb,nvml_used_mb" {
+		t.Fatalf("header %v", h)
+	}
+	got := map[string][2]string{}
+	for _, r := range recs[1:] {
+		got[r[col["pid"]]+" "+r[col["label"]]] = [2]string{r[col["rank"]], r[col["job"]]}
+	}
+	want := map[string][2]string{"9 Epoch 1": {"3", "'=run"}, "10 Epoch 1": {"", ""}, " key": {"", ""}}
+	if len(got) != len(want) {
+		t.Fatalf("rows %v", got)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("row %q: rank, job = %q, want %q", k, got[k], w)
+		}
+	}
+}

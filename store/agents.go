@@ -15,6 +15,7 @@ import (
 // Agent is one attached (or once attached) training process.
 type Agent struct {
 	Hello     wire.Hello
+	Place     wire.Place  // the hello's place in a job (rank, world size, job id)
 	DevMap    map[int]int // torch device index -> store device index
 	Connected bool
 	Ended     bool   // gone without bye (killed)
@@ -29,10 +30,15 @@ type Agent struct {
 // to store devices by UUID; devices NVML does not know are added as
 // agent-only devices, up to MaxDevices in all (a recording could not hold
 // more). A device past that stays unmapped, its frames are ignored, and the
-// log says so, naming the process.
+// log says so, naming the process. Rank fields wire.CheckPlace cannot use
+// are left out, and the log names each.
 func (s *Store) AgentHello(h wire.Hello) {
 	var full []string // torch devices left unmapped: no room for them
+	h, problems := wire.CheckPlace(h)
 	defer func() {
+		for _, p := range problems {
+			s.log(fmt.Sprintf("pid %d: hello: %s", h.PID, p))
+		}
 		if len(full) > 0 {
 			s.log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
 				h.PID, helloName(h), listClipped(full, 8), MaxDevices))
@@ -42,6 +48,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	defer s.mu.Unlock()
 	h.Host, h.Torch, h.Python = CleanText(h.Host), CleanText(h.Torch), CleanText(h.Python)
 	h.HistoryError = CleanText(h.HistoryError)
+	h.Job = CleanText(h.Job)
 	h.Argv = append([]string(nil), h.Argv...)
 	for i := range h.Argv {
 		h.Argv[i] = CleanText(h.Argv[i])
@@ -50,7 +57,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	for i := range h.Devices {
 		h.Devices[i].Name = CleanText(h.Devices[i].Name)
 	}
-	a := &Agent{Hello: h, DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
+	a := &Agent{Hello: h, Place: h.Place(), DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
 	old := s.agents[h.PID]
 	if old != nil {
 		a.Holders, a.OOMs = old.Holders, old.OOMs

@@ -320,15 +320,21 @@ func (s *series) maxIn(a, b int64) (uint64, bool) {
 	return m.v, m.ok
 }
 
+// maxAcc gathers the highest value (v) and, for extremesIn, the lowest (lo).
 type maxAcc struct {
-	v  uint64
-	ok bool
+	v, lo uint64
+	ok    bool
 }
 
-func (m *maxAcc) add(v uint64) {
-	if !m.ok || v > m.v {
-		m.v, m.ok = v, true
+func (m *maxAcc) add(v uint64) { m.addRange(v, v) }
+
+// addRange adds a bucket's min and max.
+func (m *maxAcc) addRange(lo, hi uint64) {
+	if !m.ok {
+		m.v, m.lo, m.ok = hi, lo, true
+		return
 	}
+	m.v, m.lo = max(m.v, hi), min(m.lo, lo)
 }
 
 // maxLevel adds the max of [a, b) at level l (0 raw, i>0 tier i-1): the
@@ -357,7 +363,7 @@ func (s *series) maxLevel(l int, a, b int64, m *maxAcc) {
 		if bk.start+tr.width > b {
 			break
 		}
-		m.add(bk.max)
+		m.addRange(bk.min, bk.max)
 	}
 	fs, fe := b, b
 	if k > j {
@@ -380,7 +386,8 @@ func (s *series) maxEdge(l int, x, y int64, m *maxAcc) {
 		end := min(y, o)
 		j := sort.Search(n, func(j int) bool { return tr.buckets.at(j).start+tr.width > x })
 		for ; j < n && tr.buckets.at(j).start < end; j++ {
-			m.add(tr.buckets.at(j).max)
+			bk := tr.buckets.at(j)
+			m.addRange(bk.min, bk.max)
 		}
 		x = o
 	}

@@ -123,6 +123,9 @@ func (m *procsModel) View() string {
 		if name == "" {
 			name = "?"
 		}
+		if r.Rank != "" {
+			name = r.Rank + "  " + name // first: a long command line is cut from the end
+		}
 		agent := dash
 		if r.Agent {
 			agent = agentCell(r)

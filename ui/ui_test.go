@@ -810,3 +810,17 @@ func TestValueIntervalFollowsZoom(t *testing.T) {
 		}
 	}
 }
+
+// An agent that said its rank shows it in the process pane, before its
+// command line.
+func TestProcsShowRank(t *testing.T) {
+	st := newFixture()
+	h := st.Agents()[0].Hello
+	h.Rank, h.WorldSize = "3", "8"
+	st.AgentHello(h)
+	m := newModel(t, st, Options{Title: fixTitle}, 160, 50)
+	procs := ansi.Strip(m.procs.View())
+	if !strings.Contains(procs, "rank 3/8  ") {
+		t.Errorf("the process pane should show rank 3/8:\n%s", procs)
+	}
+}

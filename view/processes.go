@@ -29,6 +29,7 @@ type Process struct {
 	Ended     bool
 	OOMs      int
 	Holders   *wire.Holders
+	Rank      string // the agent's place in its job: "rank 3/8"; "" when it gave none
 	// History: the agent records torch's allocation history (its
 	// max_entries; 0: off); HistoryError: why history asked for is off.
 	History      int
@@ -96,7 +97,7 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 		}
 		pid := a.Hello.PID
 		r := get(pid)
-		r.Agent, r.OOMs, r.Holders = true, a.OOMs, a.Holders
+		r.Agent, r.OOMs, r.Holders, r.Rank = true, a.OOMs, a.Holders, a.Place.String()
 		r.History, r.HistoryError = a.Hello.History, a.Hello.HistoryError
 		if n := ProcName(a.Hello.Argv); n != "" {
 			r.Name = n

@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -175,4 +176,45 @@ func Clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// CheckPlace returns h with the rank fields that cannot be used left out,
+// and a message for each, naming the field and the value. A bad RANK is no
+// reason to stop watching a process, so these are not Check's refusals:
+// the process is watched without the field, and the log says why.
+func CheckPlace(h Hello) (Hello, []string) {
+	var problems []string
+	num := func(field, env string, v *string, least int) int {
+		if *v == "" {
+			return -1
+		}
+		n, err := strconv.Atoi(*v)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("%q (%s) is %q, not a whole number; left out", field, env, Clip(*v, 40)))
+		case n < least || n > MaxWorldSize:
+			problems = append(problems, fmt.Sprintf("%q (%s) is %d, want %d..%d; left out", field, env, n, least, MaxWorldSize))
+		default:
+			return n
+		}
+		*v = ""
+		return -1
+	}
+	rank := num("rank", "RANK", &h.Rank, 0)
+	local := num("local_rank", "LOCAL_RANK", &h.LocalRank, 0)
+	world := num("world_size", "WORLD_SIZE", &h.WorldSize, 1)
+	if world >= 0 && rank >= world {
+		// either may be the wrong one: neither is shown
+		problems = append(problems, fmt.Sprintf(`"rank" %d is not below "world_size" %d; both left out`, rank, world))
+		h.Rank, h.WorldSize, world = "", "", -1
+	}
+	if world >= 0 && local >= world {
+		problems = append(problems, fmt.Sprintf(`"local_rank" %d is not below "world_size" %d; left out`, local, world))
+		h.LocalRank = ""
+	}
+	if len(h.Job) > MaxJobBytes {
+		problems = append(problems, fmt.Sprintf(`"job" is %d bytes, more than %d; left out`, len(h.Job), MaxJobBytes))
+		h.Job = ""
+	}
+	return h, problems
 }

@@ -59,18 +59,26 @@ type AgentDevice struct {
 	Total uint64 `json:"total,omitempty"`
 }
 
-// Hello opens an agent connection.
+// Hello opens an agent connection. Rank, LocalRank and WorldSize are the
+// RANK, LOCAL_RANK and WORLD_SIZE environment variables as the process had
+// them (torchrun, Slurm and Accelerate set them), sent as text: gputop reads
+// them (Hello.Place), so one rule judges every agent and recording. Job is
+// TORCHELASTIC_RUN_ID, else SLURM_JOB_ID.
 type Hello struct {
-	Type    string        `json:"type"`
-	V       int           `json:"v"`
-	PID     int           `json:"pid"`
-	Host    string        `json:"host,omitempty"`
-	Argv    []string      `json:"argv,omitempty"`
-	Torch   string        `json:"torch,omitempty"`
-	Python  string        `json:"python,omitempty"`
-	RateHz  float64       `json:"rate_hz,omitempty"`
-	Devices []AgentDevice `json:"devices"`
-	T       int64         `json:"t"`
+	Type      string        `json:"type"`
+	V         int           `json:"v"`
+	PID       int           `json:"pid"`
+	Host      string        `json:"host,omitempty"`
+	Argv      []string      `json:"argv,omitempty"`
+	Torch     string        `json:"torch,omitempty"`
+	Python    string        `json:"python,omitempty"`
+	RateHz    float64       `json:"rate_hz,omitempty"`
+	Rank      string        `json:"rank,omitempty"`
+	LocalRank string        `json:"local_rank,omitempty"`
+	WorldSize string        `json:"world_size,omitempty"`
+	Job       string        `json:"job,omitempty"`
+	Devices   []AgentDevice `json:"devices"`
+	T         int64         `json:"t"`
 	// History is torch's allocation history's max_entries while the agent
 	// records it (gputop.attach(history=N)); 0: off. HistoryError says why
 	// history that was asked for is not on (torch without it, the

@@ -393,7 +393,7 @@ class Agent(Connection):
             "type": "hello", "v": _wire.VERSION, "pid": self.pid,
             "host": _socket.gethostname(), "argv": [str(a) for a in getattr(sys, "argv", [])],
             "torch": self._src.torch_version(), "python": _python_version(),
-            "rate_hz": self.rate_hz, "devices": devices, "t": time.time_ns(),
+            "rate_hz": self.rate_hz, **_env.place(), "devices": devices, "t": time.time_ns(),
             "history": _history.on, "history_error": _history.error,
         }
         self._out += _wire.encode(frame)

@@ -19,6 +19,32 @@ def direct() -> bool:
     return os.environ.get("GPUTOP_DIRECT", "").strip().lower() not in _OFF
 
 
+# hello field -> the environment variables that give it, first set wins
+_PLACE = (
+    ("rank", ("RANK",)),
+    ("local_rank", ("LOCAL_RANK",)),
+    ("world_size", ("WORLD_SIZE",)),
+    ("job", ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")),
+)
+
+
+def place() -> dict[str, str]:
+    """The process's place in a distributed job, for hello: RANK, LOCAL_RANK,
+    WORLD_SIZE (torchrun, Slurm via torchrun, Accelerate set them) and the
+    job id (TORCHELASTIC_RUN_ID, else SLURM_JOB_ID), as the environment has
+    them. gputop judges the values (a RANK that is no number is left out
+    there, and logged), so the agent sends them as text and never fails
+    over them. Unset or empty variables are left out."""
+    out = {}
+    for key, names in _PLACE:
+        for n in names:
+            v = os.environ.get(n, "").strip()
+            if v:
+                out[key] = v[:256]
+                break
+    return out
+
+
 def socket_path() -> str:
     """Where gputop listens, by the same rule as the gputop binary.
 

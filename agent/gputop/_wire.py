@@ -59,7 +59,9 @@ SCHEMAS: dict[str, tuple] = {
     "hello": (
         _f("type", "s"), _f("v", "i"), _f("pid", "i"), _f("host", "s", True),
         _f("argv", "ls", True), _f("torch", "s", True), _f("python", "s", True),
-        _f("rate_hz", "f", True), _f("devices", "L", False, AGENT_DEVICE), _f("t", "i"),
+        _f("rate_hz", "f", True), _f("rank", "s", True), _f("local_rank", "s", True),
+        _f("world_size", "s", True), _f("job", "s", True),
+        _f("devices", "L", False, AGENT_DEVICE), _f("t", "i"),
         _f("history", "i", True), _f("history_error", "s", True),
     ),
     "sample": (

@@ -72,6 +72,8 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
     host, argv, versions and a clock the test moves."""
     clock = Clock()
     monkeypatch.setattr(time, "time_ns", clock)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)  # a test run under torchrun or Slurm
     monkeypatch.setattr(socket, "gethostname", lambda: "trainbox")
     monkeypatch.setattr(sys, "argv", ["train.py", "--epochs", "10"])
     monkeypatch.setattr(_agent, "_python_version", lambda: "3.12.3")
@@ -209,7 +211,35 @@ def test_hello_vector_from_the_agent(scripted):
     assert received(peer) == vector("hello.ndjson")
 
 
+def test_hello_rank_vector_from_the_agent(scripted, monkeypatch):
+    # torchrun's environment: the hello carries the process's place in the job
+    ag, fake, clock, src, peer = scripted
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "tr-5f3a")
+    monkeypatch.setenv("SLURM_JOB_ID", "991")  # torchrun's id wins
+    ag._check_devices()
+    ag._flush()
+    assert received(peer) == vector("hello_rank.ndjson")
+
+
+def test_hello_job_from_slurm_and_bad_values_sent_as_they_are(scripted, monkeypatch):
+    # gputop judges the values; the agent neither parses nor fails over them
+    ag, fake, clock, src, peer = scripted
+    monkeypatch.setenv("RANK", "three")
+    monkeypatch.setenv("SLURM_JOB_ID", "991")
+    monkeypatch.setenv("LOCAL_RANK", "")
+    ag._check_devices()
+    ag._flush()
+    f = _wire.decode(received(peer))
+    assert f["rank"] == "three" and f["job"] == "991"
+    assert "local_rank" not in f and "world_size" not in f
+
+
 @pytest.mark.parametrize("name,frame", [
+    ("hello_rank_bad.ndjson", {"type": "hello", "v": 1, "pid": 4244, "rank": "three", "local_rank": "9",
+                               "world_size": "8", "devices": [], "t": T0}),
     ("hello_minimal.ndjson", {"type": "hello", "v": 1, "pid": 4243, "devices": [], "t": T0}),
     ("snap.ndjson", {"type": "snap", "v": 1, "label": "Epoch 5"}),
     ("reply_ok.ndjson", {"type": "reply", "ok": True}),

@@ -1,0 +1,272 @@
+// Package metrics exposes the store to Prometheus: a collector that reads
+// the store at each scrape (no second copy of the data) and the HTTP
+// endpoint that serves it. Labels follow dcgm-exporter's (gpu, UUID,
+// modelName, Hostname), so gputop's series join DCGM_FI_DEV_FB_USED.
+package metrics
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+// Options shape what a collector exports.
+type Options struct {
+	Hostname string // the Hostname label (dcgm-exporter's: the node's name)
+	// GoneFor is how long a process whose agent has ended keeps its series
+	// (its final values stay visible to the next scrapes); MaxGone bounds
+	// how many such processes are exported at once, the most recently
+	// ended first, so thousands of short-lived processes cannot grow the
+	// label sets. Zero values mean DefaultGoneFor and DefaultMaxGone.
+	GoneFor time.Duration
+	MaxGone int
+	Now     func() time.Time // time.Now when nil
+}
+
+const (
+	DefaultGoneFor = time.Minute
+	DefaultMaxGone = 64
+	// SnapshotLabels is how many distinct snapshot labels
+	// gputop_snapshot_timestamp_seconds carries: the newest.
+	SnapshotLabels = 10
+	// snapshotRowsRead bounds the rows a scrape reads to find them.
+	snapshotRowsRead = 512
+	// maxLabelBytes clips peer-chosen label values (snapshot labels).
+	maxLabelBytes = 100
+)
+
+// The process labels add job_id, not job: job is the label Prometheus
+// gives every target, and a scraped job label would be renamed
+// exported_job (or, with honor_labels, replace the scrape job's name).
+var (
+	gpuLabels  = []string{"gpu", "UUID", "modelName", "Hostname"}
+	procLabels = append(append([]string(nil), gpuLabels...), "pid", "rank", "local_rank", "job_id")
+)
+
+func desc(name, help string, labels []string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+var (
+	descNVMLUsed    = desc("gputop_nvml_used_bytes", "Device memory used, from NVML (newest sample).", gpuLabels)
+	descNVMLTotal   = desc("gputop_nvml_total_bytes", "Device memory in all, from NVML.", gpuLabels)
+	descNVMLUsedMax = desc("gputop_nvml_used_max_bytes", "Highest NVML used sample since the previous scrape (sampled at up to 1 kHz).", gpuLabels)
+	descNVMLUsedMin = desc("gputop_nvml_used_min_bytes", "Lowest NVML used sample since the previous scrape.", gpuLabels)
+	descRate        = desc("gputop_sample_rate_hz", "NVML device samples per second achieved.", gpuLabels)
+
+	descAllocated    = desc("gputop_torch_allocated_bytes", "torch.cuda allocated_bytes.all.current, from the process's agent.", procLabels)
+	descReserved     = desc("gputop_torch_reserved_bytes", "torch.cuda reserved_bytes.all.current.", procLabels)
+	descPeak         = desc("gputop_torch_peak_allocated_bytes", "torch.cuda allocated_bytes.all.peak (torch's own peak, since its last reset_peak_memory_stats).", procLabels)
+	descAllocatedMax = desc("gputop_torch_allocated_max_bytes", "Highest allocated sample since the previous scrape.", procLabels)
+	descInactive     = desc("gputop_torch_inactive_split_bytes", "torch.cuda inactive_split_bytes.all.current.", procLabels)
+	descRetries      = desc("gputop_torch_alloc_retries_total", "torch.cuda num_alloc_retries.", procLabels)
+	descOOMs         = desc("gputop_torch_ooms_total", "torch.cuda num_ooms.", procLabels)
+	descProcUsed     = desc("gputop_process_nvml_used_bytes", "The process's used device memory, from NVML's process list.", procLabels)
+
+	descSnapshots = desc("gputop_snapshots_total", "Snapshot rows taken (keys, code, gputop snap, OOMs).", nil)
+	descSnapTime  = desc("gputop_snapshot_timestamp_seconds", "When the newest snapshot of each label was taken (the newest few labels), for annotations.", []string{"label"})
+)
+
+// Collector is a prometheus.Collector over a store.
+type Collector struct {
+	st  *store.Store
+	opt Options
+
+	mu sync.Mutex // one scrape at a time: since holds each series' place
+	// since holds, per series, the time of its newest sample at the
+	// previous scrape: the next scrape's extremes start there
+	since map[store.Key]int64
+}
+
+// NewCollector returns a collector over st. A series' first extremes (the
+// first scrape's, or a new process's) cover all the store holds of it.
+func NewCollector(st *store.Store, opt Options) *Collector {
+	if opt.GoneFor <= 0 {
+		opt.GoneFor = DefaultGoneFor
+	}
+	if opt.MaxGone <= 0 {
+		opt.MaxGone = DefaultMaxGone
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	return &Collector{st: st, opt: opt, since: map[store.Key]int64{}}
+}
+
+// Describe sends every descriptor the collector uses.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descNVMLUsed, descNVMLTotal, descNVMLUsedMax, descNVMLUsedMin, descRate,
+		descAllocated, descReserved, descPeak, descAllocatedMax, descInactive, descRetries, descOOMs, descProcUsed,
+		descSnapshots, descSnapTime} {
+		ch <- d
+	}
+}
+
+// Collect reads the store once: devices, agents, rows.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := make(map[store.Key]int64, len(c.since))
+	extremes := func(k store.Key) store.Extremes {
+		e := c.st.ExtremesSince(k, c.since[k])
+		if e.OK {
+			seen[k] = e.LastT
+		}
+		return e
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+
+	devs := c.st.Devices()
+	devLabels := make(map[int][]string, len(devs))
+	for _, d := range devs {
+		if d.UUID == "" && d.Name == "" {
+			continue // a gap in the device list, never described
+		}
+		host := c.opt.Hostname
+		if d.Host != "" {
+			host = labelText(d.Host) // a remote host's GPU (--ssh)
+		}
+		l := []string{strconv.Itoa(d.Index), labelText(d.UUID), labelText(d.Name), host}
+		devLabels[d.Index] = l
+		if d.Source != "nvml" {
+			continue // known only through an agent: NVML says nothing of it
+		}
+		gauge(descNVMLTotal, float64(d.Total), l...)
+		if d.Rate > 0 {
+			gauge(descRate, d.Rate, l...)
+		}
+		if e := extremes(store.Key{Dev: d.Index, Metric: store.NVMLUsed}); e.OK {
+			gauge(descNVMLUsed, float64(e.Last), l...)
+			gauge(descNVMLUsedMax, float64(e.Max), l...)
+			gauge(descNVMLUsedMin, float64(e.Min), l...)
+		}
+	}
+
+	for _, a := range c.exported(c.st.Agents()) {
+		pid := a.Hello.PID
+		p := a.Place
+		rank, local := "", ""
+		if p.Rank >= 0 {
+			rank = strconv.Itoa(p.Rank)
+		}
+		if p.LocalRank >= 0 {
+			local = strconv.Itoa(p.LocalRank)
+		}
+		for _, dev := range sortedDevs(a.DevMap) {
+			gl, ok := devLabels[dev]
+			if !ok {
+				continue
+			}
+			_, ownPID := store.SplitPID(pid) // a remote host's process: its own pid, its host in Hostname
+			l := append(append(make([]string, 0, len(procLabels)), gl...), strconv.Itoa(ownPID), rank, local, labelText(p.Job))
+			if smp, ok := a.Last[dev]; ok {
+				gauge(descAllocated, float64(smp.Allocated), l...)
+				gauge(descReserved, float64(smp.Reserved), l...)
+				gauge(descPeak, float64(smp.Peak), l...)
+				gauge(descInactive, float64(smp.Inactive), l...)
+				counter(descRetries, float64(smp.AllocRetries), l...)
+				counter(descOOMs, float64(smp.OOMs), l...)
+			}
+			if e := extremes(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}); e.OK {
+				gauge(descAllocatedMax, float64(e.Max), l...)
+			}
+			if a.Connected {
+				if procs, _ := c.st.Procs(dev); len(procs) > 0 {
+					for _, pr := range procs {
+						if pr.PID == pid && !pr.UsedUnknown {
+							gauge(descProcUsed, float64(pr.Used), l...)
+						}
+					}
+				}
+			}
+		}
+	}
+
+	counter(descSnapshots, float64(c.st.Shape().Snapshots))
+	for _, s := range newestLabels(c.st.LastSnapshots(snapshotRowsRead), SnapshotLabels) {
+		gauge(descSnapTime, float64(s.T)/1e9, labelText(s.Label))
+	}
+	// series not asked for this time (a process dropped) are forgotten
+	c.since = seen
+}
+
+// exported picks the agents whose series are exported: every connected
+// one, and those ended within GoneFor, at most MaxGone of them, the most
+// recently ended first.
+func (c *Collector) exported(agents []store.Agent) []store.Agent {
+	cutoff := c.opt.Now().Add(-c.opt.GoneFor).UnixNano()
+	var live, gone []store.Agent
+	for _, a := range agents {
+		switch {
+		case a.Connected:
+			live = append(live, a)
+		case a.EndedAt >= cutoff:
+			gone = append(gone, a)
+		}
+	}
+	sort.SliceStable(gone, func(i, j int) bool { return gone[i].EndedAt > gone[j].EndedAt })
+	if len(gone) > c.opt.MaxGone {
+		gone = gone[:c.opt.MaxGone]
+	}
+	return append(live, gone...)
+}
+
+func sortedDevs(m map[int]int) []int {
+	devs := make([]int, 0, len(m))
+	for _, d := range m {
+		devs = append(devs, d)
+	}
+	sort.Ints(devs)
+	// two torch indices cannot share a device (wire.Check), but keep each once
+	out := devs[:0]
+	for i, d := range devs {
+		if i == 0 || d != devs[i-1] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// newestLabels returns the newest row of each of the n most recently
+// used labels, newest first.
+func newestLabels(rows []wire.Snapshot, n int) []wire.Snapshot {
+	var out []wire.Snapshot
+	seen := map[string]bool{}
+	for i := len(rows) - 1; i >= 0 && len(out) < n; i-- {
+		l := labelText(rows[i].Label)
+		if seen[l] {
+			continue
+		}
+		seen[l] = true
+		out = append(out, rows[i])
+	}
+	return out
+}
+
+// labelText is a label value made of text from outside (already made
+// printable by the store): valid UTF-8, as Prometheus requires, and short.
+func labelText(s string) string {
+	if !utf8.ValidString(s) {
+		s = string([]rune(s)) // invalid bytes become U+FFFD
+	}
+	if len(s) <= maxLabelBytes {
+		return s
+	}
+	cut := maxLabelBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}

@@ -1,0 +1,273 @@
+package metrics
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
+)
+
+const (
+	t0   = int64(1_767_225_600_000_000_000)
+	ms   = int64(time.Millisecond)
+	uuid = "GPU-6b8e2f1c-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
+)
+
+// scrape gathers c through a pedantic registry (which checks every metric
+// against its descriptor) and returns "name{labels} value" lines, sorted.
+func scrape(t *testing.T, c *Collector) []string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			out = append(out, line(mf, m))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func line(mf *dto.MetricFamily, m *dto.Metric) string {
+	var ls []string
+	for _, l := range m.GetLabel() {
+		ls = append(ls, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	v := m.GetGauge().GetValue()
+	if mf.GetType() == dto.MetricType_COUNTER {
+		v = m.GetCounter().GetValue()
+	}
+	return fmt.Sprintf("%s{%s} %g", mf.GetName(), strings.Join(ls, ","), v)
+}
+
+func newStore() *store.Store {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: uuid, Name: "NVIDIA H200", Total: 150754820096, Source: "nvml"})
+	st.SetRate(0, 998.5)
+	return st
+}
+
+func rankHello(pid int, rank string) wire.Hello {
+	return wire.Hello{Type: wire.TypeHello, V: 1, PID: pid, Rank: rank, LocalRank: rank, WorldSize: "8", Job: "tr-5f3a",
+		Devices: []wire.AgentDevice{{Index: 0, UUID: uuid, Name: "NVIDIA H200"}}, T: t0}
+}
+
+// Every series of the issue, with dcgm-exporter's labels and the values put
+// in.
+func TestCollectorSeriesAndLabels(t *testing.T) {
+	st := newStore()
+	st.AgentHello(rankHello(4242, "3"))
+	st.AgentSample(4242, wire.Sample{T: t0 + ms, Dev: 0, Allocated: 1000, Reserved: 4096, Peak: 3000, Inactive: 96, AllocRetries: 2, OOMs: 1})
+	st.SetProcs(0, t0+ms, []wire.Proc{{PID: 4242, Name: "python", Used: 6000}})
+	st.AddNVML(0, t0+2*ms, 7000, 0)
+	st.TakeSnapshot("Epoch 1", 0, t0+3*ms, "key", nil)
+	c := NewCollector(st, Options{Hostname: "node1", Now: func() time.Time { return time.Unix(0, t0+time.Second.Nanoseconds()) }})
+	got := scrape(t, c)
+	gpu := `gpu="0",UUID="` + uuid + `",modelName="NVIDIA H200",Hostname="node1"`
+	proc := gpu + `,pid="4242",rank="3",local_rank="3",job_id="tr-5f3a"`
+	want := []string{
+		"gputop_nvml_total_bytes{" + gpu + "} 1.50754820096e+11",
+		"gputop_nvml_used_bytes{" + gpu + "} 7000",
+		"gputop_nvml_used_max_bytes{" + gpu + "} 7000",
+		"gputop_nvml_used_min_bytes{" + gpu + "} 7000",
+		"gputop_process_nvml_used_bytes{" + proc + "} 6000",
+		"gputop_sample_rate_hz{" + gpu + "} 998.5",
+		"gputop_snapshot_timestamp_seconds{label=\"Epoch 1\"} 1.767225600003e+09",
+		"gputop_snapshots_total{} 1",
+		"gputop_torch_alloc_retries_total{" + proc + "} 2",
+		"gputop_torch_allocated_bytes{" + proc + "} 1000",
+		"gputop_torch_allocated_max_bytes{" + proc + "} 1000",
+		"gputop_torch_inactive_split_bytes{" + proc + "} 96",
+		"gputop_torch_ooms_total{" + proc + "} 1",
+		"gputop_torch_peak_allocated_bytes{" + proc + "} 3000",
+		"gputop_torch_reserved_bytes{" + proc + "} 4096",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d series:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if canon(got[i]) != canon(want[i]) {
+			t.Errorf("series %d\n got %s\nwant %s", i, got[i], want[i])
+		}
+	}
+}
+
+// canon sorts a line's labels, so a want line can list them in
+// dcgm-exporter's order.
+func canon(s string) string {
+	i, j := strings.IndexByte(s, '{'), strings.LastIndexByte(s, '}')
+	if i < 0 || j < i {
+		return s
+	}
+	ls := strings.Split(s[i+1:j], ",")
+	sort.Strings(ls)
+	return s[:i+1] + strings.Join(ls, ",") + s[j:]
+}
+
+// A 5 ms spike and a dip between two scrapes show in the second scrape's
+// _max_ and _min_ series, the newest value in the plain one, and the
+// third scrape no longer has them.
+func TestCollectorExtremesSincePreviousScrape(t *testing.T) {
+	st := newStore()
+	st.AgentHello(rankHello(4242, "0"))
+	c := NewCollector(st, Options{Hostname: "n"})
+	at := t0
+	feed := func(n int, spike bool) {
+		for i := 0; i < n; i++ {
+			v, a := uint64(5000), uint64(100)
+			if spike && i >= n/2 && i < n/2+5 {
+				v, a = 9000, 700
+			}
+			if spike && i == n/4 {
+				v = 10
+			}
+			st.AddNVML(0, at, v, 0)
+			if i%10 == 0 || (a == 700) {
+				st.AgentSample(4242, wire.Sample{T: at, Dev: 0, Allocated: a, Reserved: 1000, Peak: 700})
+			}
+			at += ms
+		}
+	}
+	value := func(lines []string, name string) string {
+		for _, l := range lines {
+			if strings.HasPrefix(l, name+"{") {
+				return l[strings.LastIndexByte(l, ' ')+1:]
+			}
+		}
+		return "missing"
+	}
+	feed(1000, false)
+	scrape(t, c)
+	feed(15_000, true) // a 15 s scrape interval at 1 kHz
+	got := scrape(t, c)
+	for name, want := range map[string]string{
+		"gputop_nvml_used_max_bytes": "9000", "gputop_nvml_used_min_bytes": "10", "gputop_nvml_used_bytes": "5000",
+		"gputop_torch_allocated_max_bytes": "700", "gputop_torch_allocated_bytes": "100",
+	} {
+		if v := value(got, name); v != want {
+			t.Errorf("after the spike: %s = %s, want %s", name, v, want)
+		}
+	}
+	feed(1000, false)
+	got = scrape(t, c)
+	for name, want := range map[string]string{
+		"gputop_nvml_used_max_bytes": "5000", "gputop_nvml_used_min_bytes": "5000", "gputop_torch_allocated_max_bytes": "100",
+	} {
+		if v := value(got, name); v != want {
+			t.Errorf("the scrape after: %s = %s, want %s", name, v, want)
+		}
+	}
+}
+
+// Thousands of short-lived processes: the exported label sets stay within
+// the connected ones plus MaxGone, and those gone longer than GoneFor go.
+func TestCollectorBoundsGoneProcesses(t *testing.T) {
+	st := newStore()
+	now := t0
+	c := NewCollector(st, Options{Hostname: "n", Now: func() time.Time { return time.Unix(0, now) }})
+	const n = 3000
+	for pid := 1; pid <= n; pid++ {
+		st.AgentHello(rankHello(pid, ""))
+		st.AgentSample(pid, wire.Sample{T: now, Dev: 0, Allocated: uint64(pid)})
+		if pid > 2 { // pids 1 and 2 stay connected
+			st.AgentEnded(pid, now, pid%2 == 0, "")
+		}
+		now += ms
+		if pid%500 == 0 {
+			if k := pids(scrape(t, c)); len(k) > 2+DefaultMaxGone {
+				t.Fatalf("after %d processes: %d exported", pid, len(k))
+			}
+		}
+	}
+	got := pids(scrape(t, c))
+	if len(got) != 2+DefaultMaxGone || !got["1"] || !got["2"] || !got[fmt.Sprint(n)] || got["3"] {
+		t.Fatalf("exported %d processes: want the 2 connected and the %d most recently ended", len(got), DefaultMaxGone)
+	}
+	if len(c.since) > 1+2*(2+DefaultMaxGone) {
+		t.Errorf("the collector remembers %d series", len(c.since))
+	}
+	now += DefaultGoneFor.Nanoseconds() + 1
+	if got := pids(scrape(t, c)); len(got) != 2 {
+		t.Errorf("%d processes exported after %v; want the 2 connected", len(got), DefaultGoneFor)
+	}
+}
+
+func pids(lines []string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range lines {
+		if i := strings.Index(l, `pid="`); i >= 0 {
+			m[l[i+5:i+5+strings.IndexByte(l[i+5:], '"')]] = true
+		}
+	}
+	return m
+}
+
+// Snapshot labels: the newest SnapshotLabels distinct ones, each at its
+// newest time, text from outside clipped and valid UTF-8.
+func TestCollectorSnapshotLabels(t *testing.T) {
+	st := newStore()
+	st.AddNVML(0, t0, 1, 0)
+	for i := 0; i < 30; i++ {
+		st.TakeSnapshot(fmt.Sprintf("epoch %d", i%15), 0, t0+int64(i+1)*ms, "cli", nil)
+	}
+	st.TakeSnapshot(strings.Repeat("é", 80)+"\xff", 0, t0+100*ms, "cli", nil)
+	var labels []string
+	for _, l := range scrape(t, NewCollector(st, Options{})) {
+		if strings.HasPrefix(l, "gputop_snapshot_timestamp_seconds") {
+			labels = append(labels, l)
+		}
+	}
+	if len(labels) != SnapshotLabels {
+		t.Fatalf("%d labels:\n%s", len(labels), strings.Join(labels, "\n"))
+	}
+	long := 0
+	for _, l := range labels {
+		if strings.Contains(l, "éé") {
+			long++
+			if len(l) > 200 || !strings.Contains(l, "…") {
+				t.Errorf("a long label is not clipped: %s", l)
+			}
+		}
+	}
+	if long != 1 || !strings.Contains(strings.Join(labels, "\n"), `label="epoch 14"} 1.767225600030`) {
+		t.Errorf("labels:\n%s", strings.Join(labels, "\n"))
+	}
+}
+
+// A remote host's GPU and process (gputop --ssh): Hostname is that host's,
+// pid the host's own pid, not gputop's key for it.
+func TestCollectorRemoteHost(t *testing.T) {
+	st := newStore()
+	st.SetDevice(store.Device{Index: 1, UUID: "GPU-remote", Name: "NVIDIA H200", Total: 1 << 30, Source: "nvml", Host: "node2"})
+	key := store.HostPID(1, 4242)
+	h := rankHello(key, "7")
+	h.Devices = []wire.AgentDevice{{Index: 0, UUID: "GPU-remote"}}
+	st.AgentHello(h)
+	st.AgentSample(key, wire.Sample{T: t0, Dev: 0, Allocated: 5})
+	var found bool
+	for _, l := range scrape(t, NewCollector(st, Options{Hostname: "login"})) {
+		if strings.HasPrefix(l, "gputop_torch_allocated_bytes{") {
+			found = true
+			if want := `gputop_torch_allocated_bytes{Hostname="node2",UUID="GPU-remote",gpu="1",job_id="tr-5f3a",local_rank="7",modelName="NVIDIA H200",pid="4242",rank="7"} 5`; l != want {
+				t.Errorf("\n got %s\nwant %s", l, want)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no allocated series")
+	}
+}
