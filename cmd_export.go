@@ -69,7 +69,11 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		say(stderr, "gputop export:", err)
 		return 1
 	}
-	say(report, fmt.Sprintf("wrote %s (%d rows)", *out, len(st.Snapshots())))
+	rows := fmt.Sprintf("%d rows", len(st.Snapshots()))
+	if len(st.Snapshots()) == 1 {
+		rows = "1 row"
+	}
+	say(report, fmt.Sprintf("wrote %s (%s)", *out, rows))
 	if info.Dropped.Any() {
 		say(report, fmt.Sprintf("%s: %s", file, droppedNote(info.Dropped)))
 	}

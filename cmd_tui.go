@@ -21,6 +21,7 @@ import (
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
+	"github.com/gputop/gputop/view"
 )
 
 func cmdTUI(args []string, stderr io.Writer) int {
@@ -85,6 +86,8 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		}
 		opt.Title = "demo: " + demo.Title
 		opt.Replay = true
+		// open where the whole run's story is on screen, found in its rows
+		opt.OpenAt, _ = view.StoryMoment(st)
 	case *replay != "":
 		st = store.New(logTo(replayOptions(), log))
 		var err error

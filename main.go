@@ -39,6 +39,9 @@ Usage:
                                   until standard input ends (for --ssh); -o FILE: a recording too
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
   gputop dump-info FILE           a torch memory snapshot (a dump, memory_viz's pickle) as text
+  gputop run [flags] -- CMD ARGS  run CMD with the agent attached at its first CUDA use, no code
+                                  change; its output in a pane (--no-tui, or not a terminal:
+                                  passed through, the summary at the end; exits with CMD's code)
   gputop version
 `
 
@@ -78,6 +81,8 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
+		case "run":
+			return cmdRun(args[1:], stderr)
 		case "record":
 			return cmdRecord(args[1:], stderr)
 		case "serve":

@@ -457,7 +457,7 @@ func TestRealOOMExplained(t *testing.T) {
 func TestRealFillOOMRow(t *testing.T) {
 	row := exportOOM(t, "../testdata/recordings/h200-oom-fill.gputop",
 		"asked for 1.00 GiB, 201.1 MiB free on the GPU (CUDA)", "Live tensors fill the GPU",
-		"torch held 139.0 GiB in tensors", "outside its cache 618.8 MiB")
+		"torch held 139.0 GiB in tensors", "on the whole GPU 618.8 MiB outside its cache")
 	if row["reserved_mb"] != "142336.00" || row["nvml_used_mb"] != "142954.81" || row["nvml_peak_mb"] != "142954.81" {
 		t.Fatalf("CSV row: %v", row)
 	}

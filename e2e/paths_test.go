@@ -246,7 +246,7 @@ func TestExportCSVToStdout(t *testing.T) {
 	want := exportCSV(t, rec)
 	for _, p := range []string{"-", "/dev/stdout"} {
 		out, msg, code := runSplit(t, "export", rec, "--csv", p)
-		if code != 0 || out != string(want) || !strings.Contains(msg, "1 rows") {
+		if code != 0 || out != string(want) || !strings.Contains(msg, "(1 row)") {
 			t.Fatalf("--csv %s: exit %d, stdout %q, stderr %q", p, code, out, msg)
 		}
 	}

@@ -54,7 +54,7 @@ func TestExportErrorIsNotAWarning(t *testing.T) {
 	os.WriteFile(bad, append(append([]byte{}, data...), "{not json\n"...), 0o644)
 	out := filepath.Join(dir, "s.csv")
 	msg, code := run(t, "export", bad, "--csv", out)
-	if code != 1 || strings.Contains(msg, "warning") || !strings.Contains(msg, "gputop export: "+bad+": byte ") || !strings.Contains(msg, "(1 rows)") {
+	if code != 1 || strings.Contains(msg, "warning") || !strings.Contains(msg, "gputop export: "+bad+": byte ") || !strings.Contains(msg, "(1 row)") {
 		t.Errorf("corrupt: exit %d: %s", code, msg)
 	}
 	cut := filepath.Join(dir, "cut.gputop")

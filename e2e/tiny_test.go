@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // While the terminal is too small, the screen only says so, and keys do
@@ -20,6 +21,10 @@ func TestTinyTerminalOnlyQuits(t *testing.T) {
 	tm := startTerm(t, 20, 5, "--replay", rec, "--csv", out)
 	tm.waitFor("too small")
 	tm.keys("s", "x", "e", "h")
+	// keys come on the terminal's input, a resize as a signal: give the
+	// program time to read the keys at the tiny size before it grows, or
+	// a loaded machine can deliver the resize first
+	time.Sleep(time.Second)
 	tm.resize(160, 50)
 	scr := tm.waitFor("Test GPU")
 	if strings.Contains(scr, "snapshot label:") || strings.Contains(scr, "no process selected") || strings.Contains(scr, "wrote ") {

@@ -36,6 +36,12 @@
 #               the allocating line, read by gputop dump-info and by torch's
 #               memory_viz loader, named by the recording and the CSV); dumps
 #               of a growing `losses` list name its append line as top grower
+#   run         bench/run_check.py: `gputop run --no-tui --record --csv` around
+#               a script with no gputop in it (bench/workloads/plain.py, with a
+#               real OOM), train_mlp.py --no-agent, a Lightning fit and an HF
+#               Trainer run with the callbacks: Process start 0 B, every row
+#               equal to torch's own counters (read by the script at the same
+#               moment), end rows with verdicts, CMD's exit code kept
 #   metrics     bench/metrics_check.py: `gputop serve --metrics` beside real
 #               training (RANK etc. set as torchrun sets them): every allocator
 #               series equal to torch's own counters at each hold, labels
@@ -245,14 +251,18 @@ replay_smoke() { # RECORDING: the TUI replays it in a real terminal; its screen 
 	sleep 2
 	tmux -L "$TMUXL" capture-pane -p -t replay >"$L/replay-screen.txt" 2>&1
 	tmux -L "$TMUXL" capture-pane -e -p -t replay >"$L/replay-screen.ansi" 2>&1
+	tmux -L "$TMUXL" send-keys -t replay h # the holders report train_mlp.py sent after training
+	sleep 1
+	tmux -L "$TMUXL" capture-pane -p -t replay >"$L/replay-holders.txt" 2>&1
 	tmux -L "$TMUXL" kill-session -t replay 2>/dev/null
 	cat "$L/replay-screen.txt"
 	local label missing=""
 	for label in "Training start" "Epoch 5" "Epoch 10" "Training end" "Before cleanup" "After cleanup" "✓ After cleanup: "; do
 		grep -q "$label" "$L/replay-screen.txt" || missing="$missing '$label'"
 	done
+	grep -Eq " in [0-9]+ groups?, " "$L/replay-holders.txt" || missing="$missing 'a holders report after h (logs/replay-holders.txt)'"
 	if [ -z "$missing" ]; then
-		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six snapshot rows and the After cleanup verdict on screen ($(grep -o '✓ After cleanup: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
+		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six snapshot rows, the After cleanup verdict and, after h, the holders report on screen ($(grep -o '✓ After cleanup: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
 	else
 		result 13-replay-screen FAIL "gputop --replay at 160x50, at the end of the run: not on screen:$missing (logs/replay-screen.txt, replay.stderr)"
 	fi
@@ -377,6 +387,12 @@ step_history() {
 	timeout 330 "$PY" bench/history_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/history"
 }
 
+step_run() {
+	have_gputop || { result 90-run FAIL "no gputop binary"; return 1; }
+	timeout 500 "$PY" bench/run_check.py --gputop "$GPUTOP" --python "$PY" --results-dir "$R" \
+		--name 90-run --workdir "$W/run"
+}
+
 step_metrics() {
 	have_gputop || return 1
 	timeout 120 "$PY" bench/metrics_check.py --gputop "$GPUTOP" --results-dir "$R" --name 80-metrics \
@@ -432,6 +448,7 @@ step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapsho
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
 step history 130 90-history-overhead-cpu 90-history-overhead-gpu 91-history-oom-dump 92-history-labelled-dump
+step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 

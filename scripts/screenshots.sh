@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates screenshots/*.png from the real TUI: gputop --demo runs in tmux
-# at a fixed size, capture-pane keeps its colours, scripts/ansi2svg.py puts
+# at 160x50 and 80x24 (demo, help; the OOM replay at 120x30), capture-pane keeps its colours, scripts/ansi2svg.py puts
 # every character on its terminal cell (the chart's braille comes from a
 # fallback font that text-flow renderers such as freeze misplace), and
 # rsvg-convert (Debian: librsvg2-bin, with fonts-dejavu-core) makes the PNG.
@@ -19,15 +19,21 @@ shot() { # name [session]
   echo "screenshots/$1.png"
 }
 
+# the demo opens on its whole run, just after its last end row: the same
+# moment at the two sizes the README shows
 tmux new-session -d -s gputop-shot -x 160 -y 50 -- bin/gputop --demo
-sleep 1
-tmux send-keys -t gputop-shot End        # the end of the recording
-tmux send-keys -t gputop-shot -l -- "--" # zoom out to the whole run
 sleep 1
 shot demo
 tmux send-keys -t gputop-shot '?'
 sleep 1
 shot help
+tmux kill-session -t gputop-shot
+tmux new-session -d -s gputop-shot -x 80 -y 24 -- bin/gputop --demo
+sleep 1
+shot demo-80x24
+tmux send-keys -t gputop-shot '?'
+sleep 1
+shot help-80x24
 
 # a real CUDA out-of-memory error on an H200 (bench/oom_check.py), explained
 tmux new-session -d -s gputop-oom -x 120 -y 30 -- bin/gputop --replay testdata/recordings/h200-oom.gputop

@@ -48,7 +48,7 @@ func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 	known := r.NVMLUsed != nil
 	if known && *r.NVMLUsed > o.Reserved {
 		outside = *r.NVMLUsed - o.Reserved
-		parts = append(parts, fmt.Sprintf("outside its cache %s (NVML used − reserved: CUDA context, other processes)",
+		parts = append(parts, fmt.Sprintf("on the whole GPU %s outside its cache (NVML device used − reserved: CUDA contexts, other processes)",
 			HumanBytes(outside)))
 	}
 	e.Where = strings.Join(parts, "; ") + "."

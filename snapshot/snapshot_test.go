@@ -338,6 +338,26 @@ func readCSV(t *testing.T, path string) ([][]string, map[string]int) {
 	return recs, col
 }
 
+func TestTableMarksMissingValuesAndVerdicts(t *testing.T) {
+	al, re, pk, used := uint64(3<<20), uint64(4<<20), uint64(5<<20), uint64(10<<20)
+	rows := []wire.Snapshot{
+		{Label: "Process start", Dev: 0, PID: 7, Allocated: new(uint64), Reserved: new(uint64), Peak: new(uint64)},
+		{Label: "Process end", Dev: 0, PID: 7, Allocated: &al, Reserved: &re, Peak: &pk, End: true,
+			Held: &wire.Held{Allocated: al, Python: al}},
+		{Label: "key", Dev: 0, NVMLUsed: &used},
+	}
+	got := Table(rows, []store.Device{{Name: "H200"}})
+	want := []string{
+		"label          GPU  pid  allocated MiB  reserved MiB  peak MiB  NVML used MiB     ",
+		"Process start  0    7    0.00           0.00          0.00      —                 ",
+		"Process end    0    7    3.00           4.00          5.00      —              ✗  ",
+		"key            0    —    —              —             —         10.00             ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("table:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // The rank and job columns come last, from each row's process: an agent
 // of rank 3 in job "=run" (kept from being read as a formula), one of no
 // job, and a key row of no process.

@@ -15,7 +15,7 @@ import (
 
 // yLabelW is the fixed width of the Y axis labels, so the plot area keeps
 // its place when the scale changes.
-const yLabelW = 6
+const yLabelW = 8 // "1.25 GiB"
 
 // chartSeries is one line of the chart: aggregated columns (min/max/last per
 // braille column) from the store, never raw samples.

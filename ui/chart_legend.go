@@ -47,43 +47,66 @@ func markerLine(labels []markLabel, w int) string {
 	return sb.String()
 }
 
-// legend names each series with its source and, when there is room, its
-// value at the cursor; narrower, it groups the torch series under one label.
+// shortNames are the legend's names for its narrowest forms.
+var shortNames = map[string]string{"NVML used": "NVML", "reserved": "res", "allocated": "alloc"}
+
+// legend names each series with its source and its value at the cursor.
+// Narrower, it groups the torch series under one label, then shortens the
+// names, then leaves out the note; the values stay in every form.
 func (c *chartModel) legend() string {
 	st := c.styles
 	note := ""
 	if c.data.Note != "" {
 		note = st.Dim.Render(c.data.Note)
 	}
-	join := func(parts []string, sep string) string {
-		if note != "" {
+	value := func(s *chartSeries) string {
+		if s.Now == nil {
+			return ""
+		}
+		return " " + st.Bold.Render(humanBytes(*s.Now))
+	}
+	join := func(parts []string, sep string, withNote bool) string {
+		if withNote && note != "" {
 			parts = append(parts, note)
 		}
 		return strings.Join(parts, sep)
 	}
 	var full []string
-	for _, s := range c.data.Series {
-		p := s.Style.Render("━━") + " " + s.Name
-		if s.Now != nil {
-			p += " " + st.Bold.Render(humanBytes(*s.Now))
-		}
-		full = append(full, p)
+	for i := range c.data.Series {
+		s := &c.data.Series[i]
+		full = append(full, s.Style.Render("━━")+" "+s.Name+value(s))
 	}
-	if l := join(full, "   "); lipgloss.Width(l) <= c.w {
+	if l := join(full, "   ", true); lipgloss.Width(l) <= c.w {
 		return l
 	}
-	// compact: "━ NVML used (driver)  torch: ━ reserved ━ peak ━ allocated"
-	var compact, torch []string
-	for _, s := range c.data.Series {
-		name, src, ok := strings.Cut(s.Name, " (")
-		if ok && src == "torch)" {
-			torch = append(torch, s.Style.Render("━")+" "+name)
-			continue
+	// grouped: "━ NVML used 2.49 GiB  torch: ━ reserved 1.50 GiB ━ peak …",
+	// then with short names: "━ NVML 2.49 GiB  torch: ━ res 1.50 GiB …"
+	grouped := func(short bool) []string {
+		var out, torch []string
+		for i := range c.data.Series {
+			s := &c.data.Series[i]
+			name, src, ok := strings.Cut(s.Name, " (")
+			if short {
+				if n, ok := shortNames[name]; ok {
+					name = n
+				}
+			}
+			if ok && src == "torch)" {
+				torch = append(torch, s.Style.Render("━")+" "+name+value(s))
+				continue
+			}
+			out = append(out, s.Style.Render("━")+" "+name+value(s))
 		}
-		compact = append(compact, s.Style.Render("━")+" "+s.Name)
+		if len(torch) > 0 {
+			out = append(out, "torch: "+strings.Join(torch, " "))
+		}
+		return out
 	}
-	if len(torch) > 0 {
-		compact = append(compact, "torch: "+strings.Join(torch, " "))
+	long, short := grouped(false), grouped(true)
+	for _, l := range []string{join(long, "  ", true), join(short, "  ", true), join(short, "  ", false)} {
+		if lipgloss.Width(l) <= c.w {
+			return l
+		}
 	}
-	return join(compact, "  ")
+	return join(short, " ", false)
 }

@@ -53,41 +53,61 @@ func (m *Model) prerender() {
 	}
 }
 
-// heights of the panes, top to bottom
+// heights of the panes, top to bottom; help is the full help (?), which
+// takes the place of the panes under the chart
 type layout struct {
 	header, chart, procs, table, holders, dump, help int
 }
 
-// layout shares the screen height: the chart gets at least 45%, the
-// process pane and the summary what they need, the chart the rest.
+// layout shares the screen height: the title bar, the device header (a
+// sixth of the screen at most), the chart (at least 45%), the process pane
+// and the summary what they need unless hidden, the chart the rest, then
+// the status line and the key bar. With the help open, the help takes the
+// lower panes' place, and the chart's too when the two do not fit.
 func (m *Model) layout() layout {
 	var l layout
 	if m.w < MinWidth || m.h < MinHeight {
 		return l
 	}
-	l.help = 1
-	if m.help.ShowAll && !m.prompt.open {
-		l.help = min(max(lipgloss.Height(m.help.View(m.keys)), 1), m.h/2)
-	}
 	l.header = min(m.header.Lines(), max((m.h-4)/6, 1))
-	remain := max(m.h-2-l.header-l.help, 0) // minus the title bar and the status line
-	// the chart first (at least the 7 lines it needs to be a chart), then
-	// what the holders, processes and summary want, the rest to the chart
-	l.chart = min(max(remain*9/20, 7), remain)
-	rest := remain - l.chart
-	if m.showHolders {
-		l.holders = min(m.holders.Lines(), max(rest/2, min(3, rest)))
-		rest -= l.holders
+	remain := max(m.h-3-l.header, 0) // minus the title bar, the status line and the key bar
+	if m.helpOpen() {
+		pages := m.bars.helpPages(m, max(remain-1, 1))
+		need := 1 + strings.Count(pages[0], "\n") + 1 // a title line, then the page
+		l.chart = remain - need
+		if l.chart < chartMinLines {
+			l.chart = 0 // too short for both: the help alone
+		}
+		l.help = remain - l.chart
+		m.helpN = len(pages)
+		m.helpPage = min(m.helpPage, len(pages)-1)
+		m.helpText = m.helpTitle() + "\n" + pages[m.helpPage]
+	} else {
+		// the chart first (at least the lines it needs to be a chart),
+		// then what the holders, processes and summary want, the rest to
+		// the chart
+		l.chart = min(max(remain*9/20, chartMinLines), remain)
+		rest := remain - l.chart
+		if m.showHolders {
+			l.holders = min(m.holders.Lines(), max(rest/2, min(3, rest)))
+			rest -= l.holders
+		}
+		if m.showDump {
+			l.dump = min(m.dump.Lines(), max(rest/2, min(3, rest)))
+			rest -= l.dump
+		}
+		if !m.hidden[paneProcs] {
+			l.procs = min(m.procs.Lines(), 7, max(rest/3, min(2, rest)))
+			rest -= l.procs
+		}
+		if !m.hidden[paneTable] {
+			l.table = min(m.table.Lines(), rest)
+			rest -= l.table
+		}
+		l.chart += rest
 	}
-	if m.showDump {
-		l.dump = min(m.dump.Lines(), max(rest/2, min(3, rest)))
-		rest -= l.dump
-	}
-	l.procs = min(m.procs.Lines(), 7, max(rest/3, min(2, rest)))
-	rest -= l.procs
-	l.table = min(m.table.Lines(), rest)
-	rest -= l.table
-	l.chart += rest
+	// each by name: a pane taken as an interface here would move the
+	// model, copied at every Update, to the heap
 	m.header.SetSize(m.w, l.header)
 	m.chart.SetSize(m.w, l.chart)
 	m.procs.SetSize(m.w, l.procs)
@@ -97,6 +117,88 @@ func (m *Model) layout() layout {
 	m.prompt.SetSize(m.w, 1)
 	m.status.SetSize(m.w, 1)
 	return l
+}
+
+// helpOpen is true while the full help takes the lower panes' place.
+func (m *Model) helpOpen() bool { return m.help.ShowAll && !m.prompt.open }
+
+// helpTitle is the full help's first line: how to leave it, or turn its page.
+func (m *Model) helpTitle() string {
+	t := "keys (? closes)"
+	if m.helpN > 1 {
+		t = fmt.Sprintf("keys, page %d of %d (? %s)", m.helpPage+1, m.helpN, map[bool]string{true: "closes", false: "next page"}[m.helpPage == m.helpN-1])
+	}
+	return m.styles.TableHeader.Render(t)
+}
+
+// toggleHelp opens the help, turns its page, or closes it after the last.
+func (m *Model) toggleHelp() {
+	switch {
+	case !m.help.ShowAll:
+		m.help.ShowAll, m.helpPage = true, 0
+	case m.helpPage+1 < m.helpN:
+		m.helpPage++
+	default:
+		m.help.ShowAll, m.helpPage = false, 0
+	}
+}
+
+// keyBarLine is the last line: the keys that matter most that fit, and
+// always help and quit; with the prompt open, its own keys first (? and q
+// are text there until it is closed).
+func (m *Model) keyBarLine() string {
+	k := barKey{w: m.w, prompt: m.prompt.open, hidden: m.hidden}
+	if m.bars.barOK && m.bars.bar == k {
+		return m.bars.barOut
+	}
+	out := m.drawKeyBar()
+	m.bars.bar, m.bars.barOut, m.bars.barOK = k, out, true
+	return out
+}
+
+// barCache keeps the key bar and the help's pages for the size and the
+// state they were laid out for: they change with the size or a key, not
+// from frame to frame.
+type barCache struct {
+	bar       barKey
+	barOut    string
+	barOK     bool
+	help      barKey
+	helpH     int
+	helpOut   []string
+	helpReady bool
+}
+
+// barKey is what the key bar and the help's layout depend on.
+type barKey struct {
+	w      int
+	prompt bool
+	hidden [numPanes]bool // the 1 and 2 keys' help says show or hide
+}
+
+func (c *barCache) helpPages(m *Model, maxH int) []string {
+	k := barKey{w: m.w, hidden: m.hidden}
+	if !c.helpReady || c.help != k || c.helpH != maxH {
+		c.help, c.helpH, c.helpReady = k, maxH, true
+		c.helpOut = helpPages(m.help.Styles, m.keys.FullHelp(), m.w, maxH)
+	}
+	return c.helpOut
+}
+
+func (m *Model) drawKeyBar() string {
+	st := m.help.Styles
+	if !m.prompt.open {
+		return keyBar(st, m.keys.ShortHelp(), m.keys.Always(), m.w)
+	}
+	always := keyBar(st, nil, m.keys.Always(), m.w)
+	item := func(k, desc string) string { return st.ShortKey.Render(k) + " " + st.ShortDesc.Render(desc) }
+	sep := st.ShortSeparator.Render(keySep)
+	enter := item(m.keys.Confirm.Help().Key, m.keys.Confirm.Help().Desc)
+	bar := enter + sep + item(m.keys.Cancel.Help().Key, m.keys.Cancel.Help().Desc) + sep + st.ShortDesc.Render("then ") + always
+	if lipgloss.Width(bar) > m.w {
+		bar = enter + sep + item(m.keys.Cancel.Help().Key, "then") + " " + always
+	}
+	return truncate(bar, m.w)
 }
 
 // View draws the screen.
@@ -131,8 +233,14 @@ func (m Model) draw() string {
 		return fit(lipgloss.NewStyle().Width(m.w).Render(msg), m.w, m.h)
 	}
 	l := m.layout()
-	m.geo.record(l)
-	parts := []string{m.title, m.header.View(), m.chart.View()}
+	m.geo.record(l) // with the help open, the panes under the chart have no lines
+	parts := []string{m.title, m.header.View()}
+	if l.chart > 0 {
+		parts = append(parts, m.chart.View())
+	}
+	if l.help > 0 {
+		parts = append(parts, fit(m.helpText, m.w, l.help))
+	}
 	if l.procs > 0 {
 		parts = append(parts, m.procs.View())
 	}
@@ -150,11 +258,7 @@ func (m Model) draw() string {
 	} else {
 		parts = append(parts, m.status.View())
 	}
-	if m.prompt.open {
-		parts = append(parts, m.help.ShortHelpView(promptKeys{*m.keys}.ShortHelp()))
-	} else {
-		parts = append(parts, fit(m.help.View(m.keys), m.w, l.help))
-	}
+	parts = append(parts, m.keyBarLine())
 	// every pane is already cut to its box; only the line count is checked
 	// here (measuring every line's width again costs more than the rest)
 	out := strings.Join(parts, "\n")

@@ -39,6 +39,14 @@ func signedHuman(d int64) string {
 	return "+" + humanBytes(uint64(d))
 }
 
+// plural is "1 row", "2 rows".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // percent formats part/total; "" when total is unknown.
 func percent(part, total uint64) string {
 	if total == 0 {
@@ -58,15 +66,16 @@ func rateString(hz float64) string {
 	return fmt.Sprintf("%.0f/s", hz)
 }
 
-// yUnit picks the axis unit for a chart whose top is maxY bytes.
+// yUnit picks the axis unit for a chart whose top is maxY bytes, written as
+// the tables write it.
 func yUnit(maxY float64) (div float64, suffix string) {
 	if maxY >= gib {
-		return gib, "G"
+		return gib, " GiB"
 	}
 	if maxY >= mib {
-		return mib, "M"
+		return mib, " MiB"
 	}
-	return kib, "K"
+	return kib, " KiB"
 }
 
 // axisBytes formats a Y axis value in the unit picked for the chart, with

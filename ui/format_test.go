@@ -47,16 +47,16 @@ func TestNiceCeilAndAxis(t *testing.T) {
 			t.Errorf("niceCeil(%.3g) = %.4g, want %.4g", c.v, got, c.want)
 		}
 	}
-	if got := axisBytes(4*gib, 8*gib, 2*gib, 6); got != "    4G" {
+	if got := axisBytes(4*gib, 8*gib, 2*gib, 8); got != "   4 GiB" {
 		t.Errorf("axisBytes whole step = %q", got)
 	}
-	if got := axisBytes(2.5*gib, 7.5*gib, 2.5*gib, 6); got != "  2.5G" {
+	if got := axisBytes(2.5*gib, 7.5*gib, 2.5*gib, 8); got != " 2.5 GiB" {
 		t.Errorf("axisBytes half step = %q", got)
 	}
-	if got := axisBytes(0, 8*gib, 2*gib, 6); got != "     0" {
+	if got := axisBytes(0, 8*gib, 2*gib, 8); got != "       0" {
 		t.Errorf("axisBytes zero = %q", got)
 	}
-	if got := axisBytes(200*mib, 800*mib, 200*mib, 6); got != "  200M" {
+	if got := axisBytes(200*mib, 800*mib, 200*mib, 8); got != " 200 MiB" {
 		t.Errorf("axisBytes MiB = %q", got)
 	}
 }

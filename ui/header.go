@@ -5,20 +5,15 @@ import (
 	"strings"
 
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/view"
 )
-
-// devLine is one device as the header shows it.
-type devLine struct {
-	Dev  store.Device
-	Used *uint64 // NVML used at the cursor; nil when NVML has nothing
-}
 
 // headerModel shows one line per device: name, NVML used / total, achieved
 // sample rate, and the device's NVML error in red.
 type headerModel struct {
 	styles *Styles
 	w, h   int
-	devs   []devLine
+	devs   []view.Device // NVML used at the cursor with each; nil when NVML has nothing
 	sel    int
 	hosts  []store.Host // the remote hosts of a multi-host view: a line of their own
 }
@@ -27,7 +22,7 @@ func newHeader(st *Styles) headerModel { return headerModel{styles: st} }
 
 func (m *headerModel) SetSize(w, h int) { m.w, m.h = w, h }
 
-func (m *headerModel) SetData(devs []devLine, sel int) { m.devs, m.sel = devs, sel }
+func (m *headerModel) SetData(devs []view.Device, sel int) { m.devs, m.sel = devs, sel }
 
 // SetHosts gives the remote hosts whose state the header's first line shows.
 func (m *headerModel) SetHosts(hs []store.Host) { m.hosts = hs }
@@ -69,9 +64,9 @@ func (m *headerModel) View() string {
 	return fit(strings.Join(lines, "\n"), m.w, m.h)
 }
 
-func (m *headerModel) line(dl devLine, sel bool) string {
+func (m *headerModel) line(dl view.Device, sel bool) string {
 	st := m.styles
-	d := dl.Dev
+	d := dl.Device
 	mark := "  "
 	if sel {
 		mark = "▸ "

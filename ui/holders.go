@@ -108,7 +108,7 @@ func (m *holdersModel) View() string {
 	if m.now > r.T {
 		age = fmt.Sprintf(", %s ago", time.Duration(m.now-r.T).Round(time.Second))
 	}
-	info := fmt.Sprintf("%s in %d groups, %d objects skipped%s", humanBytes(r.Total), len(r.Groups), r.Skipped, age)
+	info := fmt.Sprintf("%s in %s, %s skipped%s", humanBytes(r.Total), plural(len(r.Groups), "group"), plural(r.Skipped, "object"), age)
 	if r.TookMS > 0 {
 		info += fmt.Sprintf(", walk took %.0f ms", r.TookMS)
 	}

@@ -58,7 +58,11 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(k, m.keys.Quit):
 		return m.quit()
 	case key.Matches(k, m.keys.Help):
-		m.help.ShowAll = !m.help.ShowAll
+		m.toggleHelp()
+	case key.Matches(k, m.keys.Procs):
+		m.togglePane(paneProcs, &m.keys.Procs, "processes")
+	case key.Matches(k, m.keys.Table):
+		m.togglePane(paneTable, &m.keys.Table, "snapshots")
 	case key.Matches(k, m.keys.Snapshot):
 		if len(m.st.Devices()) == 0 {
 			m.status.Set("no GPU known yet: nothing to snapshot", true)
@@ -120,6 +124,20 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	}
 	m.layout()
 	return nil
+}
+
+// togglePane hides or shows a pane below the chart (the chart takes its
+// lines), and says in the key's help what pressing it again does.
+func (m *Model) togglePane(id paneID, b *key.Binding, name string) {
+	m.hidden[id] = !m.hidden[id]
+	if id == paneTable && m.hidden[id] && m.focus == focusRows {
+		m.switchFocus() // the row keys go back to the processes, still on screen
+	}
+	verb := "hide "
+	if m.hidden[id] {
+		verb = "show "
+	}
+	b.SetHelp(b.Help().Key, verb+name)
 }
 
 // quit writes the CSV first when --csv was given; if that fails the UI

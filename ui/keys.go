@@ -26,6 +26,8 @@ type KeyMap struct {
 	End        key.Binding
 	Slower     key.Binding
 	Faster     key.Binding
+	Procs      key.Binding // hide or show the process pane
+	Table      key.Binding // hide or show the snapshot table
 	Help       key.Binding
 	Quit       key.Binding
 
@@ -69,6 +71,8 @@ func DefaultKeyMap(replay bool) KeyMap {
 		End:        key.NewBinding(key.WithKeys("end"), key.WithHelp("end", "to end / live")),
 		Slower:     key.NewBinding(key.WithKeys("[", "<"), key.WithHelp("[", "slower")),
 		Faster:     key.NewBinding(key.WithKeys("]", ">"), key.WithHelp("]", "faster")),
+		Procs:      key.NewBinding(key.WithKeys("1"), key.WithHelp("1", "hide processes")),
+		Table:      key.NewBinding(key.WithKeys("2"), key.WithHelp("2", "hide snapshots")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 		Focus:      key.NewBinding(key.WithKeys("tab", "shift+tab"), key.WithHelp("tab", "processes ⇄ snapshot rows")),
@@ -90,10 +94,14 @@ func DefaultKeyMap(replay bool) KeyMap {
 	return k
 }
 
-// ShortHelp is the one-line help.
+// ShortHelp is the one-line help: the key bar's entries, most important
+// first (a narrow bar drops them from the end), then Always.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Snapshot, k.Export, k.Holders, k.ZoomIn, k.ZoomOut, k.Pause, k.NextDevice, k.Faster, k.Help, k.Quit}
+	return []key.Binding{k.Snapshot, k.Export, k.Holders, k.ZoomIn, k.ZoomOut, k.Pause, k.NextDevice, k.Faster, k.Procs, k.Table}
 }
+
+// Always is what the key bar shows at every width: help and quit.
+func (k KeyMap) Always() []key.Binding { return []key.Binding{k.Help, k.Quit} }
 
 // FullHelp is the help shown by ?.
 func (k KeyMap) FullHelp() [][]key.Binding {
@@ -102,13 +110,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		{k.Focus, k.Up, k.Down, k.RowUp, k.RowDown, k.First, k.Last},
 		{k.Sort, k.NextDevice, k.PrevDevice, k.ZoomIn, k.ZoomOut, k.Pause},
 		{k.Back, k.Forward, k.Start, k.End, k.PrevMarker, k.NextMarker},
-		{k.Slower, k.Faster, k.Dump, k.DumpInfo},
+		{k.Slower, k.Faster, k.Procs, k.Table, k.Dump, k.DumpInfo},
 		{k.Help, k.Quit},
 	}
 }
-
-// promptKeys is the help shown while the label prompt is open.
-type promptKeys struct{ k KeyMap }
-
-func (p promptKeys) ShortHelp() []key.Binding  { return []key.Binding{p.k.Confirm, p.k.Cancel} }
-func (p promptKeys) FullHelp() [][]key.Binding { return [][]key.Binding{p.ShortHelp()} }

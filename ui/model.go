@@ -31,6 +31,9 @@ type Options struct {
 	WriteCSV       func(path string) error // writes the summary CSV (e, and quit with CSVPath)
 	LoadErr        string                  // e.g. a recording's format error, shown at start
 	Log            *logbook.Book           // the status line shows its newest line; nil: none
+	// OpenAt, in replay, is where the cursor starts, paused, with the whole
+	// run in the window (the demo: view.StoryMoment); 0 is the start, playing
+	OpenAt int64
 }
 
 // Minimum usable terminal; below it the UI shows a notice instead.
@@ -78,12 +81,17 @@ type Model struct {
 
 	showHolders bool
 	showDump    bool
-	focus       focusPane     // the pane ↑/↓ act on (focus.go)
-	edit        *wire.RowEdit // the row the open prompt renames or deletes (rowedit.go)
-	geo         *paneGeo      // where the last drawn screen put the panes (mouse.go)
-	quitArmed   bool          // a write on quit failed; the next quit key quits anyway
-	promptEnd   bool          // the open prompt takes an end row (c), not a snapshot (s)
-	rows        *view.Rows
+	hidden      [numPanes]bool  // panes the user hid (1, 2) to give the chart their lines
+	helpPage    int             // the page of the full help shown
+	helpN       int             // how many pages the full help takes at this size
+	helpText    string          // the full help's title and page, laid out for this size
+	bars        *barCache       // the key bar and the help's pages, kept while the size stays
+	focus       focusPane       // the pane ↑/↓ act on (focus.go)
+	edit        *wire.RowEdit   // the row the open prompt renames or deletes (rowedit.go)
+	geo         *paneGeo        // where the last drawn screen put the panes (mouse.go)
+	quitArmed   bool            // a write on quit failed; the next quit key quits anyway
+	promptEnd   bool            // the open prompt takes an end row (c), not a snapshot (s)
+	pres        *view.Presenter // the screen's data, joined from the store
 
 	// what the last refresh was computed from, to skip identical frames
 	lastGen          uint64
@@ -91,8 +99,6 @@ type Model struct {
 	lastShape        store.Shape
 	logN             uint64 // the log's line count at the last refresh
 	valuesAt         int64  // when values were last redrawn
-	nvmlPeak         peakCache
-	torchPeaks       map[int]*peakCache
 	nRows            int
 
 	// the screen is drawn again only when version moved: a frame where
@@ -120,19 +126,22 @@ func New(st *store.Store, opt Options) Model {
 	h.Styles = styles.Help
 	m := Model{
 		st: st, opt: opt, keys: &keys, styles: &styles, help: h,
-		tl:         newTimeline(opt.Replay, st.Start(), opt.Now().UnixNano()),
-		header:     newHeader(&styles),
-		chart:      newChart(&styles),
-		procs:      newProcs(&styles, &keys),
-		table:      newTable(&styles),
-		holders:    newHolders(&styles),
-		dump:       newDump(&styles),
-		prompt:     newPrompt(&styles, &keys),
-		status:     newStatus(&styles),
-		torchPeaks: map[int]*peakCache{},
-		frame:      &frameCache{},
-		rows:       &view.Rows{},
-		geo:        &paneGeo{},
+		tl:      newTimeline(opt.Replay, st.Start(), opt.Now().UnixNano()),
+		header:  newHeader(&styles),
+		chart:   newChart(&styles),
+		procs:   newProcs(&styles, &keys),
+		table:   newTable(&styles),
+		holders: newHolders(&styles),
+		dump:    newDump(&styles),
+		prompt:  newPrompt(&styles, &keys),
+		status:  newStatus(&styles),
+		frame:   &frameCache{},
+		bars:    &barCache{},
+		pres:    view.NewPresenter(),
+		geo:     &paneGeo{},
+	}
+	if opt.Replay && opt.OpenAt > 0 {
+		m.tl.openAt(opt.OpenAt)
 	}
 	m.status.SetLog(opt.Log.Last())
 	if opt.LoadErr != "" {
@@ -201,7 +210,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 			m.status.Set(text, true)
 			return m, nil
 		}
-		m.status.Set(fmt.Sprintf("wrote %s (%d rows)", msg.path, msg.rows), false)
+		m.status.Set(fmt.Sprintf("wrote %s (%s)", msg.path, plural(msg.rows, "row")), false)
 		if msg.quitting {
 			return m, tea.Quit
 		}

@@ -30,32 +30,16 @@ func newProcs(st *Styles, k *KeyMap) procsModel {
 
 func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
 
-// SetRows replaces the rows and keeps the pid the user selected; until the
-// user picks one (or after it is gone) the selection is the first attached
-// agent process, whose allocator series are the interesting ones.
-func (m *procsModel) SetRows(rows []view.Process) {
+// SetRows replaces the rows and the selection (an index into rows, -1 for
+// none) view chose: the pid the user picked while it is there (picked),
+// else its default; then sorts the rows in the pane's order.
+func (m *procsModel) SetRows(rows []view.Process, sel int, picked bool) {
+	m.chosen, m.sel = picked, 0
+	if sel >= 0 {
+		m.sel = rows[sel].PID
+	}
 	view.SortProcesses(rows, m.order)
 	m.rows = rows
-	if m.chosen && m.index() >= 0 {
-		return
-	}
-	m.chosen = false
-	m.sel = 0
-	for _, r := range rows {
-		if r.Agent && !r.Ended {
-			m.sel = r.PID
-			return
-		}
-	}
-	for _, r := range rows {
-		if r.Agent {
-			m.sel = r.PID
-			return
-		}
-	}
-	if len(rows) > 0 {
-		m.sel = rows[0].PID
-	}
 }
 
 // Lines is how many lines the pane wants (header + rows).
@@ -76,6 +60,14 @@ func (m *procsModel) Selected() (view.Process, bool) {
 		return m.rows[i], true
 	}
 	return view.Process{}, false
+}
+
+// usedCell is a process's NVML used; a figure from before it left says so.
+func usedCell(r view.Process) string {
+	if r.UsedLast && r.Used != nil {
+		return "last " + humanBytes(*r.Used)
+	}
+	return optHuman(r.Used)
 }
 
 func optSigned(d *int64) string {
@@ -102,9 +94,17 @@ func (m *procsModel) View() string {
 		{Title: m.sortTitle("NVML USED", view.ByUsed), Right: true, Priority: 7},
 		{Title: m.sortTitle("ALLOCATED", view.ByAllocated), Right: true, Priority: 6},
 		{Title: "RESERVED", Right: true, Priority: 5},
-		{Title: "NON-PYTORCH", Right: true, Priority: 3},
+		{Title: "PROC NON-TORCH", Right: true, Priority: 3}, // this process: NVML used − torch reserved
 		{Title: "AGENT", Priority: 4},
 		{Title: "OOM", Right: true, Priority: 2},
+	}
+	// a narrow pane keeps the OOM count over the non-torch figure when a
+	// process has had one
+	for _, r := range m.rows {
+		if r.OOMs > 0 {
+			cols[5].Priority, cols[7].Priority = 2, 3
+			break
+		}
 	}
 	// keep the selected row in view; when rows are hidden the last line
 	// says how many
@@ -139,7 +139,7 @@ func (m *procsModel) View() string {
 			pid = strconv.Itoa(r.PID)
 		}
 		data = append(data, []string{
-			pid, name, optHuman(r.Used), optHuman(r.Allocated), optHuman(r.Reserved),
+			pid, name, usedCell(r), optHuman(r.Allocated), optHuman(r.Reserved),
 			optSigned(r.NonTorch), agent, ooms,
 		})
 	}

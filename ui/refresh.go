@@ -4,38 +4,12 @@
 package ui
 
 import (
-	"fmt"
-	"strings"
 	"time"
-
-	"charm.land/lipgloss/v2"
 
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/view"
 	"github.com/gputop/gputop/wire"
 )
-
-// peakCache extends a run peak with only the samples added since the last
-// frame, instead of scanning the whole run each frame.
-type peakCache struct {
-	key      store.Key
-	from, to int64
-	v        uint64
-	ok       bool
-}
-
-func (p *peakCache) get(st *store.Store, k store.Key, from, to int64) (uint64, bool) {
-	if p.key != k || p.from != from || to < p.to {
-		*p = peakCache{key: k, from: from, to: from}
-	}
-	if to > p.to {
-		if v, ok := st.Max(k, p.to, to); ok && (!p.ok || v > p.v) {
-			p.v, p.ok = v, true
-		}
-		p.to = to
-	}
-	return p.v, p.ok
-}
 
 // valueInterval is the shortest time between two redraws caused only by new
 // values (samples at up to 1 kHz, a moving window): a sixtieth of the
@@ -97,144 +71,48 @@ func (m *Model) refresh(force bool) bool {
 		return false // only values moved, and they were drawn moments ago
 	}
 	m.lastGen, m.lastFrom, m.lastTo, m.lastShape, m.valuesAt, m.logN = gen, from, to, sh, now, logN
-	m.refreshPanes(now)
-	m.refreshChart(now, from, to)
+	m.setScreen(m.pres.Screen(st, m.query(now, from, to)), now)
 	m.layout()
 	return true
 }
 
-// valueAt returns a series' value at the cursor (replay, paused) or its
-// latest value (live).
-func (m *Model) valueAt(k store.Key, now int64) *uint64 {
-	var v uint64
-	var ok bool
-	if m.opt.Replay || m.tl.paused {
-		v, ok = m.st.ValueAt(k, m.tl.cursor(now))
-	} else {
-		v, _, ok = m.st.Latest(k)
-	}
-	if !ok {
-		return nil
-	}
-	return &v
+// query is what this frame asks of the store: the selected GPU and
+// process, the cursor, the chart's window.
+func (m *Model) query(now, from, to int64) view.Query {
+	return view.Query{Dev: m.dev, Now: now, Cursor: m.tl.cursor(now), Replay: m.opt.Replay, Paused: m.tl.paused,
+		From: from, To: to, Cols: m.chart.Columns(), PID: m.procs.sel, Picked: m.procs.chosen}
 }
 
-// refreshPanes recomputes everything but the chart.
-func (m *Model) refreshPanes(now int64) {
-	st := m.st
-	start, last := st.Start(), st.End()
-	cursor := m.tl.cursor(now)
-	devs := st.Devices()
-	if m.dev >= len(devs) {
-		m.dev = 0
-	}
-	lines := make([]devLine, len(devs))
-	for i, d := range devs {
-		lines[i] = devLine{Dev: d, Used: m.valueAt(store.Key{Dev: i, Metric: store.NVMLUsed}, now)}
-	}
-	m.header.SetData(lines, m.dev)
-	m.header.SetHosts(st.Hosts())
+// setScreen hands each pane its part of the screen.
+func (m *Model) setScreen(s view.Screen, now int64) {
+	m.dev = s.Dev
+	m.header.SetData(s.Devices, m.dev)
+	m.header.SetHosts(s.Hosts)
+	sel, selOK := s.SelectedProcess() // before the pane sorts the rows
+	m.procs.SetRows(s.Procs, s.Selected, s.Picked)
 
-	m.procs.SetRows(view.Processes(st, m.dev, cursor, m.opt.Replay))
-	sel, selOK := m.procs.Selected()
-
-	// summary table
-	end := last + 1
-	if m.opt.Replay || m.tl.paused {
-		end = cursor + 1
-	}
-	dr, nRows := m.rows.Get(st, m.opt.Replay, cursor, devs, m.dev)
-	sd := summaryData{Dev: dr, DevIndex: m.dev, Start: start}
-	m.nRows = nRows
-	if m.dev < len(devs) {
-		sd.DevName = devs[m.dev].Name
-	}
-	if v, ok := m.nvmlPeak.get(st, store.Key{Dev: m.dev, Metric: store.NVMLUsed}, start, end); ok {
-		sd.NVMLPeak = &v
-	}
-	for _, r := range m.procs.rows {
-		if !r.Agent {
-			continue
-		}
-		pc := m.torchPeaks[r.PID]
-		if pc == nil {
-			pc = &peakCache{}
-			m.torchPeaks[r.PID] = pc
-		}
-		if v, ok := pc.get(st, store.Key{Dev: m.dev, PID: r.PID, Metric: store.Peak}, start, end); ok && (sd.TorchPk == nil || v > *sd.TorchPk) {
-			vv := v
-			sd.TorchPk, sd.TorchPID = &vv, r.Label
-		}
-	}
+	sd := summaryData{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel}
+	m.nRows = s.AllRows
 	var total uint64
-	if m.dev < len(devs) {
-		total = devs[m.dev].Total
+	if m.dev < len(s.Devices) {
+		sd.DevName, total = s.Devices[m.dev].Name, s.Devices[m.dev].Total
 	}
-	sd.OOM = latestOOM(sd.Dev, start, total)
+	sd.OOM = latestOOM(sd.Dev, s.Start, total)
 	sd.Total = total
 	m.table.SetData(sd)
 	m.markFocus()
 
-	// holders
 	var rep *wire.Holders
 	pid := 0
 	if selOK {
 		rep, pid = sel.Holders, sel.PID
 	}
 	m.holders.SetData(pid, rep, m.holdersNote(sel, selOK), now)
-
 	m.status.SetLog(m.opt.Log.Last())
-}
 
-// refreshChart fetches the chart's columns for [from, to): NVML used of the
-// device and, for the selected process when it has an agent, torch's
-// reserved, peak and allocated. A series without a source is left out (the
-// legend says why), never drawn as zeros.
-func (m *Model) refreshChart(now, from, to int64) {
-	st := m.st
-	cols := m.chart.Columns()
-	sel, selOK := m.procs.Selected()
-	cd := chartData{From: from, To: to, Window: time.Duration(to - from)}
-	series := func(name string, style lipgloss.Style, k store.Key) {
-		s := chartSeries{Name: name, Style: style, Cols: st.Columns(k, from, to, cols), Now: m.valueAt(k, now)}
-		if v, ok := st.ValueAt(k, from); ok {
-			s.Hold = &v
-		}
-		cd.Series = append(cd.Series, s)
+	cd := chartData{From: s.From, To: s.To, Window: time.Duration(s.To - s.From), Note: s.Note, Markers: s.Markers}
+	for _, sr := range s.Series {
+		cd.Series = append(cd.Series, chartSeries{Name: sr.Name, Style: m.styles.series(sr.Kind), Cols: sr.Cols, Hold: sr.Hold, Now: sr.Now})
 	}
-	var notes []string
-	nvmlKey := store.Key{Dev: m.dev, Metric: store.NVMLUsed}
-	if st.Count(nvmlKey) > 0 {
-		series("NVML used (driver)", m.styles.NVMLUsed, nvmlKey)
-	} else {
-		notes = append(notes, "NVML: no samples for this GPU")
-	}
-	agentsHere := 0
-	for _, r := range m.procs.rows {
-		if r.Agent {
-			agentsHere++
-		}
-	}
-	switch {
-	case selOK && sel.Agent:
-		k := store.Key{Dev: m.dev, PID: sel.PID}
-		k.Metric = store.Reserved
-		series("reserved (torch)", m.styles.Reserved, k)
-		k.Metric = store.Peak
-		series("peak (torch)", m.styles.Peak, k)
-		k.Metric = store.Allocated
-		series("allocated (torch)", m.styles.Allocated, k)
-		note := "pid " + sel.Label
-		if sel.Ended {
-			note += " " + sel.Status
-		}
-		notes = append(notes, note)
-	case agentsHere > 0 && selOK:
-		notes = append(notes, fmt.Sprintf("allocator: pid %s has no agent (select an attached process)", sel.Label))
-	default:
-		notes = append(notes, "allocator: no agent attached")
-	}
-	cd.Note = strings.Join(notes, "  ")
-	cd.Markers = st.MarkersIn(m.dev, from, to) // in time order
 	m.chart.SetData(cd)
 }

@@ -122,7 +122,7 @@ func (m *tableModel) footnote() string {
 		notes = append(notes, dash+" allocated/reserved/peak: no agent attached at that moment (torch's allocator is only visible from inside the process)")
 	}
 	if nvmlAny {
-		notes = append(notes, dash+" NVML: no driver figures for that GPU")
+		notes = append(notes, dash+" NVML used/peak: not sampled for this GPU then (an agent-only GPU, or --source agent)")
 	}
 	return strings.Join(notes, "; ")
 }

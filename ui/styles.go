@@ -3,6 +3,7 @@ package ui
 import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/lipgloss/v2"
+	"github.com/gputop/gputop/view"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -89,6 +90,19 @@ func DefaultStyles() Styles {
 }
 
 // markStyle picks the marker style for a store.Marker kind.
+// series is the chart's style for a series.
+func (s *Styles) series(k view.SeriesKind) lipgloss.Style {
+	switch k {
+	case view.TorchReserved:
+		return s.Reserved
+	case view.TorchPeak:
+		return s.Peak
+	case view.TorchAllocated:
+		return s.Allocated
+	}
+	return s.NVMLUsed
+}
+
 func (s *Styles) markStyle(kind string) lipgloss.Style {
 	switch kind {
 	case wire.MarkOOM:

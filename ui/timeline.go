@@ -33,6 +33,11 @@ func newTimeline(replay bool, start int64, now int64) timeline {
 	return t
 }
 
+// openAt puts the replay cursor at t, paused, the whole run in the window.
+func (t *timeline) openAt(at int64) {
+	t.end, t.paused, t.zoom = at, true, len(zooms)-1
+}
+
 // cursor is the instant the screen describes: now when live, else the
 // frozen end or the replay cursor.
 func (t *timeline) cursor(now int64) int64 {

@@ -166,7 +166,7 @@ func TestExportUnwritablePathKeepsRows(t *testing.T) {
 	good := filepath.Join(t.TempDir(), "summary.csv")
 	m.opt.CSVPath = good
 	m = send(t, m, press("e")...)
-	if want := fmt.Sprintf("wrote %s (%d rows)", good, rows); !strings.Contains(screen(m), want) {
+	if want := fmt.Sprintf("wrote %s (%s)", good, plural(rows, "row")); !strings.Contains(screen(m), want) {
 		t.Errorf("status should say %q:\n%s", want, screen(m))
 	}
 	data, err := os.ReadFile(good)
@@ -333,7 +333,7 @@ func TestProcessSelectionDrivesChart(t *testing.T) {
 		t.Fatalf("the agent process should be selected first, got %d", r.PID)
 	}
 	procs := ansi.Strip(m.procs.View())
-	if !strings.Contains(procs, "NON-PYTORCH") || !strings.Contains(procs, "500.0 MiB") {
+	if !strings.Contains(procs, "PROC NON-TORCH") || !strings.Contains(procs, "500.0 MiB") {
 		t.Errorf("non-PyTorch memory (NVML used - torch reserved) is missing:\n%s", procs)
 	}
 	m = send(t, m, press("up")...)
@@ -749,7 +749,7 @@ func TestOOMExplained(t *testing.T) {
 		{"outside torch", wire.OOM{Requested: 2 * gib, Allocated: 256 * mib, Reserved: 512 * mib},
 			// NVML used at 0:01:25 in the fixture: 512 MiB + 500 MiB context + 1536 MiB reserved
 			[]string{"asked for 2.00 GiB.",
-				"outside its cache 1.99 GiB (NVML used − reserved: CUDA context, other processes).",
+				"on the whole GPU 1.99 GiB outside its cache (NVML device used − reserved: CUDA contexts, other processes).",
 				"More is used outside this process's tensors than by them: other processes or the CUDA context."}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

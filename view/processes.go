@@ -21,6 +21,7 @@ type Process struct {
 	Label     string // the pid as shown: "1234", or "host:1234" for a remote host's process
 	Name      string
 	Used      *uint64 // NVML per-process used
+	UsedLast  bool    // replay: Used is NVML's last figure from before the process left (more than the GPU's used at the cursor)
 	Allocated *uint64 // torch, from the agent
 	Reserved  *uint64
 	NonTorch  *int64 // Used - Reserved: CUDA context, cuBLAS workspace, other libraries
@@ -65,7 +66,10 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 	}
 	if replay {
 		// values from the cursor; names as last known (the recording's
-		// final process list is empty once the job has exited)
+		// final process list is empty once the job has exited). A value
+		// above the whole GPU's used is from before the process left: NVML
+		// lists no sample for a process that is gone, so its last one stays
+		devUsed, devOK := st.ValueAt(store.Key{Dev: dev, Metric: store.NVMLUsed}, t)
 		for _, k := range st.Keys() {
 			if k.Dev != dev || k.Metric != store.ProcUsed {
 				continue
@@ -76,6 +80,7 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 			if v, ok := st.ValueAt(k, t); ok {
 				r := get(k.PID)
 				r.Used, r.Name = &v, st.ProcName(k.PID)
+				r.UsedLast = devOK && v > devUsed
 			}
 		}
 	} else {
@@ -132,7 +137,7 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 	rows := make([]Process, 0, len(byPID))
 	for _, r := range byPID {
 		r.Label = st.PIDLabel(r.PID)
-		if r.Used != nil && r.Reserved != nil {
+		if r.Used != nil && r.Reserved != nil && !r.UsedLast {
 			d := int64(*r.Used) - int64(*r.Reserved)
 			r.NonTorch = &d
 		}

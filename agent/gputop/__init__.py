@@ -22,6 +22,7 @@ agent/README.md.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ._agent import Agent, Disabled
@@ -119,12 +120,21 @@ def cuda_available() -> bool:
 def holders(*args: Any, **kwargs: Any) -> Any:
     """Which Python objects keep CUDA memory alive (model parameters,
     optimizer state, lists of tensors, IPython's history...), grouped and
-    sized; also sent to gputop. See gputop._holders.holders for arguments."""
+    sized; also sent to gputop when the agent is attached (its holders pane,
+    h, shows it, and a recording keeps it). See gputop._holders.holders for
+    arguments."""
     try:
         from . import _holders
     except ImportError as e:
         raise ImportError("gputop.holders is not available in this installation") from e
-    return _holders.holders(*args, **kwargs)
+    res = _holders.holders(*args, **kwargs)
+    try:
+        ag = _current(auto=False)  # never starts an agent of its own
+        if ag is not None:
+            ag.post({"type": "holders", "t": time.time_ns(), "id": 0, **_holders.report_of(res)}, urgent=True)
+    except Exception:
+        pass  # the report is the caller's either way
+    return res
 
 
 def load_ipython_extension(ipython: Any) -> None:

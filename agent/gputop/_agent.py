@@ -366,6 +366,11 @@ class Agent(Connection):
             return  # keep what we had rather than announce a flapping device list
         if devs and not self._devs:
             _register_oom_observer(self._src)
+            for hook in first_device_hooks:
+                try:
+                    hook(self, devs)
+                except Exception:
+                    pass
         if devs:
             try:
                 _history.apply(self._src.memory_api())  # history asked for before CUDA was up
@@ -600,6 +605,9 @@ def _holders_frame(rid: int, dev: int | None = None) -> dict[str, Any]:
 _lock = threading.Lock()
 _current: Agent | None = None
 _detached = False  # detach() was called: snapshot() must not restart the agent
+# called with (agent, devices) on the agent thread when it first finds a
+# CUDA device, before it says hello with it (gputop run's Process start row)
+first_device_hooks: list = []
 
 
 def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None,

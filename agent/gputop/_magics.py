@@ -225,7 +225,7 @@ def gpusnap_magic(ip: Any, line: str) -> None:
 
     vals = gputop.snapshot(label)
     if not vals:
-        print(f"gputop: snapshot {label!r} (CUDA is not initialised: no allocator values)")
+        print(f"gputop: snapshot {label!r} ({_why_no_values()}: no allocator values)")
         return
     parts = []
     for dev, v in sorted(vals.items()):
@@ -235,6 +235,22 @@ def gpusnap_magic(ip: Any, line: str) -> None:
         except Exception:
             parts.append(f"cuda:{dev} {v!r}")
     print(f"gputop: snapshot {label!r}: " + "; ".join(parts))
+
+
+def _why_no_values() -> str:
+    """Why a snapshot has no allocator values: no torch, no CUDA at all, or
+    CUDA not used yet. torch is only looked at when it is already imported."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "torch is not imported"
+    try:
+        if not torch.cuda.is_available():
+            return "CUDA is absent (torch.cuda.is_available() is False)"
+        if not torch.cuda.is_initialized():
+            return "CUDA is not initialised yet (no tensor on a GPU so far)"
+    except Exception:
+        pass
+    return "torch reported no device"
 
 
 # ---- %gpuholders ----

@@ -379,6 +379,20 @@ class FakeGPU:
             memory=self.memory)
         return self.source
 
+    def init_cuda(self) -> None:
+        """What torch.cuda._lazy_init does once CUDA is up, before the first
+        allocation: run the calls queued with torch.cuda._lazy_call (a real
+        torch, CPU-only here, keeps them queued for ever)."""
+        import torch
+
+        cuda = torch.cuda
+        cuda._tls.is_initializing = True
+        try:
+            for call, _ in list(cuda._queued_calls):
+                call()
+        finally:
+            del cuda._tls.is_initializing
+
     def oom(self, dev: int, requested: int, limit: int = 150754820096) -> None:
         """What torch does when an allocation fails: count it, call observers
         with the most it may hold on the device (its total, or less under

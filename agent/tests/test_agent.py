@@ -772,3 +772,28 @@ def test_hello_comes_first_even_when_devices_cannot_be_read(server: LineServer, 
     monkeypatch.setattr(src, "devices", works)
     assert server.wait(lambda: of_type(server.lines(0), "sample"))
     assert h.connected and len(server.conns) == 1
+
+
+def test_holders_call_is_sent_to_gputop(server: LineServer, monkeypatch) -> None:
+    """gputop.holders() from the training code reaches an attached gputop as
+    a holders frame (its h pane, a recording), the same report it returns."""
+    monkeypatch.setenv("GPUTOP_HOLDERS_DEVICE", "cpu")
+    torch = pytest.importorskip("torch") if not os.environ.get("CI") else __import__("torch")
+    FakeGPU(1).install()
+    gputop.attach()
+    assert server.wait(lambda: server.lines(0))
+    kept = torch.ones(1024)  # noqa: F841  (what the walk finds)
+    res = gputop.holders()
+    assert server.wait(lambda: of_type(server.lines(), "holders"))
+    h = of_type(server.lines(), "holders")[0]
+    assert h.get("id", 0) == 0 and h["t"] > 0 and h["total"] == res.total == 4096
+    assert [g["name"] for g in h["groups"]] == [g.name for g in res.groups]
+    assert any(g["name"].startswith("kept") for g in h["groups"]), h["groups"]
+
+
+def test_holders_call_starts_no_agent(monkeypatch) -> None:
+    """Without an agent running, gputop.holders() only returns its report."""
+    monkeypatch.setenv("GPUTOP_HOLDERS_DEVICE", "cpu")
+    monkeypatch.setattr(_agent, "_current", None)
+    gputop.holders()
+    assert _agent._current is None

@@ -188,7 +188,7 @@ def export_rows(gputop_bin: str, path: Path, out: Path) -> list[dict[str, str]]:
     assert p.returncode == 0, p.stdout + p.stderr
     with open(out, newline="") as fh:
         rows = list(csv.DictReader(fh))
-    assert f"({len(rows)} rows)" in p.stdout
+    assert f"({len(rows)} row{'' if len(rows) == 1 else 's'})" in p.stdout
     return rows
 
 

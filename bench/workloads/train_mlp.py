@@ -9,6 +9,12 @@ start", "Epoch 5", "Epoch 10", "Training end", then gputop.cleanup()'s own
 and fed from a dataset kept on the GPU so that an H200 is busy for about
 --seconds and the memory it uses is visible on a chart (about 2 GiB).
 
+Right after "Training end" (an end row: the agent walks the holders and
+gputop gives it a verdict, ✗ while the model, the optimizer and the dataset
+are held) it calls gputop.holders(), which sends the report to gputop (the
+h pane of a recording of this run, the demo); "After cleanup" is the run's
+last end row, ✓ once everything is released.
+
 Next to every snapshot the script reads torch's own counters
 (memory_allocated, memory_reserved, max_memory_allocated, exact bytes) just
 before and just after the snapshot call and writes them to --out, so a
@@ -130,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"train_mlp.py: import {mod}: ok")
             except Exception as e:  # the dry run only reports
                 print(f"train_mlp.py: import {mod}: {type(e).__name__}: {e}")
+        try:
+            import gputop as g
+            print(f"train_mlp.py: gputop.holders: {'ok' if callable(getattr(g, 'holders', None)) else 'missing'}")
+        except Exception as e:  # the dry run only reports
+            print(f"train_mlp.py: gputop.holders: {type(e).__name__}: {e}")
         print(f"train_mlp.py: dry run ok ({a.epochs} epochs, ~{a.seconds:g} s, batch {a.batch}, "
               f"hidden {a.hidden})")
         return 0
@@ -185,6 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     trainer = ModelTrainer(model, device, rec, tracker, a)
     time.sleep(a.idle)
     trainer.train(X, Y)
+    # who holds the memory at the end of training (model, optimizer, the
+    # dataset), sent to gputop as a holders report; outside any snapshot
+    # call, and it allocates nothing on the GPU
+    holders_out = None
+    if gputop is not None:
+        rep = gputop.holders()
+        holders_out = {"total": rep.total, "took_ms": round(rep.took_ms, 2),
+                       "groups": [[g.kind, g.name, g.bytes] for g in rep.groups]}
+        print(f"train_mlp.py: holders after training: {rep.total / 2**20:.1f} MiB in "
+              f"{len(rep.groups)} group(s), {rep.took_ms:.0f} ms", flush=True)
     # the dataset goes too: a cleanup with it still on the GPU would be
     # (rightly) judged a leak of 1 GiB held by X in main()
     del X, Y
@@ -205,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_seconds": round(time.time() - t_start, 2),
         "losses": trainer.losses,
         "cleanup_returned": jsonable(trainer.cleanup_returned),
+        "holders": holders_out,
         "snapshots": rec.rows,
     }
     if a.out:

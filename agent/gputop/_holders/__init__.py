@@ -69,7 +69,7 @@ __all__ = [
     "CUDA_BLOCK", "ENV_DEVICE", "MAX_DEPTH", "MAX_ITEMS", "MAX_VISITS", "PREFILTER_FRONTIER",
     "PREFILTER_ITEMS", "REFERRER_MIN_BYTES", "REFERRER_TENSORS", "SECOND_PASS_MS", "UNREACHABLE",
     "WALK_LIMIT_S", "WORKSPACES", "HolderGroup", "HoldersResult", "format_bytes", "format_table",
-    "held_at", "holders", "holders_report", "holds_device_tensors",
+    "held_at", "holders", "holders_report", "holds_device_tensors", "report_of",
 ]
 
 # Here, not beside the walk: held_at() reads it at each call, so that
@@ -135,18 +135,23 @@ def holders_report(device: Any = None, timeout: float = 1.0) -> dict[str, Any]:
     try:
         # looked up here at each call, not bound where the walk runs: a
         # holders put in this module's place is the one that walks
-        res = _on_main_thread(holders, device, timeout)
-        d = res.as_dict()
-        if res.error:
-            d["groups"].append({"kind": "other", "name": "holders walk failed",
-                                "bytes": 0, "tensors": 0, "hint": res.error})
-        if res.held is not None:
-            d["held"] = res.held
-        return d
+        return report_of(_on_main_thread(holders, device, timeout))
     except Exception as e:
         return {"dev": 0, "total": 0, "skipped": 1, "took_ms": 0.0,
                 "groups": [{"kind": "other", "name": "holders walk failed", "bytes": 0,
                             "tensors": 0, "hint": f"{type(e).__name__}: {e}"}]}
+
+
+def report_of(res: HoldersResult) -> dict[str, Any]:
+    """A holders() result as the agent sends it (wire.Holders without type,
+    t, id): a failed walk as a group that says why, the attribution as held."""
+    d = res.as_dict()
+    if res.error:
+        d["groups"].append({"kind": "other", "name": "holders walk failed",
+                            "bytes": 0, "tensors": 0, "hint": res.error})
+    if res.held is not None:
+        d["held"] = res.held
+    return d
 
 
 def held_at(dev: int, limit: float | None = None) -> dict[str, Any]:

@@ -1,0 +1,446 @@
+// gputop run [flags] -- CMD ARGS...: CMD with the agent injected, under the
+// TUI (its output in a pane) or headless.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/gputop/gputop/logbook"
+	"github.com/gputop/gputop/outfile"
+	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/runner"
+	"github.com/gputop/gputop/sampler"
+	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/ui"
+	"github.com/gputop/gputop/wire"
+)
+
+// how long gputop waits, once CMD has ended, for its agents' last frames
+// (the Process end row, the bye) before the summary
+const runDrain = 3 * time.Second
+
+func cmdRun(args []string, stderr io.Writer) int {
+	fs := newFlagSet("gputop run", stderr, "\ngputop run [flags] -- CMD ARGS...\n")
+	var sf sourceFlags
+	sf.register(fs)
+	noTUI := fs.Bool("no-tui", false, "no TUI: CMD's output passes through, the summary is printed at the end (the default when standard output is not a terminal)")
+	rec := fs.String("record", "", "also write a recording of the run to `FILE`")
+	force := fs.Bool("force", false, "with --record: replace a file that already holds data")
+	csvPath := fs.String("csv", "", "write the summary CSV to `PATH` when the run ends (a file, FIFO or device; not -)")
+	fps := fs.Int("fps", 30, "redraw the screen at most `N` times a second")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fmt.Fprintln(stderr, "gputop run: want a command: gputop run [flags] -- CMD ARGS...")
+		return 2
+	}
+	if err := sf.validate(); err != nil {
+		fmt.Fprintln(stderr, "gputop run:", err)
+		return 2
+	}
+	if *fps < 1 || *fps > 120 {
+		fmt.Fprintf(stderr, "gputop run: --fps %d: want 1..120\n", *fps)
+		return 2
+	}
+	if *csvPath != "" {
+		if t, err := outfile.Resolve(*csvPath); err == nil && t.Kind == outfile.Descriptor && (t.FD == 1 || t.FD == 2) {
+			fmt.Fprintf(stderr, "gputop run: --csv %s: CMD's output goes there; give a file name\n", *csvPath)
+			return 2
+		}
+	}
+	if *rec != "" {
+		if _, err := outfile.CheckStream(*rec, *force); err != nil {
+			say(stderr, "gputop run: --record:", forceHint(err))
+			return 1
+		}
+	}
+	name := strings.Join(argv, " ")
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		say(stderr, fmt.Sprintf("gputop run: %s: %v", argv[0], lookErr(err)))
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return 127
+		}
+		return 126
+	}
+	headless := *noTUI || !isTerminal(os.Stdout)
+
+	// the agent: a private directory with the sitecustomize and the socket
+	var inj *runner.Injection
+	agentOn := os.Getenv("GPUTOP") == "" || !isOff(os.Getenv("GPUTOP"))
+	var notes []string
+	if !agentOn {
+		notes = append(notes, "GPUTOP="+os.Getenv("GPUTOP")+": the agent is off; CMD runs without it (NVML only)")
+	} else if sf.source == "agent" || sf.source == "all" {
+		exe, _ := os.Executable()
+		if inj, err = runner.Prepare(runner.FindAgent(exe)); err != nil {
+			notes = append(notes, err.Error()+"; CMD runs without the agent (NVML only)")
+			inj = nil
+		} else {
+			defer inj.Remove()
+			if sf.socket == "" {
+				sf.socket = inj.Socket
+			} else {
+				inj.Socket = sf.socket
+			}
+		}
+	}
+	if inj == nil && sf.source == "all" {
+		sf.source = "nvml"
+	}
+
+	// the store, the recording, the sources
+	host, _ := os.Hostname()
+	var w *recording.Writer
+	if *rec != "" {
+		w = recording.NewWriter(wire.Recording{
+			Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
+			Tool: "gputop " + version, RateHz: int(sf.rate), Comment: "gputop run -- " + name,
+		})
+	}
+	var events eventPrinter
+	log := logbook.New()
+	if headless {
+		log.OnAdd(events.add)
+	}
+	st := store.New(logTo(store.DefaultOptions(), log))
+	if w != nil {
+		st.SetTap(w)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, stop, err := sf.start(ctx, st, log)
+	if errors.Is(err, sampler.ErrNoDriver) && sf.source == "all" {
+		notes = append(notes, firstLine(err.Error())+"; watching torch's counters only")
+		sf.source = "agent"
+		srv, stop, err = sf.start(ctx, st, log)
+	}
+	monitored := err == nil
+	if err != nil {
+		notes = append(notes, "cannot monitor: "+firstLine(err.Error())+"; CMD runs unmonitored")
+		stop = func() {}
+	}
+	if monitored && w != nil {
+		f, err := outfile.OpenStream(ctx, *rec, *force, func() {
+			say(stderr, fmt.Sprintf("gputop run: %s is a FIFO: waiting for a reader", *rec))
+		})
+		if err == nil {
+			err = w.Start(f, *rec)
+		}
+		if err != nil {
+			cancel()
+			stop()
+			w.Close()
+			say(stderr, "gputop run: --record:", forceHint(err))
+			return 1
+		}
+	}
+	if srv != nil {
+		log.Add("agents: listening on " + srv.Path())
+	}
+	for _, n := range notes {
+		if headless {
+			say(stderr, "gputop run:", n)
+		} else {
+			log.Add(n)
+		}
+	}
+
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args = argv
+	if inj != nil {
+		cmd.Env = inj.Env(os.Environ())
+	}
+	var code int
+	var how string
+	if headless {
+		code, how = runHeadless(cmd, stderr, &events)
+	} else {
+		opt := ui.Options{Log: log}
+		if srv != nil {
+			opt.RequestHolders = srv.RequestHolders
+			opt.RequestDump = srv.RequestDump
+		}
+		code, how = runTUI(cmd, name, st, opt, *csvPath, *fps, stderr)
+	}
+
+	// the agents' last frames, then the summary
+	if monitored {
+		drainAgents(st, runDrain)
+	}
+	cancel()
+	stop()
+	ret := code
+	if w != nil && monitored {
+		err := w.Close()
+		if err == nil && w.Stats().Drops().Any() {
+			err = fmt.Errorf("%s: not everything was written: dropped %s (the file says so, and loads)", *rec, w.Stats().Drops())
+		}
+		if err != nil {
+			say(stderr, "gputop run: --record:", err)
+		}
+	}
+	if headless {
+		events.flush(stderr, "gputop run: ")
+		say(stderr, fmt.Sprintf("gputop run: %s %s", name, how))
+		for _, l := range agentSummary(st, inj, agentOn) {
+			say(stderr, "gputop run:", l)
+		}
+		snaps, devs := st.Snapshots(), st.Devices()
+		if len(snaps) > 0 {
+			for _, l := range snapshot.Table(snaps, devs) {
+				say(stderr, l)
+			}
+			for _, l := range snapshot.Findings(snaps, devs) {
+				say(stderr, l)
+			}
+		}
+		if *csvPath != "" && monitored {
+			if err := snapshot.WriteCSV(*csvPath, snaps, devs); err != nil {
+				say(stderr, "gputop run:", err)
+			} else {
+				say(stderr, fmt.Sprintf("gputop run: wrote %s (%d rows)", *csvPath, len(snaps)))
+			}
+		}
+	}
+	return ret
+}
+
+// runHeadless runs cmd on gputop's own terminal and descriptors: its output
+// passes through untouched. A Ctrl-C on the terminal reaches CMD from the
+// terminal itself (same process group); one sent to gputop alone (a batch
+// system's kill) is passed on, as are SIGTERM and SIGHUP.
+func runHeadless(cmd *exec.Cmd, stderr io.Writer, events *eventPrinter) (int, string) {
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		say(stderr, "gputop run:", startErr(cmd, err))
+		return 126, "could not start"
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case s := <-sigs:
+			if (s == os.Interrupt || s == syscall.SIGQUIT) && terminalSentIt() {
+				continue // the terminal sent it to CMD as well
+			}
+			cmd.Process.Signal(s)
+		case <-tick.C:
+			events.flush(stderr, "gputop run: ")
+		case <-done:
+			return runner.Ended(cmd.ProcessState)
+		}
+	}
+}
+
+// terminalSentIt: gputop's standard input is a terminal whose foreground
+// process group is gputop's, so a Ctrl-C there reached CMD too.
+func terminalSentIt() bool {
+	fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP)
+	return err == nil && fg == unix.Getpgrp()
+}
+
+// runTUI runs cmd on a pseudo-terminal of its own, its output in the TUI's
+// output pane. Ctrl-C goes to CMD first; a second one quits. Once the TUI
+// is quit, a CMD still running gets SIGHUP (its terminal went away) and,
+// 5 s later, SIGKILL.
+func runTUI(cmd *exec.Cmd, name string, st *store.Store, opt ui.Options, csvPath string, fps int, stderr io.Writer) (int, string) {
+	pty, err := runner.OpenPTY()
+	if err != nil {
+		say(stderr, "gputop run:", err)
+		return 1, "not started"
+	}
+	defer pty.Master.Close()
+	// the pane's size until the TUI says: the terminal's width, a third of its height
+	if ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ); err == nil {
+		pty.SetSize(int(ws.Col), max(int(ws.Row)/3, 3))
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pty.Slave, pty.Slave, pty.Slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		pty.Slave.Close()
+		say(stderr, "gputop run:", startErr(cmd, err))
+		return 126, "could not start"
+	}
+	pty.Slave.Close()
+	out := &runner.Output{}
+	copied := make(chan struct{})
+	go func() { io.Copy(out, pty.Master); close(copied) }()
+	var mu sync.Mutex
+	var code int
+	var how string
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		c, h := runner.Ended(cmd.ProcessState)
+		mu.Lock()
+		code, how = c, h
+		mu.Unlock()
+		close(done)
+	}()
+	ended := func() (bool, string) {
+		select {
+		case <-done:
+			mu.Lock()
+			defer mu.Unlock()
+			return true, how
+		default:
+			return false, fmt.Sprintf("running (pid %d)", cmd.Process.Pid)
+		}
+	}
+	group := func() int {
+		if g := pty.Foreground(); g > 0 {
+			return g
+		}
+		return cmd.Process.Pid
+	}
+	opt.CSVPath, opt.FPS, opt.Now, opt.Title = csvPath, fps, time.Now, "run: "+name
+	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
+	model := ui.NewRun(ui.New(st, opt), ui.Command{
+		Name:      name,
+		Lines:     out.Tail,
+		Gen:       out.Gen,
+		Ended:     ended,
+		Interrupt: func() error { return unix.Kill(-group(), unix.SIGINT) },
+		Resize:    func(cols, rows int) { pty.SetSize(cols, rows) },
+	})
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	defer cancel()
+	_, terr := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(fps)).Run()
+	signalled := ctx.Err() != nil
+	if terr != nil && !errors.Is(terr, tea.ErrProgramKilled) && !errors.Is(terr, context.Canceled) {
+		say(stderr, "gputop run:", terr)
+	}
+	if signalled && csvPath != "" {
+		if err := opt.WriteCSV(csvPath); err != nil {
+			say(stderr, "gputop run:", err)
+		}
+	}
+	select {
+	case <-done:
+	default:
+		unix.Kill(-cmd.Process.Pid, unix.SIGHUP)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+			<-done
+		}
+	}
+	pty.Master.Close()
+	select {
+	case <-copied:
+	case <-time.After(time.Second): // a grandchild still holds the terminal
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	say(stderr, fmt.Sprintf("gputop run: %s %s", name, how))
+	return code, how
+}
+
+// drainAgents waits until no agent of the run is connected (each has said
+// bye or its process has gone), at most d: a process CMD left running in
+// the background must not hold the summary back.
+func drainAgents(st *store.Store, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		connected := false
+		for _, a := range st.Agents() {
+			connected = connected || a.Connected
+		}
+		if !connected {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// agentSummary says which processes reported to gputop, or why none did.
+func agentSummary(st *store.Store, inj *runner.Injection, agentOn bool) []string {
+	if !agentOn || inj == nil {
+		return nil
+	}
+	agents := st.Agents()
+	ev := inj.Events()
+	var out []string
+	if len(agents) > 0 {
+		pids := make([]string, len(agents))
+		for i, a := range agents {
+			pids[i] = fmt.Sprint(a.Hello.PID)
+		}
+		out = append(out, fmt.Sprintf("agent attached in %d process(es): pid %s", len(agents), strings.Join(pids, ", ")))
+	} else {
+		switch {
+		case ev.Pythons == 0:
+			out = append(out, "no agent attached: no Python process ran under CMD with gputop's sitecustomize (CMD is not Python, or runs it with -E, -I or -S, which ignore PYTHONPATH); NVML only")
+		case ev.Torch == 0:
+			out = append(out, fmt.Sprintf("no agent attached: Python ran (%d process(es)) but none imported torch", ev.Pythons))
+		case ev.CUDA == 0:
+			out = append(out, "no agent attached: torch was imported but CUDA was never used")
+		default:
+			out = append(out, "no agent attached: CUDA was used but no agent reached "+inj.Socket)
+		}
+	}
+	for _, r := range ev.NoAgent {
+		out = append(out, "agent: "+r)
+	}
+	if len(ev.NoAgent) > 0 && inj.AgentDir == "" {
+		out = append(out, "agent: gputop found no agent package beside its binary; pip install it, or set GPUTOP_AGENT_PATH to the directory that holds gputop/")
+	}
+	return out
+}
+
+func lookErr(err error) error {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		if errors.Is(ee.Err, exec.ErrNotFound) {
+			return errors.New("command not found in $PATH")
+		}
+		return ee.Err
+	}
+	return err
+}
+
+func startErr(cmd *exec.Cmd, err error) string {
+	return fmt.Sprintf("cannot start %s: %v", cmd.Path, err)
+}
+
+func isOff(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "0", "false", "no", "off":
+		return true
+	}
+	return false
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
