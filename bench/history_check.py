@@ -25,8 +25,8 @@ Four parts, each a child process with the agent attached:
             grown between them (the top grower), labelled with the steps'
             snapshot labels, and memory_viz must read the dump.
 
-Results: 90-history-overhead-cpu, 90-history-overhead-gpu (INFO),
-91-history-oom-dump, 92-history-labelled-dump.
+Results: 95-history-overhead-cpu, 95-history-overhead-gpu (INFO),
+96-history-oom-dump, 97-history-labelled-dump.
 """
 from __future__ import annotations
 
@@ -233,7 +233,7 @@ def oom_frames(rec: str) -> list[dict]:
 
 def check_overhead(a, work: str, env: dict, log) -> None:
     for kind, seg, rounds in (("cpu", 1.0, 10), ("gpu", 2.0, 4)):
-        name = f"90-history-overhead-{kind}"
+        name = f"95-history-overhead-{kind}"
         r = run_child(work, f"overhead_{kind}", OVERHEAD, [kind, str(seg), str(rounds), HERE], env, 240, log)
         if r is None:
             write_result(a.results_dir, name, "FAIL", f"the {kind} loop did not finish (history_check.log)")
@@ -255,7 +255,7 @@ def check_overhead(a, work: str, env: dict, log) -> None:
 
 
 def check_oom(a, work: str, env: dict, log) -> None:
-    name = "91-history-oom-dump"
+    name = "96-history-oom-dump"
     rec, sock = os.path.join(work, "oom.gputop"), os.path.join(work, "oom.sock")
     g = start_gputop(a.gputop, rec, sock, "all", log)
     if g is None:
@@ -313,7 +313,7 @@ def check_oom(a, work: str, env: dict, log) -> None:
 
 
 def check_labelled(a, work: str, env: dict, log) -> None:
-    name = "92-history-labelled-dump"
+    name = "97-history-labelled-dump"
     rec, sock = os.path.join(work, "labelled.gputop"), os.path.join(work, "labelled.sock")
     g = start_gputop(a.gputop, rec, sock, "all", log)
     if g is None:

@@ -447,7 +447,7 @@ step oom 60 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
-step history 130 90-history-overhead-cpu 90-history-overhead-gpu 91-history-oom-dump 92-history-labelled-dump
+step history 130 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-dump 97-history-labelled-dump
 step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
