@@ -76,6 +76,8 @@ class Probe:
         self.t0 = self.c0 = None
         self.threads0: dict[str, int] = {}
         self.rss: list[int] = []
+        self.anon: list[int] = []  # RssAnon: the heap, stacks; RssFile: the binary's and libraries' pages
+        self.file: list[int] = []
         self.result: dict = {}
 
     def begin(self) -> None:
@@ -88,6 +90,10 @@ class Probe:
             v = status_kib(self.pid, "VmRSS")
             if v is not None:
                 self.rss.append(v)
+            for key, into in (("RssAnon", self.anon), ("RssFile", self.file)):
+                v = status_kib(self.pid, key)
+                if v is not None:
+                    into.append(v)
 
     def end(self) -> None:
         if not self.pid or self.c0 is None:
@@ -107,6 +113,8 @@ class Probe:
             "rss_mib_mean": round(sum(self.rss) / len(self.rss) / 1024, 1) if self.rss else None,
             "rss_mib_max": round(max(self.rss) / 1024, 1) if self.rss else None,
             "hwm_mib": round(hwm / 1024, 1) if hwm else None,
+            "rss_anon_mib_mean": round(sum(self.anon) / len(self.anon) / 1024, 1) if self.anon else None,
+            "rss_file_mib_mean": round(sum(self.file) / len(self.file) / 1024, 1) if self.file else None,
             "cpu_pct_by_thread": threads,  # exited threads are missing
             "note": self.note,
         }
@@ -379,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         r.pop("status")
         txt = (f"{p.name}: {r['cpu_pct_of_one_core']:.2f}% of a core, RSS {r['rss_mib_mean']:.1f} MiB "
                f"mean / {r['rss_mib_max']:.1f} max over {r['seconds']:.0f} s")
+        if r.get("rss_anon_mib_mean") is not None:
+            txt += f" [RSS anon {r['rss_anon_mib_mean']:.1f} / file {r['rss_file_mib_mean']:.1f} MiB]"
         if p.name.startswith("gputop") and r.get("cpu_pct_by_thread"):
             txt += " (" + ", ".join(f"{k} {v:.2f}%" for k, v in sorted(r["cpu_pct_by_thread"].items())) + ")"
         if p.name.startswith("gputop TUI"):
