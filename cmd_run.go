@@ -176,6 +176,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 		opt := ui.Options{Log: log}
 		if srv != nil {
 			opt.RequestHolders = srv.RequestHolders
+			opt.RequestDump = srv.RequestDump
 		}
 		code, how = runTUI(cmd, name, st, opt, *csvPath, *fps, stderr)
 	}

@@ -125,6 +125,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		}
 		if srv != nil {
 			opt.RequestHolders = srv.RequestHolders
+			opt.RequestDump = srv.RequestDump
 			log.Add("agents: listening on " + srv.Path())
 		}
 	}

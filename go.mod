@@ -10,6 +10,7 @@ require (
 	github.com/NimbleMarkets/ntcharts/v2 v2.0.0
 	github.com/charmbracelet/x/ansi v0.11.9
 	github.com/charmbracelet/x/exp/teatest/v2 v2.0.0-20260823001701-96af6d2cb5f6
+	github.com/nlpodyssey/gopickle v0.2.0
 	golang.org/x/sys v0.48.0
 )
 

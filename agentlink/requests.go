@@ -10,13 +10,19 @@ import (
 
 // RequestHolders asks the agent of pid which references hold its CUDA
 // memory. It does not wait: the answer arrives later as st.AgentHolders.
-func (s *Server) RequestHolders(pid int) error { return s.request(pid, nil) }
+func (s *Server) RequestHolders(pid int) error { return s.request(pid, wire.RequestHolders, nil) }
+
+// RequestDump asks the agent of pid for a memory dump (torch's memory
+// snapshot with its allocation history). It does not wait: the answer
+// is a row labelled wire.LabelDump that names the file, or says why
+// there is none.
+func (s *Server) RequestDump(pid int) error { return s.request(pid, wire.RequestDump, nil) }
 
 // RequestHeld asks the agent of pid for a holders walk whose attribution
 // is of torch device dev: the answer to an end row (store.SetAsker).
-func (s *Server) RequestHeld(pid, dev int) error { return s.request(pid, &dev) }
+func (s *Server) RequestHeld(pid, dev int) error { return s.request(pid, wire.RequestHolders, &dev) }
 
-func (s *Server) request(pid int, dev *int) error {
+func (s *Server) request(pid int, what string, dev *int) error {
 	s.mu.Lock()
 	c := s.agents[pid]
 	s.nextID++
@@ -25,7 +31,7 @@ func (s *Server) request(pid int, dev *int) error {
 	if c == nil {
 		return fmt.Errorf("no agent with pid %d is attached", pid)
 	}
-	b, err := encodeLine(wire.Request{Type: wire.TypeRequest, What: "holders", ID: id, Dev: dev})
+	b, err := encodeLine(wire.Request{Type: wire.TypeRequest, What: what, ID: id, Dev: dev})
 	if err != nil {
 		return err
 	}

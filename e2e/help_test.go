@@ -21,8 +21,9 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 			"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
 		"serve": {"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "stdio": "",
 			"metrics": "ADDR", "o": "FILE", "force": ""},
-		"export": {"csv": "OUT"},
-		"snap":   {"end": "", "socket": "PATH"},
+		"export":    {"csv": "OUT"},
+		"snap":      {"end": "", "socket": "PATH"},
+		"dump-info": {"top": "N"},
 		"run": {"csv": "PATH", "force": "", "fps": "N", "metrics": "ADDR", "no-tui": "", "proc-rate": "HZ",
 			"rate": "HZ", "record": "FILE", "socket": "PATH", "source": "S"},
 	}

@@ -31,6 +31,11 @@
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
+#   history     bench/history_check.py: history=100000 on vs off on the small
+#               CPU-bound and the large GPU-bound loop; an OOM's dump (top frame
+#               the allocating line, read by gputop dump-info and by torch's
+#               memory_viz loader, named by the recording and the CSV); dumps
+#               of a growing `losses` list name its append line as top grower
 #   run         bench/run_check.py: `gputop run --no-tui --record --csv` around
 #               a script with no gputop in it (bench/workloads/plain.py, with a
 #               real OOM), train_mlp.py --no-agent, a Lightning fit and an HF
@@ -380,6 +385,11 @@ step_resource() {
 		--out "$W/resource.json" --results-dir "$R" --prefix 50-
 }
 
+step_history() {
+	have_gputop || return 1
+	timeout 330 "$PY" bench/history_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/history"
+}
+
 step_run() {
 	have_gputop || { result 90-run FAIL "no gputop binary"; return 1; }
 	timeout 500 "$PY" bench/run_check.py --gputop "$GPUTOP" --python "$PY" --results-dir "$R" \
@@ -487,6 +497,7 @@ step oom 60 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step holders 25 60-holders_scenarios
+step history 130 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-dump 97-history-labelled-dump
 step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
@@ -511,7 +522,7 @@ on_exit
 tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' -C "$W" . 2>/dev/null
 if [ "$(stat -c %s "$OUT/logs.tar.gz" 2>/dev/null || echo 0)" -gt 15000000 ]; then
 	# too big to come back from the device: keep the logs, drop the recordings
-	tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' --exclude='*.gputop' -C "$W" . 2>/dev/null
+	tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' --exclude='*.gputop' --exclude='*.pickle' --exclude='*.html' -C "$W" . 2>/dev/null
 fi
 echo
 cat "$W/summary.txt"

@@ -20,7 +20,7 @@ var Header = []string{
 	"allocated_bytes", "reserved_bytes", "peak_bytes", "nvml_used_bytes", "nvml_peak_bytes",
 	"oom_requested_bytes", "oom_free_bytes", "oom_limit_bytes",
 	"verdict", "verdict_basis", "held_python_bytes", "held_torch_internal_bytes", "held_unaccounted_bytes",
-	"top_holder", "verdict_text", "host", "rank", "job",
+	"top_holder", "verdict_text", "host", "rank", "job", "dump",
 }
 
 // Records returns the CSV records (header first) for the summary rows.
@@ -70,6 +70,10 @@ func RecordsWithPlaces(snaps []wire.Snapshot, devs []store.Device, places map[in
 					strconv.FormatUint(h.Unaccounted, 10)
 			}
 		}
+		dump := ""
+		if r.Dump != nil {
+			dump = r.Dump.Path
+		}
 		rank, job := "", ""
 		if p, ok := places[r.PID]; ok && r.PID != 0 {
 			if p.Rank >= 0 {
@@ -85,7 +89,7 @@ func RecordsWithPlaces(snaps []wire.Snapshot, devs []store.Device, places map[in
 			optBytes(r.Allocated), optBytes(r.Reserved), optBytes(r.Peak), optBytes(r.NVMLUsed), optBytes(r.NVMLPeak),
 			req, free, limit,
 			verdict, basis, py, internal, unacc, textCell(top), textCell(text), textCell(host),
-			rank, job,
+			rank, job, textCell(dump),
 		})
 	}
 	return recs

@@ -375,7 +375,8 @@ func TestCSVRankAndJobColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs, col := readCSV(t, path)
-	if h := recs[0]; h[len(h)-2] != "rank" || h[len(h)-1] != "job" || strings.Join(h[:7], ",") != "label,time,device,allocated_mb,reserved_mb,peak_mb,nvml_used_mb" {
+	// rank and job come after host, before dump (the row's memory dump)
+	if h := recs[0]; h[len(h)-3] != "rank" || h[len(h)-2] != "job" || h[len(h)-1] != "dump" || strings.Join(h[:7], ",") != "label,time,device,allocated_mb,reserved_mb,peak_mb,nvml_used_mb" {
 		t.Fatalf("header %v", h)
 	}
 	got := map[string][2]string{}

@@ -47,6 +47,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h.Host, h.Torch, h.Python = CleanText(h.Host), CleanText(h.Torch), CleanText(h.Python)
+	h.HistoryError = CleanText(h.HistoryError)
 	h.Job = CleanText(h.Job)
 	h.Argv = append([]string(nil), h.Argv...)
 	for i := range h.Argv {
@@ -131,6 +132,10 @@ func (s *Store) AgentSample(pid int, smp wire.Sample) {
 
 // AgentMark turns a mark from code into one snapshot row per device.
 func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
+	dump := cleanDump(m.Dump)
+	if dump != nil {
+		defer func() { s.log(DumpLine(pid, m.Label, dump)) }() // after the lock is let go
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.agents[pid]
@@ -160,7 +165,7 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak
 		row := wire.Snapshot{
 			Type: wire.TypeSnapshot, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
-			Allocated: &al, Reserved: &re, Peak: &pk, End: end,
+			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump,
 		}
 		if end {
 			row.Held = ds.Held
@@ -172,6 +177,10 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 
 // AgentOOM records an out-of-memory event as a red marker and a table row.
 func (s *Store) AgentOOM(pid int, o wire.OOM) {
+	o.Dump = cleanDump(o.Dump)
+	if o.Dump != nil {
+		defer func() { s.log(DumpLine(pid, wire.LabelOOM, o.Dump)) }()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.agents[pid]

@@ -56,7 +56,7 @@ func (m *Model) prerender() {
 // heights of the panes, top to bottom; help is the full help (?), which
 // takes the place of the panes under the chart
 type layout struct {
-	header, chart, procs, table, holders, help int
+	header, chart, procs, table, holders, dump, help int
 }
 
 // layout shares the screen height: the title bar, the device header (a
@@ -92,6 +92,10 @@ func (m *Model) layout() layout {
 			l.holders = min(m.holders.Lines(), max(rest/2, min(3, rest)))
 			rest -= l.holders
 		}
+		if m.showDump {
+			l.dump = min(m.dump.Lines(), max(rest/2, min(3, rest)))
+			rest -= l.dump
+		}
 		if !m.hidden[paneProcs] {
 			l.procs = min(m.procs.Lines(), 7, max(rest/3, min(2, rest)))
 			rest -= l.procs
@@ -109,6 +113,7 @@ func (m *Model) layout() layout {
 	m.procs.SetSize(m.w, l.procs)
 	m.table.SetSize(m.w, l.table)
 	m.holders.SetSize(m.w, l.holders)
+	m.dump.SetSize(m.w, l.dump)
 	m.prompt.SetSize(m.w, 1)
 	m.status.SetSize(m.w, 1)
 	return l
@@ -244,6 +249,9 @@ func (m Model) draw() string {
 	}
 	if l.holders > 0 {
 		parts = append(parts, m.holders.View())
+	}
+	if l.dump > 0 {
+		parts = append(parts, m.dump.View())
 	}
 	if m.prompt.open {
 		parts = append(parts, m.prompt.View())

@@ -89,6 +89,12 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		return m.export(path, false)
 	case key.Matches(k, m.keys.Holders):
 		return m.toggleHolders(now)
+	case key.Matches(k, m.keys.Dump):
+		return m.askDump()
+	case key.Matches(k, m.keys.DumpInfo):
+		cmd := m.toggleDump()
+		m.layout()
+		return cmd
 	case key.Matches(k, m.keys.NextDevice):
 		if n := len(m.st.Devices()); n > 0 {
 			m.dev = (m.dev + 1) % n

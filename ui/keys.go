@@ -11,6 +11,8 @@ type KeyMap struct {
 	RowDown    key.Binding
 	Export     key.Binding
 	Holders    key.Binding
+	Dump       key.Binding
+	DumpInfo   key.Binding
 	Up         key.Binding
 	Down       key.Binding
 	NextDevice key.Binding
@@ -54,6 +56,8 @@ func DefaultKeyMap(replay bool) KeyMap {
 		RowDown:    key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down (focused pane)")),
 		Export:     key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "export CSV")),
 		Holders:    key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "holders")),
+		Dump:       key.NewBinding(key.WithKeys("M"), key.WithHelp("M", "dump memory")),
+		DumpInfo:   key.NewBinding(key.WithKeys("I"), key.WithHelp("I", "dump info")),
 		Up:         key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "prev process / row")),
 		Down:       key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "next process / row")),
 		NextDevice: key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "next GPU")),
@@ -106,7 +110,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		{k.Focus, k.Up, k.Down, k.RowUp, k.RowDown, k.First, k.Last},
 		{k.Sort, k.NextDevice, k.PrevDevice, k.ZoomIn, k.ZoomOut, k.Pause},
 		{k.Back, k.Forward, k.Start, k.End, k.PrevMarker, k.NextMarker},
-		{k.Slower, k.Faster, k.Procs, k.Table},
+		{k.Slower, k.Faster, k.Procs, k.Table, k.Dump, k.DumpInfo},
 		{k.Help, k.Quit},
 	}
 }

@@ -27,6 +27,7 @@ type Options struct {
 	FPS            int                     // frame ticks per second (default 30): new rows, markers, replay motion; value-only changes redraw at most every 100 ms
 	Now            func() time.Time        // clock; default time.Now
 	RequestHolders func(pid int) error     // asks an agent for a holders report; nil when there is no agent server
+	RequestDump    func(pid int) error     // asks an agent for a memory dump; nil when there is no agent server
 	WriteCSV       func(path string) error // writes the summary CSV (e, and quit with CSVPath)
 	LoadErr        string                  // e.g. a recording's format error, shown at start
 	Log            *logbook.Book           // the status line shows its newest line; nil: none
@@ -74,10 +75,12 @@ type Model struct {
 	procs   procsModel
 	table   tableModel
 	holders holdersModel
+	dump    dumpModel
 	prompt  promptModel
 	status  statusModel
 
 	showHolders bool
+	showDump    bool
 	hidden      [numPanes]bool  // panes the user hid (1, 2) to give the chart their lines
 	helpPage    int             // the page of the full help shown
 	helpN       int             // how many pages the full help takes at this size
@@ -129,6 +132,7 @@ func New(st *store.Store, opt Options) Model {
 		procs:   newProcs(&styles, &keys),
 		table:   newTable(&styles),
 		holders: newHolders(&styles),
+		dump:    newDump(&styles),
 		prompt:  newPrompt(&styles, &keys),
 		status:  newStatus(&styles),
 		frame:   &frameCache{},
@@ -210,6 +214,9 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		if msg.quitting {
 			return m, tea.Quit
 		}
+		return m, nil
+	case dumpAskedMsg, dumpReadMsg:
+		m.onDump(msg)
 		return m, nil
 	case holdersAskedMsg:
 		if msg.err != nil {

@@ -128,7 +128,7 @@ func (m *procsModel) View() string {
 		}
 		agent := dash
 		if r.Agent {
-			agent = r.Status
+			agent = agentCell(r)
 		}
 		ooms := ""
 		if r.OOMs > 0 {

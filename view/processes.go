@@ -31,6 +31,10 @@ type Process struct {
 	OOMs      int
 	Holders   *wire.Holders
 	Rank      string // the agent's place in its job: "rank 3/8"; "" when it gave none
+	// History: the agent records torch's allocation history (its
+	// max_entries; 0: off); HistoryError: why history asked for is off.
+	History      int
+	HistoryError string
 }
 
 // agentOn reports whether an agent process uses store device dev.
@@ -99,6 +103,7 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 		pid := a.Hello.PID
 		r := get(pid)
 		r.Agent, r.OOMs, r.Holders, r.Rank = true, a.OOMs, a.Holders, a.Place.String()
+		r.History, r.HistoryError = a.Hello.History, a.Hello.HistoryError
 		if n := ProcName(a.Hello.Argv); n != "" {
 			r.Name = n
 		}

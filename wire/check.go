@@ -20,7 +20,7 @@ func Check(f Frame) error {
 	case Mark:
 		return checkMark(&v)
 	case OOM:
-		return firstErr(checkTime(v.T), checkDev("dev", v.Dev))
+		return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkDump(v.Dump))
 	case Holders:
 		if v.ID < 0 {
 			return fmt.Errorf(`"id" must be >= 0, got %d`, v.ID)
@@ -85,6 +85,9 @@ func checkHello(h *Hello) error {
 	if h.RateHz < 0 {
 		return fmt.Errorf(`"rate_hz" must be >= 0, got %g`, h.RateHz)
 	}
+	if h.History < 0 {
+		return fmt.Errorf(`"history" must be >= 0 (max_entries; 0: off), got %d`, h.History)
+	}
 	seen := map[int]bool{}
 	uuids := map[string]int{}
 	for i, d := range h.Devices {
@@ -127,6 +130,14 @@ func checkMark(m *Mark) error {
 		if err := checkDev(fmt.Sprintf("devs[%d].dev", i), d.Dev); err != nil {
 			return err
 		}
+	}
+	return checkDump(m.Dump)
+}
+
+// checkDump: a dump names its file or says why there is none.
+func checkDump(d *Dump) error {
+	if d != nil && d.Path == "" && d.Error == "" {
+		return errors.New(`"dump" has neither a "path" nor an "error"`)
 	}
 	return nil
 }

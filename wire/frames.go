@@ -79,6 +79,12 @@ type Hello struct {
 	Job       string        `json:"job,omitempty"`
 	Devices   []AgentDevice `json:"devices"`
 	T         int64         `json:"t"`
+	// History is torch's allocation history's max_entries while the agent
+	// records it (gputop.attach(history=N)); 0: off. HistoryError says why
+	// history that was asked for is not on (torch without it, the
+	// cudaMallocAsync backend).
+	History      int    `json:"history,omitempty"`
+	HistoryError string `json:"history_error,omitempty"`
 }
 
 // Sample holds torch's own allocator counters for one device at time T:
@@ -188,6 +194,22 @@ type Mark struct {
 	Kind  string     `json:"kind,omitempty"` // MarkSnapshot when empty
 	End   *bool      `json:"end,omitempty"`
 	Devs  []DevStats `json:"devs"`
+	Dump  *Dump      `json:"dump,omitempty"` // the memory dump taken at this moment, when one was asked for
+}
+
+// Dump is a memory dump an agent wrote: torch's memory snapshot (its
+// allocation history with the stacks of every live block), pickled as
+// pytorch.org/memory_viz opens it. Error says why none was written (Path
+// empty then). The cost is the training process's: TookMS from the
+// snapshot to the file in place, GILMS of it with the GIL held (taking
+// the snapshot and pickling it; the write lets it go).
+type Dump struct {
+	Path    string   `json:"path,omitempty"`
+	Bytes   uint64   `json:"bytes,omitempty"`
+	TookMS  float64  `json:"took_ms,omitempty"`
+	GILMS   float64  `json:"gil_ms,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Removed []string `json:"removed,omitempty"` // older dumps removed to stay within the bounds
 }
 
 // OOM reports a CUDA out-of-memory error seen by the allocator.
@@ -204,6 +226,7 @@ type OOM struct {
 	Allocated uint64 `json:"allocated"`
 	Reserved  uint64 `json:"reserved"`
 	Peak      uint64 `json:"peak"`
+	Dump      *Dump  `json:"dump,omitempty"` // the dump written from torch's OOM observer
 	// torch's total memory of the device, from the process's hello: never
 	// sent, the store fills it in. A Limit below it is a memory fraction;
 	// a Limit equal to it is no limit at all, though it is less than
@@ -259,9 +282,11 @@ type Reply struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Request asks an agent for something. What is "holders"; Dev, when set,
-// is the torch device index whose allocated bytes the answer's held
-// attributes (else the process's current device).
+// Request asks an agent for something. What is "holders" (answered with
+// a Holders frame) or "dump" (a memory dump: answered with a Mark
+// labelled LabelDump carrying it); Dev, when set, is the torch device
+// index whose allocated bytes a holders answer's held attributes (else the
+// process's current device).
 type Request struct {
 	Type string `json:"type"`
 	What string `json:"what"`
@@ -369,8 +394,16 @@ type Snapshot struct {
 	Held      *Held   `json:"held,omitempty"`
 	Awaiting  bool    `json:"awaiting,omitempty"`
 	Procs     *[]Proc `json:"procs,omitempty"`
-	OOM       *OOM    `json:"-"` // on the row of an oom frame (OOMRow): that frame
+	Dump      *Dump   `json:"dump,omitempty"` // the memory dump taken with the row
+	OOM       *OOM    `json:"-"`              // on the row of an oom frame (OOMRow): that frame
 }
+
+// Requests an agent answers, and the label of the row a dump request makes.
+const (
+	RequestHolders = "holders"
+	RequestDump    = "dump"
+	LabelDump      = "dump"
+)
 
 // A CUDA out-of-memory error is a row of the summary table and a marker:
 // of this source, marker kind and label, made from the oom frame, which it
@@ -387,7 +420,7 @@ const (
 func OOMRow(o OOM, dev int) Snapshot {
 	al, re, pk := o.Allocated, o.Reserved, o.Peak
 	return Snapshot{Type: TypeSnapshot, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
-		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, OOM: &o}
+		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, Dump: o.Dump, OOM: &o}
 }
 
 // IsOOMRowOf reports whether s is the row OOMRow makes of pid's oom frame at

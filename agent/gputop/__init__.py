@@ -52,7 +52,8 @@ __all__ = [
 ]
 
 
-def attach(rate_hz: float = 100, socket: str | None = None) -> Agent | Disabled:
+def attach(rate_hz: float = 100, socket: str | None = None,
+           history: int | None = None) -> Agent | Disabled:
     """Start streaming this process's allocator counters to gputop.
 
     A daemon thread reads every CUDA device this process has initialised,
@@ -72,11 +73,23 @@ def attach(rate_hz: float = 100, socket: str | None = None) -> Agent | Disabled:
     100/s, the cost a CPU-bound training loop can feel; a lower rate_hz
     takes it less often.
 
+    history=N turns on torch's allocation history
+    (``torch.cuda.memory._record_memory_history(max_entries=N,
+    stacks="python")``: the stack of every live block and the last N
+    allocator events, about 2 µs per allocation), each entry labelled with
+    the current snapshot label or phase; history=0 turns it off. Left out,
+    ``GPUTOP_HISTORY=N`` in the environment decides; off by default. With
+    it on, an out-of-memory error writes a memory dump before the exception
+    reaches the caller, and ``snapshot(label, dump=True)`` one at that
+    label (see README, "Allocation history and dumps"). What torch cannot
+    do (no history in this torch, the cudaMallocAsync backend) is said in
+    ``status()["history"]`` and gputop's process pane; nothing raises.
+
     Idempotent: a second call returns the same handle (applying a new
-    rate_hz or socket). Returns the handle (``.detach()``, ``.status()``),
-    or a do-nothing handle when GPUTOP=0.
+    rate_hz, socket or history). Returns the handle (``.detach()``,
+    ``.status()``), or a do-nothing handle when GPUTOP=0.
     """
-    return _attach(rate_hz, socket)
+    return _attach(rate_hz, socket, history)
 
 
 def detach() -> None:

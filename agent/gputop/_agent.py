@@ -18,7 +18,11 @@ Rules it keeps, because it lives inside someone's training job:
 
 Around the thread, each in its own module: the connection to gputop
 (_connection: connect, send, read, refusals and the backoff), torch's
-out-of-memory observer (_oom), and interpreter exit and fork (_lifecycle).
+out-of-memory observer (_oom), interpreter exit and fork (_lifecycle),
+torch's allocation history (_history) and memory dumps (_dumps): the
+thread writes the dumps snapshot(label, dump=True) took and takes those
+gputop asks for, and holds back the mark of a dump until its file is in
+place, so that gputop's row names it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import time
 import warnings
 from typing import Any
 
-from . import _env, _oom, _stats, _wire
+from . import _dumps, _env, _history, _oom, _stats, _wire
 from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection, _wait_writable
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
@@ -91,6 +95,9 @@ class Agent(Connection):
         self._sock: _socket.socket | None = None
         self._devs: list[int] = []
         self._hello_devs: frozenset[int] | None = None
+        self._hello_history: tuple[int, str] | None = None  # what the last hello said of history
+        self._dump_jobs: collections.deque = collections.deque()  # marks whose dump waits to be written
+        self._dump_requests: collections.deque = collections.deque()  # gputop's dump requests
         self._stopping = False
         self._stopped = threading.Event()
         r, w = os.pipe()
@@ -121,6 +128,18 @@ class Agent(Connection):
                 self._marks.append(frame)
             if urgent or 1.0 / self.rate_hz > MARK_WAKE_AFTER_S:
                 self._wake()
+        except Exception:
+            pass
+
+    def post_dump(self, frame: dict[str, Any], snap: Any, snap_ms: float) -> None:
+        """Queue a mark whose dump (snap, taken by the caller in snap_ms)
+        the agent thread writes before the mark goes out."""
+        try:
+            job = {"snap": snap, "ms": snap_ms, "frame": frame}
+            frame["_dump"] = job
+            self._dump_jobs.append(job)
+            self.post(frame, urgent=False)
+            self._wake()
         except Exception:
             pass
 
@@ -185,6 +204,10 @@ class Agent(Connection):
             # the refusal cannot change while this gputop runs: no connecting
             # until another one listens at the socket
             "waits_for_new_gputop": self._final is not None,
+            # torch's allocation history ({"max_entries": 0} when off, and
+            # why, where it was asked for) and the memory dumps written
+            "history": _history.status(),
+            "dumps": _dumps.status(),
         }
 
     def __repr__(self) -> str:
@@ -226,6 +249,8 @@ class Agent(Connection):
         rate = self.rate_hz
         while not self._stopping:
             try:
+                if self._dump_jobs or self._dump_requests:
+                    self._run_dumps()
                 now = time.monotonic()
                 if self.rate_hz != rate:  # configure(): a faster rate applies at once
                     rate = self.rate_hz
@@ -346,12 +371,18 @@ class Agent(Connection):
                     hook(self, devs)
                 except Exception:
                     pass
+        if devs:
+            try:
+                _history.apply(self._src.memory_api())  # history asked for before CUDA was up
+            except Exception:
+                pass
         self._devs = devs
         try:
             self._src.maintain(devs)
         except Exception:
             pass
-        if self._sock is not None and frozenset(devs) != self._hello_devs:
+        if self._sock is not None and (frozenset(devs) != self._hello_devs
+                                       or (_history.on, _history.error) != self._hello_history):
             self._hello()
 
     def _hello(self) -> None:
@@ -368,8 +399,10 @@ class Agent(Connection):
             "host": _socket.gethostname(), "argv": [str(a) for a in getattr(sys, "argv", [])],
             "torch": self._src.torch_version(), "python": _python_version(),
             "rate_hz": self.rate_hz, **_env.place(), "devices": devices, "t": time.time_ns(),
+            "history": _history.on, "history_error": _history.error,
         }
         self._out += _wire.encode(frame)
+        self._hello_history = (_history.on, _history.error)
         # what was meant, not what could be described: a device whose
         # properties cannot be read must not trigger a hello every second
         self._hello_devs = frozenset(self._devs)
@@ -414,6 +447,8 @@ class Agent(Connection):
         out = self._out
         while len(out) < OUT_LIMIT:
             if self._marks:
+                if "_dump" in self._marks[0]:
+                    break  # its dump is still to be written: marks keep their order
                 f = self._marks.popleft()
                 try:
                     out += self._encode_mark(f)
@@ -433,7 +468,9 @@ class Agent(Connection):
             f = _wire.decode(line)
         except Exception:
             return  # gputop is the one that validates; ignore what we do not know
-        if f["type"] == "request" and f.get("what") == "holders":
+        if f["type"] == "request" and f.get("what") == "dump":
+            self._dump_requests.append(f.get("id") if isinstance(f.get("id"), int) else 0)
+        elif f["type"] == "request" and f.get("what") == "holders":
             rid = f.get("id") if isinstance(f.get("id"), int) else 0
             dev = f.get("dev")
             dev = dev if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0 else None
@@ -441,8 +478,44 @@ class Agent(Connection):
         elif f["type"] == "reply" and not f.get("ok", True):
             self._refusal = str(f.get("error") or "no reason given")
 
+    def _run_dumps(self) -> None:
+        """Write the dumps snapshot() took, then take those gputop asked
+        for; each result goes out on its mark (wire.Dump)."""
+        while self._dump_jobs:
+            job = self._dump_jobs.popleft()
+            f = job["frame"]
+            try:
+                res = _dumps.write(job["snap"], f.get("label", "dump"), f.get("t", time.time_ns()), job["ms"])
+            except Exception as e:
+                res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
+            job["snap"] = None
+            f["dump"] = res
+            f.pop("_dump", None)
+        while self._dump_requests:
+            self._dump_requests.popleft()
+            t = time.time_ns()
+            try:
+                why = _dumps.busy()
+                res = {"error": why} if why else _dumps.dump(self._src.memory_api(), _wire_label_dump)
+            except Exception as e:
+                res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
+            devs = []
+            for d in self._devs:
+                try:
+                    c = self._src.read(d)
+                except Exception:
+                    continue
+                devs.append({"dev": d, "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak})
+            self.post({"type": "mark", "t": t, "label": _wire_label_dump, "kind": "snapshot",
+                       "end": False, "devs": devs, "dump": res}, urgent=True)
+
     def _finish(self) -> None:
-        """Flush what is queued and say bye, within STOP_TIMEOUT_S."""
+        """Flush what is queued and say bye, within STOP_TIMEOUT_S (once the
+        dumps the program asked for are written)."""
+        try:
+            self._run_dumps()
+        except Exception:
+            pass
         deadline = time.monotonic() + STOP_TIMEOUT_S
         if self._sock is None and self._marks:
             self._connect()  # one try: marks taken before exit should land
@@ -499,6 +572,9 @@ def _rate(rate_hz: Any) -> float:
     return r
 
 
+_wire_label_dump = "dump"  # wire.LabelDump: the row a dump gputop asked for makes
+
+
 def _python_version() -> str:
     v = sys.version_info
     return f"{v.major}.{v.minor}.{v.micro}"
@@ -534,7 +610,8 @@ _detached = False  # detach() was called: snapshot() must not restart the agent
 first_device_hooks: list = []
 
 
-def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> Agent | Disabled:
+def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None,
+           history: int | None = None) -> Agent | Disabled:
     global _current, _detached
     if not _env.enabled():
         return Disabled("GPUTOP=0")
@@ -542,15 +619,30 @@ def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> Agent
         with _lock:
             _detached = False
             ag = _current
-            if ag is not None and ag.alive and ag.pid == os.getpid():
+            if ag is None or not ag.alive or ag.pid != os.getpid():
+                ag = Agent(rate_hz, socket)
+                ag.start()
+                _current = ag
+            else:
                 ag.configure(rate_hz, socket)
-                return ag
-            ag = Agent(rate_hz, socket)
-            ag.start()
-            _current = ag
-            return ag
     except Exception as e:
         return Disabled(f"agent could not start: {e}")
+    _ask_history(ag, history)
+    return ag
+
+
+def _ask_history(ag: Agent, history: int | None) -> None:
+    """attach(history=N), else GPUTOP_HISTORY: on at once when CUDA is up
+    (in the caller: the first allocations after attach() are recorded),
+    else by the agent thread when it sees a device."""
+    try:
+        n = history if history is not None else _history.from_env()
+        if n is None:
+            return
+        _history.request(n, ag._src.memory_api())
+        ag._wake()
+    except Exception:
+        pass
 
 
 def current(auto: bool = True) -> Agent | None:

@@ -1,5 +1,7 @@
 """The process around the agent: at interpreter exit the agent flushes and
-says bye (at most STOP_TIMEOUT_S), and a process forked from a traced one
+says bye (at most STOP_TIMEOUT_S; longer, up to DUMP_EXIT_WAIT_S, while a
+dump the program asked for is still to be written: the agent thread is a
+daemon, so leaving earlier would cut the file off), and a process forked from a traced one
 closes its copies of the agent's socket and pipe. Registered when gputop is
 imported; the process-wide agent they act on is _agent's.
 """
@@ -10,14 +12,17 @@ import atexit
 import os
 import threading
 
-from . import _agent
+from . import _agent, _dumps
+
+DUMP_EXIT_WAIT_S = 60.0
 
 
 def _at_exit() -> None:
     ag = _agent._current
     if ag is not None and ag.pid == os.getpid():
         try:
-            ag._stop(_agent.STOP_TIMEOUT_S)
+            dumping = bool(ag._dump_jobs or ag._dump_requests or _dumps._writing)
+            ag._stop(_agent.STOP_TIMEOUT_S + (DUMP_EXIT_WAIT_S if dumping else 0))
         except BaseException:
             pass
 

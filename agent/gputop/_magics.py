@@ -1,6 +1,6 @@
 """Notebook magics, registered by ``%load_ext gputop``:
 
-    %gputop [--rate HZ] [--socket PATH] [--cells | --no-cells] [--detach]
+    %gputop [--rate HZ] [--socket PATH] [--history N] [--cells | --no-cells] [--detach]
         attach the agent (prints where it streams); --cells takes a snapshot
         "cell N" after every executed cell, so gputop shows which cell took
         the memory
@@ -123,9 +123,10 @@ def _mib(n: Any) -> str:
 # ---- %gputop ----
 
 def gputop_magic(ip: Any, line: str) -> None:
-    """%gputop [--rate HZ] [--socket PATH] [--cells | --no-cells] [--detach]:
-    attach the agent and print where it streams."""
-    a = _Args("gputop", line, {"--cells", "--no-cells", "--detach"}, {"--rate", "--socket"})
+    """%gputop [--rate HZ] [--socket PATH] [--history N] [--cells | --no-cells] [--detach]:
+    attach the agent and print where it streams; --history N records
+    torch's allocation history (max_entries N; 0 turns it off)."""
+    a = _Args("gputop", line, {"--cells", "--no-cells", "--detach"}, {"--rate", "--socket", "--history"})
     if a.rest:
         raise _usage("gputop", f"unexpected {' '.join(a.rest)!r}")
     import gputop
@@ -141,6 +142,11 @@ def gputop_magic(ip: Any, line: str) -> None:
         kw["rate_hz"] = rate
     if "--socket" in a.opts:
         kw["socket"] = a.opts["--socket"]
+    history = a.number("gputop", "--history", int)
+    if history is not None:
+        if history < 0:
+            raise _usage("gputop", f"--history wants a number of entries >= 0, not {history}")
+        kw["history"] = history
     ag = gputop.attach(**kw)
     st: dict[str, Any] = {}
     try:
@@ -162,6 +168,13 @@ def gputop_magic(ip: Any, line: str) -> None:
         why = f" ({st['last_error']})" if st.get("last_error") else ""
         print(f"gputop: attached pid {os.getpid()}; gputop is not listening on {sock} yet"
               f"{why}: the agent connects when it starts")
+    h = st.get("history") or {}
+    if h.get("max_entries"):
+        print(f"gputop: recording torch's allocation history (max_entries {h['max_entries']})")
+    elif h.get("error"):
+        print(f"gputop: no allocation history: {h['error']}")
+    elif h.get("asked"):
+        print("gputop: allocation history turns on when this process initialises CUDA")
     if "--cells" in a.flags:
         _cells_on(ip)
         print('gputop: a snapshot "cell N" follows every executed cell (%gputop --no-cells stops it)')

@@ -1,6 +1,12 @@
 """torch's out-of-memory observer: registered once the agent sees a CUDA
 device (torch cannot remove one, so once per process), it queues an oom
 frame with the allocator's state at that moment on the current agent.
+
+With allocation history on (_history) it first writes a memory dump
+(_dumps), here in the failing thread: torch calls the observer before it
+raises, so the dump shows the memory as it was when the allocation failed,
+before the exception unwinds anything; and it is written before the
+exception can end the process, which it often does.
 """
 
 from __future__ import annotations
@@ -8,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from . import _stats
+from . import _dumps, _history, _stats
 
 _torch_oom = False  # torch's OOM observer is registered
 
@@ -46,15 +52,23 @@ def observer(current: Callable[[], Any]) -> Callable[[int, int, int, int], None]
             ag = current()
             if ag is None or not ag.alive:
                 return
+            t = time.time_ns()
+            src = _stats.source()
             try:
-                c = _stats.source().read(int(device))
+                c = src.read(int(device))
             except Exception:
                 c = _stats.ZERO
-            ag.post({
-                "type": "oom", "t": time.time_ns(), "dev": int(device),
+            frame = {
+                "type": "oom", "t": t, "dev": int(device),
                 "requested": int(alloc), "free": int(device_free), "limit": int(device_limit),
                 "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
-            }, urgent=True)
+            }
+            if _history.on:
+                try:
+                    frame["dump"] = _dumps.dump(src.memory_api(), "OOM", wait=_dumps.DUMP_WAIT_S)
+                except Exception as e:
+                    frame["dump"] = {"error": f"the dump failed: {type(e).__name__}: {e}"}
+            ag.post(frame, urgent=True)
         except BaseException:
             pass
 

@@ -195,6 +195,11 @@ class Source:
         the per-process fraction of it); True when registered."""
         return False
 
+    def memory_api(self) -> Any:
+        """torch.cuda.memory once CUDA is initialised (its allocation
+        history and memory snapshots: _history, _dumps), else None."""
+        return None
+
 
 def _torch(import_torch: bool) -> Any:
     m = sys.modules.get("torch")
@@ -375,6 +380,10 @@ class TorchSource(Source):
         attach(cb)
         return True
 
+    def memory_api(self) -> Any:
+        t = self._initialized()
+        return t.cuda.memory if t is not None else None
+
 
 _KIB = 1024
 
@@ -433,6 +442,7 @@ class InjectedSource(Source):
         clear_workspaces: Callable[[], None] | None = None,
         blocks: Callable[[int], list[tuple[int, int, int]] | None] | None = None,
         workspace_sizes: Callable[[int], set[int]] | None = None,
+        memory: Any = None,
     ) -> None:
         self._stats = stats
         self._devices = devices
@@ -444,6 +454,7 @@ class InjectedSource(Source):
         self._blocks = blocks
         self._workspace_sizes = workspace_sizes
         self._torch_version = torch_version
+        self._memory = memory
         self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
         if allocator_root is not None:
             # the direct reading, over memory the test laid out as torch's
@@ -509,6 +520,9 @@ class InjectedSource(Source):
         self.oom_callbacks.append(cb)
         return True
 
+    def memory_api(self) -> Any:
+        return self._memory if self._memory is not None and self._list() else None
+
     def oom(self, device: int, alloc: int, device_limit: int, device_free: int) -> None:
         """Call the registered observers as torch's allocator would on OOM."""
         for cb in list(self.oom_callbacks):
@@ -535,7 +549,9 @@ def set_source(
     a list, to simulate devices being initialised later). Keyword hooks:
     synchronize(i), empty_cache(), reset_peak(i), ipc_collect(),
     clear_workspaces(), blocks(i) (live blocks: (address, size, asked)),
-    workspace_sizes(i), torch_version, and allocator_root(): the address of
+    workspace_sizes(i), torch_version, memory (what stands for
+    torch.cuda.memory: _record_memory_history, _snapshot, ...), and
+    allocator_root(): the address of
     an object laid out as torch's native allocator, for the direct reading
     (_direct).
     stats=None restores torch. Returns the new source.

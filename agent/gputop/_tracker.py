@@ -21,7 +21,7 @@ import gc
 import time
 from typing import Any, Iterator, NamedTuple
 
-from . import _agent, _stats, _wire
+from . import _agent, _dumps, _history, _stats, _wire
 
 MB = 1024 ** 2  # the reference divides by 1024**2 and calls it MB; so do we
 
@@ -36,9 +36,11 @@ class _Taken(NamedTuple):
 
 
 def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None = None,
-          verdict: bool = True) -> _Taken:
+          verdict: bool = True, dump: bool = False) -> _Taken:
     """Read devs (default: every initialised device) and queue a mark; an
-    end row (end, else the label decides) walks the holders first."""
+    end row (end, else the label decides) walks the holders first; with
+    dump, torch's memory snapshot is taken here (this moment's) and the
+    agent thread writes it (_dumps) before the mark goes out."""
     t = time.time_ns()
     # gputop refuses a mark without a label (and the connection with it)
     try:
@@ -47,6 +49,8 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
         label = ""
     if not label.strip():
         label = "(no label)"
+    if _history.on:
+        _history.label(label, kind)  # what follows in this thread carries the label
     vals: dict[int, _stats.Counters] = {}
     held: dict[int, dict[str, Any]] = {}
     src = _stats.source()
@@ -60,6 +64,16 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
         return _Taken(vals, t, held)
     if not vals:
         return _Taken(vals, t, held)
+    snap: Any = None
+    dump_error = ""
+    if dump:
+        try:
+            running = _agent.current(auto=False)
+            dump_error = _dumps.busy(len(running._dump_jobs) if running is not None else 0)
+            if not dump_error:
+                snap, snap_ms = _dumps.take(src.memory_api())
+        except Exception as e:
+            dump_error = f"torch's memory snapshot failed: {type(e).__name__}: {e}"
     try:
         is_end = _wire.is_end_label(label + _ROW_LABEL.get(kind, "")) if end is None else bool(end)
         if is_end:
@@ -74,7 +88,14 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
             }
             if end is not None:
                 frame["end"] = bool(end)
-            ag.post(frame)
+            if snap is not None:
+                ag.post_dump(frame, snap, snap_ms)
+            else:
+                if dump_error:
+                    frame["dump"] = {"error": dump_error}
+                ag.post(frame)
+        elif snap is not None:
+            _dumps.write(snap, label, t, snap_ms)  # no agent thread: written here
     except Exception:
         pass
     return _Taken(vals, t, held)
@@ -97,7 +118,8 @@ def _held(dev: int, verdict: bool) -> dict[str, Any]:
                 "skipped": f"the holders walk failed: {type(e).__name__}: {e}"}
 
 
-def snapshot(label: str, *, end: bool | None = None, verdict: bool = True) -> dict[int, dict[str, Any]]:
+def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
+             dump: bool = False) -> dict[int, dict[str, Any]]:
     """Take a labelled snapshot of every CUDA device this process uses.
 
     Returns {device index: {"allocated", "reserved", "peak", "reserved_peak",
@@ -116,8 +138,15 @@ def snapshot(label: str, *, end: bool | None = None, verdict: bool = True) -> di
     for ("unaccounted") and the largest holders ("top"), from which gputop
     gives the row its verdict. The walk takes tens of milliseconds and stops
     after 2 s (then "held" says so); verdict=False skips it.
+
+    dump=True also takes torch's memory snapshot at this moment (every live
+    block with the stack that allocated it, when history is on: see
+    attach(history=N)) and has the agent thread write it where memory_viz
+    opens it; gputop's row names the file (status()["dumps"] lists them).
+    Taking the snapshot holds the GIL here (milliseconds; the write does
+    not wait).
     """
-    got = _take(label, "snapshot", end=end, verdict=verdict)
+    got = _take(label, "snapshot", end=end, verdict=verdict, dump=dump)
     fields = _stats.Counters._fields
     out: dict[int, dict[str, Any]] = {d: dict(zip(fields, c)) for d, c in got.vals.items()}
     for d, h in got.held.items():
@@ -323,17 +352,17 @@ class Tracker:
         return idx
 
     def snapshot(self, label: str, *, end: bool | None = None,
-                 verdict: bool = True) -> dict[str, Any] | None:
+                 verdict: bool = True, dump: bool = False) -> dict[str, Any] | None:
         """Record, print and return the allocator state of this device.
 
         Returns None (and says why) when CUDA is not available, like the
         reference, which returns None then. An end row (see
         :func:`snapshot`) also walks the holders and adds "held" to the dict.
         """
-        return self._record(label, end=end, verdict=verdict)[0]
+        return self._record(label, end=end, verdict=verdict, dump=dump)[0]
 
-    def _record(self, label: str, end: bool | None = None,
-                verdict: bool = True) -> tuple[dict[str, Any] | None, _Taken]:
+    def _record(self, label: str, end: bool | None = None, verdict: bool = True,
+                dump: bool = False) -> tuple[dict[str, Any] | None, _Taken]:
         if not _stats.source().available():
             print(f"[{label}] CUDA not available")
             return None, _Taken({}, 0, {})
@@ -341,7 +370,7 @@ class Tracker:
         if idx is None:
             print(f"[{label}] {self.device} is not a CUDA device")
             return None, _Taken({}, 0, {})
-        got = _take(label, "snapshot", [idx], end=end, verdict=verdict)
+        got = _take(label, "snapshot", [idx], end=end, verdict=verdict, dump=dump)
         vals, t = got.vals, got.t
         c = vals.get(idx, _stats.ZERO)
         snap = {

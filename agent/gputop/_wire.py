@@ -48,6 +48,10 @@ HELD = (
 )
 DEV_STATS = (_f("dev", "i"), _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"),
              _f("held", "O", True, HELD))
+DUMP = (
+    _f("path", "s", True), _f("bytes", "i", True), _f("took_ms", "f", True), _f("gil_ms", "f", True),
+    _f("error", "s", True), _f("removed", "ls", True),
+)
 PROC = (_f("pid", "i"), _f("name", "s", True), _f("used", "i"), _f("used_unknown", "b", True))
 
 # One schema per frame type, in wire/frames.go field order.
@@ -58,6 +62,7 @@ SCHEMAS: dict[str, tuple] = {
         _f("rate_hz", "f", True), _f("rank", "s", True), _f("local_rank", "s", True),
         _f("world_size", "s", True), _f("job", "s", True),
         _f("devices", "L", False, AGENT_DEVICE), _f("t", "i"),
+        _f("history", "i", True), _f("history_error", "s", True),
     ),
     "sample": (
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("dev", "i"),
@@ -68,11 +73,12 @@ SCHEMAS: dict[str, tuple] = {
     "mark": (
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("label", "s"),
         _f("kind", "s", True), _f("end", "pb", True), _f("devs", "L", False, DEV_STATS),
+        _f("dump", "O", True, DUMP),
     ),
     "oom": (
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("dev", "i"),
         _f("requested", "i", True), _f("free", "i", True), _f("limit", "i", True),
-        _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"),
+        _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"), _f("dump", "O", True, DUMP),
     ),
     "holders": (
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("id", "i", True),
@@ -113,7 +119,7 @@ SCHEMAS: dict[str, tuple] = {
         _f("allocated", "p", True), _f("reserved", "p", True), _f("peak", "p", True),
         _f("nvml_used", "p", True), _f("nvml_peak", "p", True),
         _f("end", "b", True), _f("held", "O", True, HELD), _f("awaiting", "b", True),
-        _f("procs", "pL", True, PROC),
+        _f("procs", "pL", True, PROC), _f("dump", "O", True, DUMP),
     ),
     "ended": (
         _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("reason", "s", True),

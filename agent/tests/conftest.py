@@ -19,7 +19,7 @@ if str(AGENT) not in sys.path:
     sys.path.insert(0, str(AGENT))
 
 import gputop  # noqa: E402
-from gputop import _agent, _stats  # noqa: E402
+from gputop import _agent, _dumps, _history, _stats  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +27,7 @@ def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test starts with no agent, torch as the source, and a socket
     path that leads nowhere unless the test sets one."""
     monkeypatch.delenv("GPUTOP", raising=False)
+    monkeypatch.delenv("GPUTOP_HISTORY", raising=False)
     monkeypatch.setenv("GPUTOP_SOCKET", "/nonexistent/gputop-test.sock")
     yield
     ag = _agent._current
@@ -35,6 +36,8 @@ def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _agent._current = None
     _agent._detached = False
     _stats.set_source(None)
+    _history._reset()
+    _dumps._reset()
 
 
 def child_env(**extra: str) -> dict[str, str]:

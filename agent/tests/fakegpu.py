@@ -12,13 +12,22 @@ walk finds those CPU tensors, so an end row's attribution runs for real.
 
 With in_memory=True it also keeps them where torch keeps them: in memory
 laid out as the native allocator (AllocatorMemory), whose stats call copies
-them from there, so the agent's direct reading runs for real too."""
+them from there, so the agent's direct reading runs for real too.
+
+Its ``memory`` (FakeMemory) stands for torch.cuda.memory: allocation history
+(_record_memory_history, _set_memory_metadata), and _snapshot() shaped as
+torch's (segments of blocks with the Python frames that allocated them,
+device_traces of alloc / free / oom entries), from the blocks above. Other
+torches: backend="cudaMallocAsync", or history=False (no
+_record_memory_history at all)."""
 
 from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 import threading
+import time
 from typing import Any
 
 from gputop import _stats
@@ -77,9 +86,96 @@ class AllocatorMemory:
         return struct.unpack_from(f"<{WORDS}q", self.objects[dev], self.stats_at)
 
 
+class FakeMemory:
+    """torch.cuda.memory's history and snapshot functions over a FakeGPU's
+    blocks, with torch's names, arguments and dict layout."""
+
+    def __init__(self, gpu: "FakeGPU", backend: str = "native") -> None:
+        self.gpu = gpu
+        self.backend = backend
+        self.calls: list[dict[str, Any]] = []  # _record_memory_history's arguments
+        self.max_entries = 0  # recording while > 0
+        self.stacks = ""
+        self.traces: list[list[dict[str, Any]]] = [[] for _ in range(gpu.ndev)]
+        self.frames: dict[tuple[int, int], list[dict[str, Any]]] = {}  # (dev, addr) -> frames
+        self.snapshots = 0
+        self._meta = threading.local()
+
+    def _record_memory_history(self, enabled: Any = "all", context: Any = "all", stacks: str = "all",
+                               max_entries: int = sys.maxsize, **kw: Any) -> None:
+        self.calls.append(dict(enabled=enabled, context=context, stacks=stacks, max_entries=max_entries, **kw))
+        if enabled is None:
+            self.max_entries = 0
+        else:
+            self.max_entries, self.stacks = max_entries, stacks
+
+    def _set_memory_metadata(self, metadata: str) -> None:
+        self._meta.value = metadata
+
+    def _get_memory_metadata(self) -> str:
+        return getattr(self._meta, "value", "")
+
+    def _memory_metadata_supported(self) -> bool:
+        return self.backend == "native"
+
+    def get_allocator_backend(self) -> str:
+        return self.backend
+
+    def event(self, dev: int, action: str, addr: int | None, size: int, **extra: Any) -> None:
+        """A trace entry, as torch records it while history is on: the
+        Python frames of the calling thread, innermost first."""
+        if not self.max_entries:
+            return
+        frames = []
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code.co_filename != __file__:
+                frames.append({"name": f.f_code.co_name, "filename": f.f_code.co_filename,
+                               "line": f.f_lineno})
+            f = f.f_back
+        e: dict[str, Any] = {"action": action}
+        if addr is not None:
+            e["addr"] = addr
+        e.update(size=size, stream=0, time_us=time.time_ns() // 1000, compile_context="N/A",
+                 user_metadata=self._get_memory_metadata(), frames=frames, **extra)
+        tr = self.traces[dev]
+        tr.append(e)
+        del tr[:-self.max_entries]
+        if action == "alloc" and addr is not None:
+            self.frames[(dev, addr)] = frames
+
+    def _snapshot(self, device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
+        """Every live block in a segment of its own, rounded up to 2 MiB
+        (the rest an inactive block), as torch._C._cuda_memorySnapshot."""
+        self.snapshots += 1
+        segs = []
+        for dev in range(self.gpu.ndev):
+            for addr, size, asked in self.gpu.live_blocks(dev):
+                total = -(-size // SEGMENT) * SEGMENT
+                blocks = [{"address": addr, "size": size, "requested_size": max(asked, 0),
+                           "state": "active_allocated", "frames": self.frames.get((dev, addr), [])}]
+                if total > size:
+                    blocks.append({"address": addr + size, "size": total - size, "requested_size": 0,
+                                   "state": "inactive", "frames": []})
+                segs.append({"device": dev, "address": addr, "total_size": total, "allocated_size": size,
+                             "active_size": size, "requested_size": max(asked, 0), "stream": 0,
+                             "segment_type": "large" if total > MiB else "small",
+                             "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+                             "blocks": blocks})
+        return {"segments": segs, "device_traces": [list(t) for t in self.traces],
+                "allocator_settings": {}, "external_annotations": []}
+
+
+class OldTorchMemory:
+    """torch.cuda.memory of a torch without allocation history."""
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {"segments": [], "device_traces": []}
+
+
 class FakeGPU:
     def __init__(self, ndev: int = 1, initialised: int | None = None,
-                 in_memory: bool = False) -> None:
+                 in_memory: bool = False, backend: str = "native", history: bool = True) -> None:
         self.lock = threading.Lock()
         self.ndev = ndev
         self.initialised = ndev if initialised is None else initialised
@@ -94,6 +190,7 @@ class FakeGPU:
         self.calls = 0
         self.log: list[str] = []
         self.source: Any = None
+        self.memory: Any = FakeMemory(self, backend) if history else OldTorchMemory()
 
     # ---- the allocator ----
 
@@ -128,7 +225,24 @@ class FakeGPU:
         self.alloc(dev, size)
         with self.lock:
             self.blocks[dev][addr] = (size, n)
+        self._event(dev, "alloc", addr, size)
         return addr
+
+    def block(self, dev: int, size: int) -> int:
+        """Allocate a block of size bytes (the caller's frames recorded
+        while history is on); returns its address."""
+        with self.lock:
+            addr = self._next_addr
+            self._next_addr += -(-size // SEGMENT) * SEGMENT + SEGMENT
+        self.alloc(dev, size)
+        with self.lock:
+            self.blocks[dev][addr] = (size, size)
+        self._event(dev, "alloc", addr, size)
+        return addr
+
+    def _event(self, dev: int, action: str, addr: int | None, size: int, **extra: Any) -> None:
+        if isinstance(self.memory, FakeMemory):
+            self.memory.event(dev, action, addr, size, **extra)
 
     def workspace(self, dev: int, size: int = CUBLAS_WORKSPACE) -> int:
         """Allocate a cuBLAS workspace, as the first matmul of a thread does."""
@@ -146,6 +260,8 @@ class FakeGPU:
             size, _ = self.blocks[dev].pop(addr)
             self.workspaces[dev].discard(addr)
         self.free(dev, size)
+        self._event(dev, "free_requested", addr, size)
+        self._event(dev, "free_completed", addr, size)
 
     def clear_workspaces(self) -> None:
         """torch._C._cuda_clearCublasWorkspaces: every workspace freed."""
@@ -259,7 +375,8 @@ class FakeGPU:
             ipc_collect=self.ipc_collect, torch_version="2.11.0+fake",
             allocator_root=(lambda: self.mem.address) if self.mem is not None else None,
             clear_workspaces=self.clear_workspaces, blocks=self.live_blocks,
-            workspace_sizes=lambda dev: {CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE})
+            workspace_sizes=lambda dev: {CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE},
+            memory=self.memory)
         return self.source
 
     def init_cuda(self) -> None:
@@ -284,4 +401,5 @@ class FakeGPU:
             self.c[dev]["ooms"] += 1
             self._store(dev)
             free = 1 * MiB
+        self._event(dev, "oom", None, requested, device_free=free)
         self.source.oom(dev, requested, limit, free)

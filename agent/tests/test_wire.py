@@ -356,7 +356,8 @@ def test_schemas_follow_wire_frames_go():
         "host": "Host",
     }
     nested = {"AgentDevice": _wire.AGENT_DEVICE, "DevStats": _wire.DEV_STATS,
-              "HolderGroup": _wire.HOLDER_GROUP, "Proc": _wire.PROC, "Held": _wire.HELD}
+              "HolderGroup": _wire.HOLDER_GROUP, "Proc": _wire.PROC, "Held": _wire.HELD,
+              "Dump": _wire.DUMP}
     assert set(by_type) == set(_wire.SCHEMAS)
     pairs = [(by_type[t], _wire.SCHEMAS[t]) for t in by_type] + list(nested.items())
     for name, schema in pairs:
@@ -368,7 +369,7 @@ def test_schemas_follow_wire_frames_go():
             kind = f[1]
             expect = {"string": "s", "bool": "b", "float64": "f", "[]string": "ls",
                       "[]int64": "li", "*uint64": "p", "*int": "p", "*bool": "pb",
-                      "*Held": "O", "*[]Proc": "pL"}.get(gotype)
+                      "*Held": "O", "*Dump": "O", "*[]Proc": "pL"}.get(gotype)
             if gotype.startswith("[]") and expect is None:
                 expect = "L"
             if expect is None:

@@ -1,0 +1,262 @@
+"""Memory dumps: torch's memory snapshot (``torch.cuda.memory._snapshot()``:
+segments, blocks with the stacks that allocated them, the allocation
+history) pickled as ``torch.cuda.memory._dump_snapshot`` does, so that
+pytorch.org/memory_viz opens it and ``gputop dump-info`` reads it.
+
+Where: ``$GPUTOP_DUMP_DIR``, else ``gputop-dumps/run-YYYYmmdd-HHMMSS-PID/``
+under the directory the process started in (one per run). Names:
+``PID-LABEL-YYYYmmdd-HHMMSS.mmm.pickle`` (the label made safe for a file
+name), ``-2``, ``-3``... when that name is taken: a file is written
+beside its final name, then linked there, so a reader never sees half a
+dump and no file, the user's or an earlier dump, is ever replaced.
+
+Bounds per run: at most ``GPUTOP_DUMP_MAX`` dumps (default 8) and
+``GPUTOP_DUMP_MAX_BYTES`` bytes (default 4 GiB). When a new dump takes the
+run past either, the oldest dumps of the run are removed until it fits;
+the newest is always kept, and each removal is reported with the dump.
+
+One dump at a time: a request while another is being written (or waits
+to be) is refused with a reason, before any snapshot is taken; an OOM's
+dump, and one whose snapshot was taken already, wait for it instead
+(DUMP_WAIT_S).
+Every failure (a full disk, a file-size limit, a directory that cannot be
+made, torch's snapshot failing) is reported in the result, never raised.
+
+The cost is measured: torch's snapshot and the pickling hold the GIL
+(``gil_ms``); the write lets it go (``took_ms`` is the whole).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+import re
+import threading
+import time
+from typing import Any
+
+ENV_DIR = "GPUTOP_DUMP_DIR"
+ENV_MAX = "GPUTOP_DUMP_MAX"
+ENV_MAX_BYTES = "GPUTOP_DUMP_MAX_BYTES"
+DEFAULT_MAX = 8
+DEFAULT_MAX_BYTES = 4 << 30
+DUMP_WAIT_S = 60.0  # an OOM's dump, or one already taken, waits this long for one being written
+WRITE_CHUNK = 8 << 20  # each os.write lets the GIL go for this much
+# torch's _dump_snapshot writes pickle's default protocol, 4 up to Python
+# 3.13; memory_viz's reader is held to what torch writes
+PROTOCOL = 4
+
+_START_DIR = os.getcwd() if hasattr(os, "getcwd") else "."
+_lock = threading.Lock()  # held while a dump is written
+_writing = ""  # the path being written
+_run_dir: str | None = None
+_written: list[tuple[str, int]] = []  # this run's dumps, oldest first: (path, bytes)
+last_error = ""
+
+
+def directory() -> str:
+    """Where this run's dumps go."""
+    global _run_dir
+    d = os.environ.get(ENV_DIR, "").strip()
+    if d:
+        return d
+    if _run_dir is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        _run_dir = os.path.join(_START_DIR, "gputop-dumps", f"run-{stamp}-{os.getpid()}")
+    return _run_dir
+
+
+def _limit(env: str, default: int) -> int:
+    try:
+        n = int(os.environ.get(env, "").strip() or default)
+    except ValueError:
+        return default
+    return n if n > 0 else default
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def file_name(pid: int, label: str, t_ns: int) -> str:
+    """PID-LABEL-YYYYmmdd-HHMMSS.mmm.pickle, the label made safe."""
+    safe = _UNSAFE.sub("_", label).strip("._-")[:48] or "dump"
+    lt = time.localtime(t_ns // 1_000_000_000)
+    ms = (t_ns // 1_000_000) % 1000
+    return f"{pid}-{safe}-{time.strftime('%Y%m%d-%H%M%S', lt)}.{ms:03d}.pickle"
+
+
+def take(mem: Any) -> tuple[Any, float]:
+    """torch's memory snapshot and how long it took (ms, the GIL held)."""
+    t0 = time.perf_counter()
+    snap = mem._snapshot()
+    return snap, (time.perf_counter() - t0) * 1e3
+
+
+def dump(mem: Any, label: str, *, wait: float = 0.0) -> dict[str, Any]:
+    """Take the snapshot here and now and write it (wire.Dump)."""
+    if mem is None:
+        return {"error": "CUDA is not initialised in this process: nothing to dump"}
+    t = time.time_ns()
+    t0 = time.perf_counter()
+    got = _lock.acquire(timeout=wait) if wait > 0 else _lock.acquire(blocking=False)
+    if not got:
+        return _busy()
+    try:
+        try:
+            snap, snap_ms = take(mem)
+        except Exception as e:
+            return _failed(f"torch's memory snapshot failed: {type(e).__name__}: {e}")
+        return _write(snap, label, t, snap_ms, t0)
+    finally:
+        _lock.release()
+
+
+def write(snap: Any, label: str, t_ns: int, snap_ms: float, *, wait: float = DUMP_WAIT_S) -> dict[str, Any]:
+    """Write a snapshot taken earlier (at t_ns, in snap_ms) (wire.Dump),
+    after the one being written, if any (up to wait seconds)."""
+    t0 = time.perf_counter()
+    if not _lock.acquire(timeout=wait):
+        return _busy()
+    try:
+        return _write(snap, label, t_ns, snap_ms, t0)
+    finally:
+        _lock.release()
+
+
+def busy(pending: int = 0) -> str:
+    """Why a new dump is refused now ("" when it is not): one is being
+    written, or pending more wait for the agent thread."""
+    if _lock.locked():
+        return f"a dump is being written ({_writing or 'starting'}); this one was not taken"
+    if pending:
+        return "a dump is waiting to be written; this one was not taken"
+    return ""
+
+
+def _busy() -> dict[str, Any]:
+    return _failed(busy() or "a dump is being written; this one was not taken")
+
+
+def _failed(why: str) -> dict[str, Any]:
+    global last_error
+    last_error = why
+    return {"error": why}
+
+
+def _write(snap: Any, label: str, t_ns: int, snap_ms: float, t0: float) -> dict[str, Any]:
+    global _writing, last_error
+    d = directory()
+    name = file_name(os.getpid(), label, t_ns)
+    tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
+    try:
+        tp = time.perf_counter()
+        data = pickle.dumps(snap, protocol=PROTOCOL)
+        pickle_ms = (time.perf_counter() - tp) * 1e3
+    except Exception as e:
+        return _failed(f"the memory snapshot could not be pickled: {type(e).__name__}: {e}")
+    fd = -1
+    _writing = os.path.join(d, name)
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view[:WRITE_CHUNK])
+            view = view[n:]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        path = _place(tmp, d, name)
+    except OSError as e:
+        where = e.filename or tmp
+        return _failed(f"{where}: {e.strerror or e}")
+    finally:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        _writing = ""
+    del data
+    out: dict[str, Any] = {
+        "path": os.path.abspath(path), "bytes": os.path.getsize(path),
+        "took_ms": round(snap_ms + (time.perf_counter() - t0) * 1e3, 3),
+        "gil_ms": round(snap_ms + pickle_ms, 3),
+    }
+    removed = _keep_within(out["path"], out["bytes"])
+    if removed:
+        out["removed"] = removed
+    last_error = ""
+    return out
+
+
+def _place(tmp: str, d: str, name: str) -> str:
+    """Link the finished temporary file under name (name-2, name-3... when
+    taken); a link never replaces a file."""
+    stem = name[: -len(".pickle")]
+    for i in range(1, 1000):
+        path = os.path.join(d, name if i == 1 else f"{stem}-{i}.pickle")
+        try:
+            os.link(tmp, path)
+            return path
+        except FileExistsError:
+            continue
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV):
+                raise
+            # no hard links here: claim the name, then move over the claim
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                continue
+            os.replace(tmp, path)
+            return path
+    raise FileExistsError(errno.EEXIST, "999 dumps of this name exist", os.path.join(d, name))
+
+
+def _keep_within(path: str, size: int) -> list[str]:
+    """Record a new dump and remove the run's oldest past the bounds."""
+    _written.append((path, size))
+    most, most_bytes = _limit(ENV_MAX, DEFAULT_MAX), _limit(ENV_MAX_BYTES, DEFAULT_MAX_BYTES)
+    removed = []
+    while len(_written) > 1 and (len(_written) > most or sum(s for _, s in _written) > most_bytes):
+        old, _ = _written.pop(0)
+        try:
+            os.unlink(old)
+            removed.append(old)
+        except FileNotFoundError:
+            pass  # already gone (the user moved it): nothing to count
+        except OSError:
+            pass
+    return removed
+
+
+def status() -> dict[str, Any]:
+    """What status() says of dumps."""
+    d: dict[str, Any] = {"dir": directory(), "written": [p for p, _ in _written],
+                         "bytes": sum(s for _, s in _written)}
+    if _writing:
+        d["writing"] = _writing
+    if last_error:
+        d["last_error"] = last_error
+    return d
+
+
+def _reset() -> None:
+    """Forget this run's dumps (tests; a forked child, whose run is its own:
+    it must not remove its parent's dumps, nor wait for a lock the parent's
+    agent thread held at the fork)."""
+    global _lock, _run_dir, last_error, _writing
+    _lock = threading.Lock()
+    _written.clear()
+    _run_dir = None
+    last_error = _writing = ""
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset)
