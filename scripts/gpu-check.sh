@@ -412,20 +412,20 @@ step_wheel() {
 	local whl venv rec
 	whl=$(ls dist/gputop_profiler-*-manylinux_2_17_x86_64*.whl 2>/dev/null | head -n1)
 	if [ -z "$whl" ]; then
-		result 95-wheel-nvml SKIP "no x86_64 wheel in dist/ (bash scripts/build-wheels.sh, then carry dist)"
-		result 95-wheel-run SKIP "no x86_64 wheel in dist/"
-		result 95-wheel-run-exact SKIP "no x86_64 wheel in dist/"
+		result 98-wheel-nvml SKIP "no x86_64 wheel in dist/ (bash scripts/build-wheels.sh, then carry dist)"
+		result 98-wheel-run SKIP "no x86_64 wheel in dist/"
+		result 98-wheel-run-exact SKIP "no x86_64 wheel in dist/"
 		return 0
 	fi
 	venv=$W/wheel-venv
 	if ! { "$PY" -m venv --system-site-packages "$venv" && "$venv/bin/pip" install -q --no-index --no-deps "$whl"; }; then
-		result 95-wheel-nvml FAIL "pip could not install $whl"
+		result 98-wheel-nvml FAIL "pip could not install $whl"
 		return 1
 	fi
 	rec=$W/wheel-nvml.gputop
 	"$venv/bin/gputop" version
 	if timeout 30 "$venv/bin/gputop" record --source nvml -o "$rec" --duration 5s; then
-		"$PY" - "$rec" "$R/95-wheel-nvml.json" "$whl" <<'PYEOF'
+		"$PY" - "$rec" "$R/98-wheel-nvml.json" "$whl" <<'PYEOF'
 import json, sys
 rec, out, whl = sys.argv[1:4]
 n, t0, t1 = {}, None, None
@@ -445,10 +445,10 @@ json.dump({"status": "PASS" if ok else "FAIL", "rates": rates,
           open(out, "w"))
 PYEOF
 	else
-		result 95-wheel-nvml FAIL "the wheel's gputop record failed (logs/step-wheel.log)"
+		result 98-wheel-nvml FAIL "the wheel's gputop record failed (logs/step-wheel.log)"
 	fi
 	timeout 300 "$PY" bench/run_check.py --gputop "$venv/bin/gputop" --python "$PY" --results-dir "$R" \
-		--name 95-wheel-run --workdir "$W/wheel-run"
+		--name 98-wheel-run --workdir "$W/wheel-run"
 }
 
 step_ddp() {
@@ -501,7 +501,7 @@ step history 130 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-
 step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
-step wheel 120 95-wheel-nvml 95-wheel-run 95-wheel-run-exact
+step wheel 120 98-wheel-nvml 98-wheel-run 98-wheel-run-exact
 
 # ---------------------------------------------------------------- report
 
