@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,6 +44,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	force := fs.Bool("force", false, "with --record: replace a file that already holds data")
 	csvPath := fs.String("csv", "", "write the summary CSV to `PATH` when the run ends (a file, FIFO or device; not -)")
 	fps := fs.Int("fps", 30, "redraw the screen at most `N` times a second")
+	history := fs.Int("history", 0, "record torch's allocation history, the last `N` entries, so dumps (at an OOM, key M) say who allocated each block; 0: off")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -57,6 +59,10 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 	if *fps < 1 || *fps > 120 {
 		fmt.Fprintf(stderr, "gputop run: --fps %d: want 1..120\n", *fps)
+		return 2
+	}
+	if *history < 0 {
+		fmt.Fprintf(stderr, "gputop run: --history %d: want a number of entries, 0 for off\n", *history)
 		return 2
 	}
 	if *csvPath != "" {
@@ -166,7 +172,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	cmd := exec.Command(path, argv[1:]...)
 	cmd.Args = argv
 	if inj != nil {
-		cmd.Env = inj.Env(os.Environ())
+		cmd.Env = append(inj.Env(os.Environ()), historyEnv(*history, *rec, os.Getenv("GPUTOP_DUMP_DIR"))...)
 	}
 	var code int
 	var how string
@@ -443,4 +449,18 @@ func isTerminal(f *os.File) bool {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
+}
+
+// historyEnv is what turns the agent's allocation history on in CMD's
+// processes (attach reads GPUTOP_HISTORY), and where their dumps go: beside
+// the recording, in FILE.dumps/, unless GPUTOP_DUMP_DIR already says.
+func historyEnv(entries int, record, dumpDir string) []string {
+	if entries <= 0 {
+		return nil
+	}
+	env := []string{"GPUTOP_HISTORY=" + strconv.Itoa(entries)}
+	if dumpDir == "" && record != "" {
+		env = append(env, "GPUTOP_DUMP_DIR="+record+".dumps")
+	}
+	return env
 }

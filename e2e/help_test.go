@@ -24,7 +24,7 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 		"export":    {"csv": "OUT"},
 		"snap":      {"end": "", "socket": "PATH"},
 		"dump-info": {"top": "N"},
-		"run": {"csv": "PATH", "force": "", "fps": "N", "metrics": "ADDR", "no-tui": "", "proc-rate": "HZ",
+		"run": {"csv": "PATH", "force": "", "fps": "N", "history": "N", "metrics": "ADDR", "no-tui": "", "proc-rate": "HZ",
 			"rate": "HZ", "record": "FILE", "socket": "PATH", "source": "S"},
 	}
 	for sub, flags := range want {

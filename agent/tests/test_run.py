@@ -365,3 +365,31 @@ def test_run_module_and_accelerate_launch(gputop_bin: str, tmp_path: Path, how: 
     # the training process attached, and only it (not accelerate's launcher)
     assert f"agent attached in 1 process(es): pid {pid[0]}" in r.stderr, r.stderr
     assert "Process start" in r.stderr and "Process end" in r.stderr
+
+
+def test_run_history_turns_it_on_and_dumps_go_beside_the_recording(gputop_bin: str, tmp_path: Path) -> None:
+    rec, out = tmp_path / "run.gputop", tmp_path / "s.csv"
+    r = gputop_run(gputop_bin, *python(
+        """
+        gpu.init_cuda()
+        import gputop, time
+        for _ in range(100):                  # the agent thread turns history on once it sees CUDA
+            if (gputop.status().get("history") or {}).get("max_entries"):
+                break
+            time.sleep(0.05)
+        print("history:", gputop.status()["history"]["max_entries"], flush=True)
+        gpu.alloc(0, 8 * 1024 * 1024)
+        gpu.oom(0, 1 << 40)
+        """), flags=("--source", "agent", "--history", "500", "--record", str(rec), "--csv", str(out)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "history: 500", r.stdout
+    oom = [g for g in rows(out) if g["label"] == "OOM"]
+    assert len(oom) == 1 and oom[0]["dump"], rows(out)
+    dump = Path(oom[0]["dump"])
+    assert dump.parent.parent == Path(str(rec) + ".dumps") or dump.parent == Path(str(rec) + ".dumps"), dump
+    assert dump.is_file() and dump.stat().st_size > 0
+
+
+def test_run_history_must_be_a_count(gputop_bin: str) -> None:
+    r = gputop_run(gputop_bin, "true", flags=("--history", "-1"))
+    assert r.returncode == 2 and "--history -1" in r.stderr, r.stderr
