@@ -19,7 +19,7 @@ func TestBuildWithoutCgoSaysWhatToDo(t *testing.T) {
 		t.Fatalf("CGO_ENABLED=0 go build succeeded:\n%s", out)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != 1 || !strings.Contains(lines[0], "install a C compiler") || !strings.Contains(lines[0], "CGO_ENABLED=1") {
+	if len(lines) != 1 || !strings.Contains(lines[0], "gputop_needs_cgo/install_a_C_compiler_and_build_with/CGO_ENABLED_1") {
 		t.Fatalf("CGO_ENABLED=0 go build printed %d lines, want one naming a C compiler and CGO_ENABLED=1:\n%s", len(lines), out)
 	}
 }
