@@ -227,7 +227,7 @@ func remoteAgent(t *testing.T, sock string, allocated uint64, stop <-chan struct
 			continue
 		}
 		w := bufio.NewWriter(c)
-		fmt.Fprintf(w, `{"type":"hello","v":1,"pid":%d,"argv":["remote_train.py"],"torch":"2.11.0","devices":[{"index":0,"uuid":"GPU-remote-a","name":"Remote GPU","total":85899345920}],"t":%d}`+"\n", os.Getpid(), time.Now().UnixNano())
+		fmt.Fprintf(w, `{"type":"hello","v":1,"pid":%d,"argv":["remote_train.py"],"torch":"2.11.0","rank":"3","local_rank":"1","world_size":"8","job":"e2e-ssh","devices":[{"index":0,"uuid":"GPU-remote-a","name":"Remote GPU","total":85899345920}],"t":%d}`+"\n", os.Getpid(), time.Now().UnixNano())
 		fmt.Fprintf(w, `{"type":"mark","t":%d,"label":"remote epoch","devs":[{"dev":0,"allocated":%d,"reserved":%d,"peak":%d}]}`+"\n", time.Now().UnixNano(), allocated, 2*allocated, 3*allocated)
 		for err == nil {
 			fmt.Fprintf(w, `{"type":"sample","t":%d,"dev":0,"allocated":%d,"reserved":%d,"peak":%d}`+"\n", time.Now().UnixNano(), allocated, 2*allocated, 3*allocated)
@@ -259,6 +259,7 @@ func TestSSHHostsInOneView(t *testing.T) {
 	proc := fmt.Sprintf("gpu-a:%d", os.Getpid())
 	scr := tm.waitFor(proc)
 	tm.waitFor("777.0 MiB")
+	tm.waitFor("rank 3/8") // the remote agent's place in its job, as it told its own gputop
 	scr = tm.waitFor("gpu-a connected")
 	for _, want := range []string{
 		"gpu-a: Remote GPU",
