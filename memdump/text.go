@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gputop/gputop/printable"
+	"github.com/gputop/gputop/units"
 )
 
 // WriteText writes the summary as text, at most top frames per device (0:
@@ -19,7 +20,7 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 	}
 	fmt.Fprintf(&b, "%s: torch memory snapshot", printable.Clean(name))
 	if d.Bytes >= 0 {
-		fmt.Fprintf(&b, " of %s", HumanBytes(uint64(d.Bytes)))
+		fmt.Fprintf(&b, " of %s", units.Bytes(uint64(d.Bytes)))
 	}
 	if d.History {
 		b.WriteString(", allocation history recorded\n")
@@ -31,18 +32,18 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 	}
 	for _, dv := range d.Devices {
 		fmt.Fprintf(&b, "cuda:%d: reserved %s in %d segment%s, allocated %s in %d block%s\n",
-			dv.Index, HumanBytes(dv.Reserved), dv.Segments, plural(dv.Segments),
-			HumanBytes(dv.Allocated), dv.Blocks, plural(dv.Blocks))
+			dv.Index, units.Bytes(dv.Reserved), dv.Segments, plural(dv.Segments),
+			units.Bytes(dv.Allocated), dv.Blocks, plural(dv.Blocks))
 		fmt.Fprintf(&b, "  free in the segments: %s in %d block%s (%s of reserved), the largest %s\n",
-			HumanBytes(dv.Free), dv.FreeBlocks, plural(dv.FreeBlocks), percent(dv.Free, dv.Reserved),
-			HumanBytes(dv.LargestFree))
+			units.Bytes(dv.Free), dv.FreeBlocks, plural(dv.FreeBlocks), percent(dv.Free, dv.Reserved),
+			units.Bytes(dv.LargestFree))
 		if o := dv.OOM; o != nil {
-			fmt.Fprintf(&b, "  out of memory: %s asked for at %s", HumanBytes(o.Requested), clean(o.Frame.String()))
+			fmt.Fprintf(&b, "  out of memory: %s asked for at %s", units.Bytes(o.Requested), clean(o.Frame.String()))
 			if o.Label != "" {
 				fmt.Fprintf(&b, " (under %q)", clean(o.Label))
 			}
 			fmt.Fprintf(&b, "; CUDA reported %s free; the largest free block in the cache: %s\n",
-				HumanBytes(o.DeviceFree), HumanBytes(o.LargestFree))
+				units.Bytes(o.DeviceFree), units.Bytes(o.LargestFree))
 		}
 		if dv.Trace > 0 {
 			fmt.Fprintf(&b, "  history: %d trace entr%s\n", dv.Trace, map[bool]string{true: "y", false: "ies"}[dv.Trace == 1])
@@ -57,7 +58,7 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 			shown = shown[:top]
 		}
 		for _, g := range shown {
-			fmt.Fprintf(&b, "  %12s %7d  %s", HumanBytes(g.Bytes), g.Blocks, clean(g.Frame.String()))
+			fmt.Fprintf(&b, "  %12s %7d  %s", units.Bytes(g.Bytes), g.Blocks, clean(g.Frame.String()))
 			if len(g.Labels) > 0 {
 				fmt.Fprintf(&b, "  [%s]", labels(g.Labels, maxLabels))
 			}
@@ -70,7 +71,7 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 				bytes += g.Bytes
 				blocks += g.Blocks
 			}
-			fmt.Fprintf(&b, "  %12s %7d  (%d more frames)\n", HumanBytes(bytes), blocks, len(rest))
+			fmt.Fprintf(&b, "  %12s %7d  (%d more frames)\n", units.Bytes(bytes), blocks, len(rest))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -108,21 +109,4 @@ func percent(a, b uint64) string {
 		return "0%"
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
-}
-
-// HumanBytes formats bytes with a unit chosen for a short, readable figure
-// (as gputop's tables do).
-func HumanBytes(b uint64) string {
-	const kib, mib, gib = 1 << 10, 1 << 20, 1 << 30
-	switch {
-	case b >= 100*gib:
-		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
-	case b >= gib:
-		return fmt.Sprintf("%.2f GiB", float64(b)/gib)
-	case b >= mib:
-		return fmt.Sprintf("%.1f MiB", float64(b)/mib)
-	case b >= kib:
-		return fmt.Sprintf("%.1f KiB", float64(b)/kib)
-	}
-	return fmt.Sprintf("%d B", b)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/units"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -33,9 +34,9 @@ type OOMExplanation struct {
 func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 	var e OOMExplanation
 	if o.Requested > 0 {
-		e.Asked = "asked for " + HumanBytes(o.Requested)
+		e.Asked = "asked for " + units.Bytes(o.Requested)
 		if o.Free > 0 {
-			e.Asked += ", " + HumanBytes(o.Free) + " free on the GPU (CUDA)"
+			e.Asked += ", " + units.Bytes(o.Free) + " free on the GPU (CUDA)"
 		}
 		e.Asked += "."
 	}
@@ -44,12 +45,12 @@ func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 		unused = o.Reserved - o.Allocated
 	}
 	parts := []string{fmt.Sprintf("torch held %s in tensors (allocated) and %s cached but unused (reserved − allocated)",
-		HumanBytes(o.Allocated), HumanBytes(unused))}
+		units.Bytes(o.Allocated), units.Bytes(unused))}
 	known := r.NVMLUsed != nil
 	if known && *r.NVMLUsed > o.Reserved {
 		outside = *r.NVMLUsed - o.Reserved
 		parts = append(parts, fmt.Sprintf("on the whole GPU %s outside its cache (NVML device used − reserved: CUDA contexts, other processes)",
-			HumanBytes(outside)))
+			units.Bytes(outside)))
 	}
 	e.Where = strings.Join(parts, "; ") + "."
 	// what a memory fraction is a fraction of: torch's total, where the
@@ -61,9 +62,9 @@ func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 	limited := o.Limit > 0 && whole > 0 && o.Limit < whole
 	switch {
 	case total > 0 && o.Requested > total:
-		e.Cause = "That is more than the whole GPU (" + HumanBytes(total) + "): the size itself is wrong, or the work must be split."
+		e.Cause = "That is more than the whole GPU (" + units.Bytes(total) + "): the size itself is wrong, or the work must be split."
 	case limited && o.Reserved+o.Requested > o.Limit:
-		e.Cause = "torch may use only " + HumanBytes(o.Limit) + " of this GPU's " + HumanBytes(whole) +
+		e.Cause = "torch may use only " + units.Bytes(o.Limit) + " of this GPU's " + units.Bytes(whole) +
 			" (torch.cuda.set_per_process_memory_fraction), and this would take it past that: raise the fraction, or need less."
 	case o.Requested > 0 && o.Requested <= unused:
 		e.Cause = "The cache had room but no free block that large: fragmentation. " +
@@ -74,22 +75,6 @@ func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 		e.Cause = "Live tensors fill the GPU: holders (h in gputop, gputop.holders() in Python) names what keeps them, or use a smaller batch."
 	}
 	return e
-}
-
-// HumanBytes formats bytes with a unit chosen for a short, readable figure.
-func HumanBytes(b uint64) string {
-	const kib, mib, gib = 1 << 10, 1 << 20, 1 << 30
-	switch {
-	case b >= 100*gib:
-		return fmt.Sprintf("%.1f GiB", float64(b)/gib)
-	case b >= gib:
-		return fmt.Sprintf("%.2f GiB", float64(b)/gib)
-	case b >= mib:
-		return fmt.Sprintf("%.1f MiB", float64(b)/mib)
-	case b >= kib:
-		return fmt.Sprintf("%.1f KiB", float64(b)/kib)
-	}
-	return fmt.Sprintf("%d B", b)
 }
 
 // Findings are the verdicts of a run, for `gputop export`, where no screen

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gputop/gputop/units"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -81,10 +82,10 @@ func judgeAgent(r wire.Snapshot) Verdict {
 			Text: "nothing of yours holds CUDA memory (0 B allocated)"}
 	case h == nil:
 		return Verdict{Status: Unknown, Basis: "torch's counters",
-			Text: HumanBytes(alloc) + " allocated (torch), and no holders walk came with this row: gputop cannot tell what holds it"}
+			Text: units.Bytes(alloc) + " allocated (torch), and no holders walk came with this row: gputop cannot tell what holds it"}
 	case h.Skipped != "":
 		return Verdict{Status: Unknown, Basis: "holders walk", Held: h,
-			Text: "could not tell what holds " + HumanBytes(alloc) + ": " + h.Skipped}
+			Text: "could not tell what holds " + units.Bytes(alloc) + ": " + h.Skipped}
 	}
 	v := Verdict{Basis: "holders walk", Held: h}
 	if len(h.Top) > 0 {
@@ -92,36 +93,36 @@ func judgeAgent(r wire.Snapshot) Verdict {
 	}
 	var extra []string
 	if h.Internal > 0 {
-		extra = append(extra, HumanBytes(h.Internal)+" "+workspacesNote)
+		extra = append(extra, units.Bytes(h.Internal)+" "+workspacesNote)
 	}
 	if h.Unaccounted > 0 {
-		extra = append(extra, HumanBytes(h.Unaccounted)+" that nothing accounts for")
+		extra = append(extra, units.Bytes(h.Unaccounted)+" that nothing accounts for")
 	}
 	switch {
 	case h.Python > 0:
 		v.Status = Leaked
-		v.Text = HumanBytes(h.Python) + " still held: " + topHolders(h)
+		v.Text = units.Bytes(h.Python) + " still held: " + topHolders(h)
 		if len(extra) > 0 {
 			v.Text += " (and " + strings.Join(extra, "; ") + ")"
 		}
 	case h.Unaccounted > 0:
 		v.Status = Unknown
-		v.Text = HumanBytes(h.Unaccounted) + " allocated that gputop cannot account for: no Python object reaches it " +
+		v.Text = units.Bytes(h.Unaccounted) + " allocated that gputop cannot account for: no Python object reaches it " +
 			"and it is no cuBLAS workspace (native code, a CUDA graph's pool, or a tensor only C++ holds)"
 		if h.Internal > 0 {
-			v.Text += "; " + HumanBytes(h.Internal) + " " + workspacesNote
+			v.Text += "; " + units.Bytes(h.Internal) + " " + workspacesNote
 		}
 	default:
 		v.Status = Released
 		v.Text = "nothing of yours holds CUDA memory"
 		if h.Internal > 0 {
-			v.Text += " (" + HumanBytes(h.Internal) + " " + workspacesNote + ")"
+			v.Text += " (" + units.Bytes(h.Internal) + " " + workspacesNote + ")"
 		} else {
-			v.Text += " (" + HumanBytes(h.Allocated) + " allocated)"
+			v.Text += " (" + units.Bytes(h.Allocated) + " allocated)"
 		}
 	}
 	if h.Allocated != alloc {
-		v.Text += fmt.Sprintf("; at the walk %s was allocated, %s at the row", HumanBytes(h.Allocated), HumanBytes(alloc))
+		v.Text += fmt.Sprintf("; at the walk %s was allocated, %s at the row", units.Bytes(h.Allocated), units.Bytes(alloc))
 	}
 	return v
 }
@@ -144,7 +145,7 @@ func topHolders(h *wire.Held) string {
 		}
 		n += " (" + what + ")"
 		if len(h.Top) > 1 {
-			n += " " + HumanBytes(g.Bytes)
+			n += " " + units.Bytes(g.Bytes)
 		}
 		names = append(names, n)
 	}
@@ -177,7 +178,7 @@ func judgeNVML(r wire.Snapshot) Verdict {
 		v.Status = Unknown
 		var ps []string
 		for _, p := range *r.Procs {
-			used := HumanBytes(p.Used)
+			used := units.Bytes(p.Used)
 			if p.UsedUnknown {
 				used = "an amount the driver does not tell"
 			}

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
-
-	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/units"
 )
 
 const (
@@ -21,7 +20,7 @@ const (
 const dash = "—"
 
 // humanBytes formats bytes with a unit chosen for a short, readable figure.
-func humanBytes(b uint64) string { return snapshot.HumanBytes(b) }
+func humanBytes(b uint64) string { return units.Bytes(b) }
 
 // optHuman formats an optional byte count; absent is a dash.
 func optHuman(b *uint64) string {
