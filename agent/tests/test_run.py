@@ -227,7 +227,7 @@ def test_run_torchrun_every_rank_attaches(gputop_bin: str, tmp_path: Path) -> No
         gpu.alloc(0, (1 + int(os.environ["RANK"])) * 1024 * 1024)
         # one write per line: print writes its parts apart, and the two
         # ranks share one pipe
-        os.write(1, f"rank {os.environ['RANK']} done\n".encode())
+        os.write(1, f"rank {os.environ['RANK']} done\\n".encode())
         """))
     out = tmp_path / "s.csv"
     r = gputop_run(gputop_bin, sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
