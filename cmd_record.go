@@ -16,7 +16,6 @@ import (
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/wire"
 )
 
 func cmdRecord(args []string, stderr io.Writer) int {
@@ -46,12 +45,8 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		say(stderr, "gputop record:", forceHint(err))
 		return 1
 	}
-	host, _ := os.Hostname()
 	hosts, _ := sf.hosts()
-	w := recording.NewWriter(wire.Recording{
-		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
-		Tool: toolVersion(), RateHz: int(sf.rate), Comment: *comment, Hosts: hosts,
-	})
+	w := newRecordingWriter(sf.rate, "", *comment, hosts)
 	var events eventPrinter
 	log := logbook.New()
 	log.OnAdd(events.add)

@@ -28,7 +28,6 @@ import (
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
-	"github.com/gputop/gputop/wire"
 )
 
 // how long gputop waits, once CMD has ended, for its agents' last frames
@@ -113,13 +112,9 @@ func cmdRun(args []string, stderr io.Writer) int {
 	}
 
 	// the store, the recording, the sources
-	host, _ := os.Hostname()
 	var w *recording.Writer
 	if *rec != "" {
-		w = recording.NewWriter(wire.Recording{
-			Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
-			Tool: "gputop " + version, RateHz: int(sf.rate), Comment: "gputop run -- " + name,
-		})
+		w = newRecordingWriter(sf.rate, "", "gputop run -- "+name, nil)
 	}
 	var events eventPrinter
 	log := logbook.New()

@@ -19,7 +19,6 @@ import (
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/wire"
 )
 
 // serveOptions are gputop serve's flags.
@@ -80,25 +79,15 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 	log := logbook.New()
 	log.OnAdd(events.add)
 	st := store.New(logTo(store.DefaultOptions(), log))
-	var w *recording.Writer
-	if o.out != "" {
-		host, _ := os.Hostname()
-		w = recording.NewWriter(wire.Recording{
-			Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
-			Tool: toolVersion(), RateHz: int(o.sources.rate),
-		})
+	var w *recording.Writer // to -o FILE or, with --stdio, standard output
+	if o.out != "" || o.stdio {
+		w = newRecordingWriter(o.sources.rate, "", "", nil)
 		st.SetTap(w)
 	}
 	if o.stdio {
 		// a viewer that went away is a write error (EPIPE) ending serve,
 		// not a SIGPIPE killing it with its socket left behind
 		signal.Ignore(syscall.SIGPIPE)
-		host, _ := os.Hostname()
-		w = recording.NewWriter(wire.Recording{
-			Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
-			Tool: toolVersion(), RateHz: int(o.sources.rate),
-		})
-		st.SetTap(w)
 		go func() {
 			// the end of stdin (ssh closing it) ends serve
 			io.Copy(io.Discard, stdin)

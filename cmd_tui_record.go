@@ -9,13 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"time"
 
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/wire"
 )
 
 // tuiRecorder writes the store's frames to path; nil records nothing.
@@ -43,11 +40,7 @@ func newTUIRecorder(path string, rate float64, st *store.Store) (*tuiRecorder, e
 	if err != nil {
 		return nil, fmt.Errorf("--record %s: %w", path, err)
 	}
-	host, _ := os.Hostname()
-	w := recording.NewWriter(wire.Recording{
-		Type: wire.TypeRecording, V: wire.Version, Start: time.Now().UnixNano(), Host: host,
-		Tool: "gputop " + version + " (TUI)", RateHz: int(rate),
-	})
+	w := newRecordingWriter(rate, " (TUI)", "", nil)
 	st.SetTap(w)
 	return &tuiRecorder{path: path, w: w}, nil
 }
