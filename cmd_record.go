@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
@@ -51,7 +52,8 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	log := logbook.New()
 	log.OnAdd(events.add)
 	st := store.New(logTo(store.DefaultOptions(), log))
-	st.SetTap(w)
+	in := ingest.New(st)
+	in.SetTap(w)
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if *duration > 0 {
@@ -59,7 +61,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		ctx, c = context.WithTimeout(ctx, *duration)
 		defer c()
 	}
-	srv, stop, err := sf.start(ctx, st, log)
+	srv, stop, err := sf.start(ctx, in, log)
 	if err != nil {
 		w.Close()
 		say(stderr, "gputop record:", err)

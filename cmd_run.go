@@ -20,6 +20,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
@@ -122,16 +123,17 @@ func cmdRun(args []string, stderr io.Writer) int {
 		log.OnAdd(events.add)
 	}
 	st := store.New(logTo(store.DefaultOptions(), log))
+	in := ingest.New(st)
 	if w != nil {
-		st.SetTap(w)
+		in.SetTap(w)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, stop, err := sf.start(ctx, st, log)
+	srv, stop, err := sf.start(ctx, in, log)
 	if errors.Is(err, sampler.ErrNoDriver) && sf.source == "all" {
 		notes = append(notes, firstLine(err.Error())+"; watching torch's counters only")
 		sf.source = "agent"
-		srv, stop, err = sf.start(ctx, st, log)
+		srv, stop, err = sf.start(ctx, in, log)
 	}
 	monitored := err == nil
 	if err != nil {
@@ -179,7 +181,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 			opt.RequestHolders = srv.RequestHolders
 			opt.RequestDump = srv.RequestDump
 		}
-		code, how = runTUI(cmd, name, st, opt, *csvPath, *fps, stderr)
+		code, how = runTUI(cmd, name, in, opt, *csvPath, *fps, stderr)
 	}
 
 	// the agents' last frames, then the summary
@@ -267,7 +269,7 @@ func terminalSentIt() bool {
 // output pane. Ctrl-C goes to CMD first; a second one quits. Once the TUI
 // is quit, a CMD still running gets SIGHUP (its terminal went away) and,
 // 5 s later, SIGKILL.
-func runTUI(cmd *exec.Cmd, name string, st *store.Store, opt ui.Options, csvPath string, fps int, stderr io.Writer) (int, string) {
+func runTUI(cmd *exec.Cmd, name string, in *ingest.Ingest, opt ui.Options, csvPath string, fps int, stderr io.Writer) (int, string) {
 	pty, err := runner.OpenPTY()
 	if err != nil {
 		say(stderr, "gputop run:", err)
@@ -318,8 +320,8 @@ func runTUI(cmd *exec.Cmd, name string, st *store.Store, opt ui.Options, csvPath
 		return cmd.Process.Pid
 	}
 	opt.CSVPath, opt.FPS, opt.Now, opt.Title = csvPath, fps, time.Now, "run: "+name
-	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
-	model := ui.NewRun(ui.New(st, opt), ui.Command{
+	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, in.Store().Snapshots(), in.Store().Devices()) }
+	model := ui.NewRun(ui.New(in, opt), ui.Command{
 		Name:      name,
 		Lines:     out.Tail,
 		Gen:       out.Gen,

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
@@ -79,10 +80,11 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 	log := logbook.New()
 	log.OnAdd(events.add)
 	st := store.New(logTo(store.DefaultOptions(), log))
+	in := ingest.New(st)
 	var w *recording.Writer // to -o FILE or, with --stdio, standard output
 	if o.out != "" || o.stdio {
 		w = newRecordingWriter(o.sources.rate, "", "", nil)
-		st.SetTap(w)
+		in.SetTap(w)
 	}
 	if o.stdio {
 		// a viewer that went away is a write error (EPIPE) ending serve,
@@ -94,7 +96,7 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 			cancel()
 		}()
 	}
-	_, stop, err := o.sources.start(ctx, st, log)
+	_, stop, err := o.sources.start(ctx, in, log)
 	if err != nil {
 		if w != nil {
 			w.Close()

@@ -15,6 +15,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gputop/gputop/demo"
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
@@ -67,6 +68,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	log := logbook.New()
 	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now, Log: log}
 	var st *store.Store
+	var in *ingest.Ingest // st's way in: the sources', the snapshot key's, a row edit's
 	// a closed terminal (SIGHUP) or kill (SIGTERM) ends the TUI like q does,
 	// so --csv is still written
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
@@ -77,6 +79,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	switch {
 	case *demoFlag:
 		st = store.New(logTo(replayOptions(), log))
+		in = ingest.New(st)
 		info, err := recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
 		if info.Dropped.Any() {
 			log.Add(droppedNote(info.Dropped))
@@ -90,6 +93,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		opt.OpenAt, _ = view.StoryMoment(st)
 	case *replay != "":
 		st = store.New(logTo(replayOptions(), log))
+		in = ingest.New(st)
 		var err error
 		if load, err = startReplay(ctx, *replay, st, log); err != nil {
 			if ctx.Err() != nil {
@@ -102,12 +106,13 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		opt.Replay = true
 	default:
 		st = store.New(logTo(store.DefaultOptions(), log))
-		rec, err := newTUIRecorder(*recordPath, sf.rate, st)
+		in = ingest.New(st)
+		rec, err := newTUIRecorder(*recordPath, sf.rate, in)
 		if err != nil {
 			say(stderr, "gputop:", err)
 			return 1
 		}
-		srv, s, err := sf.start(ctx, st, log)
+		srv, s, err := sf.start(ctx, in, log)
 		if err == nil {
 			if err = rec.open(ctx, stderr); err != nil {
 				s()
@@ -130,9 +135,9 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		}
 	}
 	opt.WriteCSV = func(path string) error { return snapshot.WriteStoreCSV(path, st) }
-	var model tea.Model = ui.New(st, opt)
+	var model tea.Model = ui.New(in, opt)
 	if load != nil {
-		model = ui.NewLoading(st, opt, load.ui())
+		model = ui.NewLoading(in, opt, load.ui())
 	}
 	_, err := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
 	signalled := ctx.Err() != nil

@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/store"
 )
 
 // tuiRecorder writes the store's frames to path; nil records nothing.
@@ -22,10 +22,10 @@ type tuiRecorder struct {
 }
 
 // newTUIRecorder checks path as record -o does (a file that holds data is
-// refused: the TUI has no --force) and becomes st's Tap, before the
+// refused: the TUI has no --force) and becomes in's Tap, before the
 // sources start, so the recording misses nothing; it opens path only once
 // they have started (open).
-func newTUIRecorder(path string, rate float64, st *store.Store) (*tuiRecorder, error) {
+func newTUIRecorder(path string, rate float64, in *ingest.Ingest) (*tuiRecorder, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -41,7 +41,7 @@ func newTUIRecorder(path string, rate float64, st *store.Store) (*tuiRecorder, e
 		return nil, fmt.Errorf("--record %s: %w", path, err)
 	}
 	w := newRecordingWriter(rate, " (TUI)", "", nil)
-	st.SetTap(w)
+	in.SetTap(w)
 	return &tuiRecorder{path: path, w: w}, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gputop/gputop/agentlink"
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/metrics"
 	"github.com/gputop/gputop/remote"
@@ -82,7 +83,8 @@ func (s *sourceFlags) validate() error {
 // start starts what the flags ask for. It returns the agent server (nil
 // without agents) and a stop function that, once ctx is done, waits for the
 // sources to end. Nothing runs unless every source could be set up.
-func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.Book) (*agentlink.Server, func(), error) {
+func (s *sourceFlags) start(ctx context.Context, in *ingest.Ingest, log *logbook.Book) (*agentlink.Server, func(), error) {
+	st := in.Store()
 	liveRuntime()
 	// the metrics port first: one in use stops everything before it starts
 	var ms *metrics.Server
@@ -100,7 +102,7 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.B
 	}
 	var n *sampler.NVML
 	if s.source == "nvml" || s.source == "all" {
-		n = sampler.NewNVML(nvml.New(), st, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate, Thread: true, Log: log.Add})
+		n = sampler.NewNVML(nvml.New(), in, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate, Thread: true, Log: log.Add})
 		if err := n.Init(); err != nil {
 			closeMetrics()
 			if errors.Is(err, sampler.ErrNoDriver) && s.source == "all" {
@@ -117,7 +119,7 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.B
 			path, err = agentlink.DefaultSocketPath()
 		}
 		if err == nil {
-			srv, err = agentlink.Listen(path, st, agentlink.Options{Log: log.Add})
+			srv, err = agentlink.Listen(path, in, agentlink.Options{Log: log.Add})
 		}
 		if err != nil {
 			if n != nil {
@@ -129,7 +131,7 @@ func (s *sourceFlags) start(ctx context.Context, st *store.Store, log *logbook.B
 	}
 	var wg sync.WaitGroup
 	hosts, _ := s.hosts()
-	for _, src := range s.remotes(st, hosts, log) {
+	for _, src := range s.remotes(in, hosts, log) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -212,11 +214,11 @@ func (s *sourceFlags) hosts() ([]string, error) {
 }
 
 // remotes makes the sources of the hosts: host i is id i+1 in the store.
-func (s *sourceFlags) remotes(st *store.Store, hosts []string, log *logbook.Book) []*remote.Source {
+func (s *sourceFlags) remotes(in *ingest.Ingest, hosts []string, log *logbook.Book) []*remote.Source {
 	sshCmd := strings.Fields(os.Getenv("GPUTOP_SSH"))
 	var out []*remote.Source
 	for i, h := range hosts {
-		out = append(out, remote.New(st, i+1, remote.Options{Host: h, SSH: sshCmd, Command: s.sshGputop, Tool: toolVersion(), Log: log.Add}))
+		out = append(out, remote.New(in, i+1, remote.Options{Host: h, SSH: sshCmd, Command: s.sshGputop, Tool: toolVersion(), Log: log.Add}))
 	}
 	return out
 }

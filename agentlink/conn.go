@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/wire"
 )
@@ -147,16 +146,16 @@ func (s *Server) handle(nc *net.UnixConn) {
 			nc.SetReadDeadline(time.Time{}) // an agent may be quiet for long
 		case wire.Sample:
 			if c.known(s, f.Dev, "sample") {
-				ingest.Apply(s.st, c.pid, f)
+				s.in.Apply(c.pid, f)
 			}
 		case wire.Mark:
 			for _, d := range f.Devs {
 				c.known(s, d.Dev, "mark")
 			}
-			ingest.Apply(s.st, c.pid, f)
+			s.in.Apply(c.pid, f)
 		case wire.OOM:
 			if c.known(s, f.Dev, "oom") {
-				ingest.Apply(s.st, c.pid, f)
+				s.in.Apply(c.pid, f)
 				msg := fmt.Sprintf("%s: CUDA out of memory on cuda:%d", c.who(), f.Dev)
 				if f.Requested > 0 {
 					msg += fmt.Sprintf(" (asked for %s)", mib(f.Requested))
@@ -164,7 +163,7 @@ func (s *Server) handle(nc *net.UnixConn) {
 				s.log(msg)
 			}
 		case wire.Holders:
-			ingest.Apply(s.st, c.pid, f)
+			s.in.Apply(c.pid, f)
 		case wire.Bye:
 			s.finish(c, true, f.T, "bye", c.who()+": detached")
 			return
@@ -208,7 +207,7 @@ func (s *Server) hello(c *client, h wire.Hello) bool {
 	c.pid = h.PID
 	// Under s.mu, so that the old connection's end cannot be recorded after
 	// this hello and mark the new connection ended.
-	ingest.Apply(s.st, h.PID, h)
+	s.in.Apply(h.PID, h)
 	s.mu.Unlock()
 
 	if old != nil && old != c {
@@ -320,7 +319,7 @@ func (s *Server) finish(c *client, clean bool, t int64, reason, logLine string) 
 	if c.pid != 0 && current {
 		delete(s.agents, c.pid)
 		if !s.closing {
-			s.st.AgentEnded(c.pid, t, clean, reason)
+			s.in.AgentEnded(c.pid, t, clean, reason)
 		}
 	}
 	delete(s.conns, c)

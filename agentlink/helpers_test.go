@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -106,7 +107,7 @@ func startServer(t testing.TB, st *store.Store, tune func(*Server)) *testServer 
 	t.Helper()
 	logs := &logRec{}
 	path := filepath.Join(t.TempDir(), "gputop.sock")
-	s, err := Listen(path, st, Options{Log: logs.add, Now: testNow})
+	s, err := Listen(path, ingest.New(st), Options{Log: logs.add, Now: testNow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func (s *Server) snap(c *client, f wire.Snap) {
 	}
 	t := s.now().UnixNano()
 	for _, d := range devs {
-		s.st.TakeSnapshot(f.Label, d.Index, t, "cli", f.End)
+		s.in.TakeSnapshot(f.Label, d.Index, t, "cli", f.End)
 	}
 	s.reply(c, wire.Reply{Type: wire.TypeReply, OK: true})
 	s.log(fmt.Sprintf("snapshot %q from the shell on %d device(s)", f.Label, len(devs)))

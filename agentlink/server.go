@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 )
 
@@ -38,8 +39,9 @@ type Options struct {
 type Server struct {
 	path string
 	ln   *net.UnixListener
-	file os.FileInfo // the socket file as created, to remove only our own
-	st   *store.Store
+	file os.FileInfo    // the socket file as created, to remove only our own
+	in   *ingest.Ingest // the way into the store
+	st   *store.Store   // in's store, read
 	now  func() time.Time
 	log  func(string)
 	uid  int
@@ -65,7 +67,7 @@ const maxPathLen = 107
 // Listen creates the socket at path (mode 0600). A socket file left behind by
 // a gputop that died is replaced; one on which a gputop still answers is an
 // error, as is a path that holds something other than a socket.
-func Listen(path string, st *store.Store, opt Options) (*Server, error) {
+func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 	if path == "" {
 		return nil, errors.New("empty socket path")
 	}
@@ -101,7 +103,8 @@ func Listen(path string, st *store.Store, opt Options) (*Server, error) {
 		path:              path,
 		ln:                ln,
 		file:              fi,
-		st:                st,
+		in:                in,
+		st:                in.Store(),
 		now:               opt.Now,
 		log:               opt.Log,
 		uid:               os.Getuid(),
@@ -120,7 +123,7 @@ func Listen(path string, st *store.Store, opt Options) (*Server, error) {
 	}
 	// end rows taken from the store (a key, gputop snap) ask their agents
 	// for a holders walk through this server
-	st.SetAsker(s.RequestHeld)
+	s.st.SetAsker(s.RequestHeld)
 	return s, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -506,7 +507,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := newStore(t, true)
-	s, err := Listen(path, st, Options{Log: func(string) {}})
+	s, err := Listen(path, ingest.New(st), Options{Log: func(string) {}})
 	if err != nil {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
@@ -521,7 +522,7 @@ func TestStaleSocketReplaced(t *testing.T) {
 func TestListenRefusesNonSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gputop.sock")
 	os.WriteFile(path, []byte("precious"), 0o600)
-	_, err := Listen(path, newStore(t, true), Options{})
+	_, err := Listen(path, ingest.New(newStore(t, true)), Options{})
 	if err == nil || !strings.Contains(err.Error(), "exists and is not a socket") {
 		t.Fatalf("err = %v", err)
 	}
@@ -529,7 +530,7 @@ func TestListenRefusesNonSocket(t *testing.T) {
 		t.Error("the file was touched")
 	}
 	long := filepath.Join(t.TempDir(), strings.Repeat("d", 120))
-	if _, err := Listen(long, newStore(t, true), Options{}); err == nil || !strings.Contains(err.Error(), "at most 107") {
+	if _, err := Listen(long, ingest.New(newStore(t, true)), Options{}); err == nil || !strings.Contains(err.Error(), "at most 107") {
 		t.Errorf("long path: %v", err)
 	}
 }
@@ -539,7 +540,7 @@ func TestListenRefusesNonSocket(t *testing.T) {
 func TestSecondServerRefused(t *testing.T) {
 	st := newStore(t, true)
 	srv := startServer(t, st, nil)
-	_, err := Listen(srv.Path(), newStore(t, true), Options{})
+	_, err := Listen(srv.Path(), ingest.New(newStore(t, true)), Options{})
 	if err == nil || err.Error() != "another gputop is listening on "+srv.Path() {
 		t.Fatalf("err = %v", err)
 	}

@@ -17,7 +17,12 @@ With --together everything runs at once instead; two programs reading NVML
 With --metrics-compare it measures the TUI alone instead, without and with
 --metrics (the endpoint scraped once a second, as a Prometheus would be
 told to), alternating --rounds times, and checks that the endpoint costs
-at most --metrics-cpu-limit points of a core (0.2).
+at most --metrics-cpu-limit points of a core (0.2). With --baseline BIN it
+measures the TUI of BIN (an earlier build) and of --gputop in turn, the
+same way, and checks that this build adds at most --baseline-cpu-limit
+points of a core (0.2) and --baseline-rss-limit-mib MiB of anonymous
+memory (0.5): the host's drift, which moves single runs by a point, falls
+on both.
 After --warmup seconds it reads each monitor's /proc/PID/stat (utime +
 stime) and /proc/PID/status (VmRSS, VmHWM) once a second for --seconds.
 CPU% is of one core. The TUI's last screen is saved.
@@ -159,17 +164,19 @@ class Scraper:
         self._t.join(10)
 
 
-def metrics_compare(a: argparse.Namespace, width: int, height: int) -> int:
-    """The TUI's CPU beside the job without --metrics and with it scraped
-    once a second, alternating, each for a.seconds; one result."""
-    name = f"{a.prefix}resource-tui-metrics"
+def alternate(a: argparse.Namespace, width: int, height: int, name: str,
+              variants: list[tuple[str, str, str, bool]]) -> list[dict] | None:
+    """Runs each variant's TUI (mode, what the probe says, gputop binary,
+    scraped or not) in turn beside
+    one job, a.rounds times, each for a.seconds; their probes' results, or
+    None when tmux is missing (the result says so)."""
     if not shutil.which("tmux"):
         write_result(a.results_dir, name, "FAIL", "tmux not installed")
-        return 1
+        return None
     work = a.workdir or tempfile.mkdtemp(prefix="gputop-resource-")
     os.makedirs(work, exist_ok=True)
-    sock = os.path.join(work, "res-metrics.sock")
-    log = open(os.path.join(work, "resource-metrics.log"), "a")
+    sock = os.path.join(work, "res-alternate.sock")
+    log = open(os.path.join(work, f"{name}.log"), "a")
     job = None
     runs: list[dict] = []
     try:
@@ -179,24 +186,23 @@ def metrics_compare(a: argparse.Namespace, width: int, height: int) -> int:
                 os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             job = subprocess.Popen(
                 [sys.executable, os.path.join(HERE, "workloads", "train_mlp.py"),
-                 "--seconds", str(2 * a.rounds * (a.seconds + 8) + a.warmup + 15), "--idle", "0",
-                 "--out", os.path.join(work, "resource-metrics-train.json")],
+                 "--seconds", str(len(variants) * a.rounds * (a.seconds + 8) + a.warmup + 15), "--idle", "0",
+                 "--out", os.path.join(work, f"{name}-train.json")],
                 env=env, stdout=log, stderr=subprocess.STDOUT)
             time.sleep(a.warmup)
         for r in range(a.rounds):
-            for on in (False, True):
-                mode = "on" if on else "off"
+            for mode, label, binary, scraped in variants:
                 addr = f"127.0.0.1:{free_port()}"
-                cmd = f"{a.gputop} --socket {sock} --source {a.source}" + (f" --metrics {addr}" if on else "")
+                cmd = f"{binary} --socket {sock} --source {a.source}" + (f" --metrics {addr}" if scraped else "")
                 for _ in range(3):  # the private tmux server may still be exiting after the last session
-                    pid = start_in_tmux("gputop", f"{cmd} 2>{work}/tui-metrics-{mode}-{r}.stderr", "gputop",
+                    pid = start_in_tmux("gputop", f"{cmd} 2>{work}/{name}-{mode}-{r}.stderr", "gputop",
                                         width, height)
                     if pid:
                         break
                     time.sleep(1.0)
-                probe = Probe(f"gputop TUI, --metrics {mode}", pid, f"round {r + 1}")
+                probe = Probe(f"gputop TUI, {label}", pid, f"round {r + 1}")
                 time.sleep(3)  # the agent reconnects (backoff up to 1 s), the screen settles
-                scraper = Scraper(f"http://{addr}/metrics") if on else None
+                scraper = Scraper(f"http://{addr}/metrics") if scraped else None
                 probe.begin()
                 t_end = time.monotonic() + a.seconds
                 while time.monotonic() < t_end:
@@ -214,31 +220,76 @@ def metrics_compare(a: argparse.Namespace, width: int, height: int) -> int:
                 if scraper:
                     res.update(scrapes_ok=scraper.ok, scrape_errors=scraper.errors, scrape_error=scraper.last_error)
                 runs.append(res)
-                print(f"resource.py: round {r + 1}, --metrics {mode}: {res.get('cpu_pct_of_one_core')}% of a core"
+                print(f"resource.py: round {r + 1}, {label}: {res.get('cpu_pct_of_one_core')}% of a core, "
+                      f"RSS {res.get('rss_mib_mean')} MiB"
                       + (f", {scraper.ok} scrapes answered, {scraper.errors} failed" if scraper else ""))
     finally:
         tmux("kill-server")
         stop_proc(job, signal.SIGTERM)
         log.close()
-    with open(a.out or os.path.join(work, "resource-metrics.json"), "w") as fh:
+    with open(a.out or os.path.join(work, f"{name}.json"), "w") as fh:
         json.dump({"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": a.seconds, "rounds": a.rounds,
                    "size": a.size, "job": not a.no_job, "runs": runs}, fh, indent=1)
     bad = [x for x in runs if x.get("status") != "ok"]
     if bad:
         write_result(a.results_dir, name, "FAIL", f"{len(bad)} of {len(runs)} runs did not measure: "
                      + "; ".join(f"{x['mode']} round {x['round']}: {x.get('status')}" for x in bad), runs=runs)
+        return None
+    return runs
+
+
+def mean_of(runs: list[dict], mode: str, key: str) -> float:
+    xs = [x[key] for x in runs if x["mode"] == mode and x.get(key) is not None]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def metrics_compare(a: argparse.Namespace, width: int, height: int) -> int:
+    """The TUI's CPU beside the job without --metrics and with it scraped
+    once a second, alternating, each for a.seconds; one result."""
+    name = f"{a.prefix}resource-tui-metrics"
+    runs = alternate(a, width, height, name, [("off", "--metrics off", a.gputop, False), ("on", "--metrics on", a.gputop, True)])
+    if runs is None:
         return 1
-    mean = {m: sum(x["cpu_pct_of_one_core"] for x in runs if x["mode"] == m) / a.rounds for m in ("off", "on")}
+    off, on = mean_of(runs, "off", "cpu_pct_of_one_core"), mean_of(runs, "on", "cpu_pct_of_one_core")
     scrapes = sum(x.get("scrapes_ok", 0) for x in runs)
     want_scrapes = int(a.rounds * (a.seconds - 2))
-    diff = mean["on"] - mean["off"]
+    diff = on - off
     ok = diff <= a.metrics_cpu_limit and scrapes >= want_scrapes
     write_result(a.results_dir, name, "PASS" if ok else "FAIL",
-                 f"TUI {mean['off']:.2f}% of a core without --metrics, {mean['on']:.2f}% with it scraped every "
+                 f"TUI {off:.2f}% of a core without --metrics, {on:.2f}% with it scraped every "
                  f"second ({scrapes} scrapes answered): {diff:+.2f} points (limit {a.metrics_cpu_limit:g}); "
                  f"{a.rounds} rounds of {a.seconds:g} s each, alternating",
-                 cpu_off=round(mean["off"], 3), cpu_on=round(mean["on"], 3), diff_points=round(diff, 3),
+                 cpu_off=round(off, 3), cpu_on=round(on, 3), diff_points=round(diff, 3),
                  scrapes_ok=scrapes, runs=runs)
+    return 0 if ok else 1
+
+
+def baseline_compare(a: argparse.Namespace, width: int, height: int) -> int:
+    """The TUI of a.baseline (an earlier build) and of a.gputop beside the
+    same job, alternating, each for a.seconds: the change's cost in CPU and
+    RSS with the host's drift shared by both."""
+    name = f"{a.prefix}resource-tui-baseline"
+    runs = alternate(a, width, height, name, [("baseline", "baseline", a.baseline, False), ("build", "this build", a.gputop, False)])
+    if runs is None:
+        return 1
+    cpu = {m: mean_of(runs, m, "cpu_pct_of_one_core") for m in ("baseline", "build")}
+    rss = {m: mean_of(runs, m, "rss_mib_mean") for m in ("baseline", "build")}
+    anon = {m: mean_of(runs, m, "rss_anon_mib_mean") for m in ("baseline", "build")}
+    dcpu, drss = cpu["build"] - cpu["baseline"], rss["build"] - rss["baseline"]
+    # the gate is on anonymous memory: file pages follow how the page cache
+    # holds each binary (a copy of one build measured 2.3 MiB more on the VM)
+    danon = anon["build"] - anon["baseline"]
+    ok = dcpu <= a.baseline_cpu_limit and danon <= a.baseline_rss_limit_mib
+    write_result(a.results_dir, name, "PASS" if ok else "FAIL",
+                 f"TUI {cpu['baseline']:.2f}% of a core / {rss['baseline']:.1f} MiB for the baseline, "
+                 f"{cpu['build']:.2f}% / {rss['build']:.1f} MiB for this build: {dcpu:+.2f} points, "
+                 f"{drss:+.1f} MiB; anon {anon['baseline']:.1f} / {anon['build']:.1f} MiB, {danon:+.1f} "
+                 f"(limits +{a.baseline_cpu_limit:g}, +{a.baseline_rss_limit_mib:g}); "
+                 f"{a.rounds} rounds of {a.seconds:g} s each, alternating",
+                 cpu_baseline=round(cpu["baseline"], 3), cpu_this=round(cpu["build"], 3),
+                 rss_baseline=round(rss["baseline"], 2), rss_this=round(rss["build"], 2),
+                 anon_baseline=round(anon["baseline"], 2), anon_this=round(anon["build"], 2),
+                 diff_points=round(dcpu, 3), diff_mib=round(drss, 2), runs=runs)
     return 0 if ok else 1
 
 
@@ -270,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2, help="--metrics-compare: off/on pairs")
     ap.add_argument("--metrics-cpu-limit", type=float, default=0.2,
                     help="--metrics-compare: points of a core the endpoint may add")
+    ap.add_argument("--baseline", metavar="BIN",
+                    help="only the TUI, of BIN (an earlier build) and of --gputop in turn (see above)")
+    ap.add_argument("--baseline-cpu-limit", type=float, default=0.2,
+                    help="--baseline: points of a core this build may add")
+    ap.add_argument("--baseline-rss-limit-mib", type=float, default=0.5,
+                    help="--baseline: MiB of anonymous RSS this build may add")
     ap.add_argument("--dry-run", action="store_true", help="check arguments and tools, then exit")
     a = ap.parse_args(argv)
     width, height = (int(x) for x in a.size.lower().split("x"))
@@ -285,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if a.metrics_compare:
         return metrics_compare(a, width, height)
+    if a.baseline:
+        if not os.access(a.baseline, os.X_OK):
+            write_result(a.results_dir, f"{a.prefix}resource-tui-baseline", "FAIL", f"{a.baseline} not found")
+            return 1
+        return baseline_compare(a, width, height)
 
     work = a.workdir or tempfile.mkdtemp(prefix="gputop-resource-")
     os.makedirs(work, exist_ok=True)

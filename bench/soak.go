@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 )
 
@@ -129,10 +130,11 @@ func heap() (inuse, alloc uint64) {
 func Soak(cfg SoakConfig, progress func(Checkpoint)) SoakResult {
 	period := int64(time.Second) / int64(cfg.RateHz)
 	st := store.New(cfg.Options)
+	in := ingest.New(st) // the sources' way in
 	srcs := make([]*Source, cfg.GPUs)
 	for g := range srcs {
 		srcs[g] = &Source{GPU: g, Period: time.Duration(period), SpikeEvery: cfg.SpikeEvery, rng: uint64(g)*0x9E3779B97F4A7C15 + 1}
-		st.SetDevice(store.Device{Index: g, UUID: "GPU-synthetic-" + string(rune('a'+g)), Name: "synthetic", Total: 141 << 30, Source: "nvml"})
+		in.Device(store.Device{Index: g, UUID: "GPU-synthetic-" + string(rune('a'+g)), Name: "synthetic", Total: 141 << 30, Source: "nvml"})
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 	res := SoakResult{Store: st, Start: t0, Sources: srcs}
@@ -149,7 +151,7 @@ func Soak(cfg SoakConfig, progress func(Checkpoint)) SoakResult {
 	for e := int64(0); e < end; e += period {
 		for _, s := range srcs {
 			used, reserved := s.Sample(e)
-			st.AddNVML(s.GPU, t0+e, used, reserved)
+			in.NVML(s.GPU, t0+e, used, reserved)
 		}
 		n += uint64(len(srcs))
 		if len(cps) > 0 && e+period >= int64(cps[0]) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 )
 
@@ -21,6 +22,7 @@ func BenchmarkAddNVML(b *testing.B) {
 	for _, gpus := range []int{1, 8} {
 		b.Run(fmt.Sprintf("gpus=%d", gpus), func(b *testing.B) {
 			st := store.New(store.DefaultOptions())
+			in := ingest.New(st) // the sources' way in
 			srcs := make([]*Source, gpus)
 			for g := range srcs {
 				srcs[g] = &Source{GPU: g, Period: time.Millisecond, SpikeEvery: time.Minute, rng: uint64(g) + 1}
@@ -31,7 +33,7 @@ func BenchmarkAddNVML(b *testing.B) {
 			for ; e < int64(2*time.Minute); e += int64(time.Millisecond) {
 				for _, s := range srcs {
 					u, r := s.Sample(e)
-					st.AddNVML(s.GPU, e, u, r)
+					in.NVML(s.GPU, e, u, r)
 				}
 			}
 			b.ReportAllocs()
@@ -39,7 +41,7 @@ func BenchmarkAddNVML(b *testing.B) {
 			for b.Loop() {
 				s := srcs[i%gpus]
 				u, r := s.Sample(e)
-				st.AddNVML(s.GPU, e, u, r)
+				in.NVML(s.GPU, e, u, r)
 				i++
 				if i%gpus == 0 {
 					e += int64(time.Millisecond)

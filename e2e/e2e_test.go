@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -51,17 +52,17 @@ func writeRecording(t *testing.T, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(store.DefaultOptions())
-	st.SetTap(w)
-	st.SetDevice(store.Device{Index: 0, UUID: "GPU-test", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
+	in := ingest.New(store.New(store.DefaultOptions()))
+	in.SetTap(w)
+	in.Device(store.Device{Index: 0, UUID: "GPU-test", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
 	for i := 0; i < 20_000; i++ {
 		used := uint64(1234 * mib)
 		if i >= 10_000 && i < 10_005 {
 			used = 5234 * mib
 		}
-		st.AddNVML(0, base+int64(i)*int64(time.Millisecond), used, 512*mib)
+		in.NVML(0, base+int64(i)*int64(time.Millisecond), used, 512*mib)
 	}
-	st.TakeSnapshot("Recorded start", 0, base+int64(time.Second), "key", nil)
+	in.TakeSnapshot("Recorded start", 0, base+int64(time.Second), "key", nil)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -27,18 +28,18 @@ func rowsRecording(t *testing.T, path string, secs int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(store.DefaultOptions())
-	st.SetTap(w)
-	st.SetDevice(store.Device{Index: 0, UUID: "GPU-test", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
+	in := ingest.New(store.New(store.DefaultOptions()))
+	in.SetTap(w)
+	in.Device(store.Device{Index: 0, UUID: "GPU-test", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
 	procs := []wire.Proc{{PID: 300, Name: "middle", Used: 2 << 30}, {PID: 100, Name: "small", Used: 1 << 30}, {PID: 200, Name: "big", Used: 3 << 30}}
 	for i := 0; i <= secs*100; i++ {
 		tt := base + int64(i)*int64(10*time.Millisecond)
-		st.AddNVML(0, tt, 6<<30, 512*mib)
+		in.NVML(0, tt, 6<<30, 512*mib)
 		if i%10 == 0 {
-			st.SetProcs(0, tt, procs)
+			in.Apply(0, wire.Procs{Type: wire.TypeProcs, T: tt, Dev: 0, Procs: procs})
 		}
 		if i > 0 && i%100 == 0 && i <= 1200 {
-			st.TakeSnapshot(fmt.Sprintf("row %02d", i/100), 0, tt, "key", nil)
+			in.TakeSnapshot(fmt.Sprintf("row %02d", i/100), 0, tt, "key", nil)
 		}
 	}
 	if err := w.Close(); err != nil {

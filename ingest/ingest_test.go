@@ -11,16 +11,17 @@ import (
 func TestApply(t *testing.T) {
 	st := store.New(store.DefaultOptions())
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-0"})
+	in := New(st)
 	const pid = 77
-	Apply(st, pid, wire.Hello{PID: 5, T: 1, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
-	Apply(st, pid, wire.Sample{PID: 5, T: 2, Dev: 0, Allocated: 10})
-	rows := Apply(st, pid, wire.Mark{T: 3, Label: "After cleanup", Devs: []wire.DevStats{{Dev: 0, Allocated: 10,
+	in.Apply(pid, wire.Hello{PID: 5, T: 1, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	in.Apply(pid, wire.Sample{PID: 5, T: 2, Dev: 0, Allocated: 10})
+	rows := in.Apply(pid, wire.Mark{T: 3, Label: "After cleanup", Devs: []wire.DevStats{{Dev: 0, Allocated: 10,
 		Held: &wire.Held{T: 3, Allocated: 10, Python: 10}}}})
-	Apply(st, pid, wire.OOM{T: 4, Dev: 0, Requested: 1 << 30})
-	Apply(st, pid, wire.Holders{T: 5, Dev: 0, Groups: []wire.HolderGroup{}})
-	Apply(st, 0, wire.Procs{T: 6, Dev: 0, Procs: []wire.Proc{{PID: pid, Used: 9}}})
-	Apply(st, 0, wire.DevError{T: 7, Dev: 0, Error: "GPU is lost"})
-	Apply(st, pid, wire.Ended{T: 8, Reason: "killed"})
+	in.Apply(pid, wire.OOM{T: 4, Dev: 0, Requested: 1 << 30})
+	in.Apply(pid, wire.Holders{T: 5, Dev: 0, Groups: []wire.HolderGroup{}})
+	in.Apply(0, wire.Procs{T: 6, Dev: 0, Procs: []wire.Proc{{PID: pid, Used: 9}}})
+	in.Apply(0, wire.DevError{T: 7, Dev: 0, Error: "GPU is lost"})
+	in.Apply(pid, wire.Ended{T: 8, Reason: "killed"})
 	ag := st.Agents()
 	if len(ag) != 1 || ag[0].Hello.PID != pid || ag[0].OOMs != 1 || ag[0].Holders == nil || !ag[0].Ended {
 		t.Fatalf("agent %+v", ag)

@@ -20,8 +20,7 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newLogged(liveOptions())
-	st.SetTap(w)
+	st := tap(newLogged(liveOptions()), w)
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150 << 30, Source: "nvml"})
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 42, T: base, History: 100000,
 		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200"}}})
@@ -38,7 +37,7 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logs := strings.Join(logOf(st).Lines(), "\n")
+	logs := strings.Join(logOf(st.Store).Lines(), "\n")
 	for _, want := range []string{
 		`pid 42: memory dump at "Epoch 2": ` + labelled + " (0.1 MiB; 12 ms, GIL held 4 ms)",
 		`pid 42: no memory dump at "full": /runs/d/.x.tmp: No space left on device`,
@@ -56,7 +55,7 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 	if _, err := Load(path, back); err != nil {
 		t.Fatal(err)
 	}
-	for name, s := range map[string]*store.Store{"live": st, "loaded": back} {
+	for name, s := range map[string]*store.Store{"live": st.Store, "loaded": back} {
 		rows := s.Snapshots()
 		if len(rows) != 3 {
 			t.Fatalf("%s: %d rows, want 3", name, len(rows))

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -42,7 +43,7 @@ func u64(v uint64) *uint64 { return &v }
 // process lists, two agent processes (one of them on a device NVML does not
 // see, one killed), snapshots from code, keys and the shell, phases, an OOM,
 // a holders report and a device error.
-func session(st *store.Store, n int) {
+func session(st tapped, n int) {
 	rng := rand.New(rand.NewSource(1))
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150_000_000_000, Source: "nvml"})
 	st.SetDevice(store.Device{Index: 1, UUID: "GPU-bbbb", Name: "NVIDIA H200", Total: 150_000_000_000, Source: "nvml"})
@@ -146,13 +147,12 @@ func record(t testing.TB, path string, n int) *store.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(liveOptions())
-	st.SetTap(w)
+	st := tap(store.New(liveOptions()), w)
 	session(st, n)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return st.Store
 }
 
 // sameStore fails unless b holds what a holds: every series sample for
@@ -290,3 +290,50 @@ var (
 	logsMu sync.Mutex
 	logs   = map[*store.Store]*logbook.Book{}
 )
+
+// tapped is a store fed through an Ingest whose Tap is a Writer, as gputop
+// records: its mutators are the store's, each routed through the Ingest,
+// so a test feeds it the way the sources feed a store, and reads it as the
+// store it embeds.
+type tapped struct {
+	*store.Store
+	in *ingest.Ingest
+}
+
+// tap returns st fed through an Ingest with w as its Tap.
+func tap(st *store.Store, w *Writer) tapped {
+	in := ingest.New(st)
+	in.SetTap(w)
+	return tapped{st, in}
+}
+
+func (s tapped) SetDevice(d store.Device)                       { s.in.Device(d) }
+func (s tapped) AddNVML(dev int, t int64, used, res uint64)     { s.in.NVML(dev, t, used, res) }
+func (s tapped) AgentHello(h wire.Hello)                        { s.in.Apply(h.PID, h) }
+func (s tapped) AgentSample(pid int, smp wire.Sample)           { s.in.Apply(pid, smp) }
+func (s tapped) AgentMark(pid int, m wire.Mark) []wire.Snapshot { return s.in.Apply(pid, m) }
+func (s tapped) AgentOOM(pid int, o wire.OOM)                   { s.in.Apply(pid, o) }
+func (s tapped) AgentHolders(pid int, h wire.Holders)           { s.in.Apply(pid, h) }
+func (s tapped) AgentEnded(pid int, t int64, clean bool, reason string) {
+	s.in.AgentEnded(pid, t, clean, reason)
+}
+func (s tapped) SetProcs(dev int, t int64, procs []wire.Proc) {
+	s.in.Apply(0, wire.Procs{Type: wire.TypeProcs, T: t, Dev: dev, Procs: procs})
+}
+func (s tapped) SetDeviceError(dev int, t int64, err string) {
+	s.in.Apply(0, wire.DevError{Type: wire.TypeDevError, T: t, Dev: dev, Error: err})
+}
+func (s tapped) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
+	return s.in.TakeSnapshot(label, dev, t, source, end)
+}
+func (s tapped) EditRow(e wire.RowEdit) (wire.Snapshot, bool) {
+	rows := s.in.Apply(0, e)
+	if len(rows) == 0 {
+		return wire.Snapshot{}, false
+	}
+	return rows[0], true
+}
+func (s tapped) AddSnapshot(row wire.Snapshot) { s.in.Apply(0, row) }
+func (s tapped) SetHeld(pid, dev int, t int64, h *wire.Held) {
+	s.in.Apply(pid, wire.RowHeld{Type: wire.TypeRowHeld, PID: pid, T: t, Dev: dev, Held: h})
+}

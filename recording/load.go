@@ -60,7 +60,7 @@ func Load(path string, st *store.Store) (Info, error) {
 }
 
 // LoadReader reads a recording from r into st, feeding every frame through
-// the store's ingest methods in file order. name appears in errors.
+// ingest in file order. name appears in errors.
 //
 // A line that cannot be loaded (bad JSON, a missing field, an impossible
 // value, a line over MaxLineBytes, a cut-off last line) ends the load
@@ -68,13 +68,19 @@ func Load(path string, st *store.Store) (Info, error) {
 // them. Frame types this version does not know are skipped and counted. I/O
 // errors from r are returned as they are.
 func LoadReader(name string, r io.Reader, st *store.Store) (Info, error) {
-	l := &loader{st: st, dec: NewDecoder(name, r)}
+	return LoadInto(name, r, ingest.New(st))
+}
+
+// LoadInto is LoadReader through in, whose Tap (a Writer: a recording
+// written again in this version's format) sees what the store kept.
+func LoadInto(name string, r io.Reader, in *ingest.Ingest) (Info, error) {
+	l := &loader{st: in.Store(), in: in, dec: NewDecoder(name, r)}
 	err := l.run()
 	l.flushDevices()
 	// the achieved NVML rate, which the live header showed, from the data
 	for dev, r := range l.rates {
 		if r.n > 1 && r.last > r.first {
-			l.st.SetRate(dev, float64(r.n-1)/(float64(r.last-r.first)/1e9))
+			l.in.Rate(dev, float64(r.n-1)/(float64(r.last-r.first)/1e9))
 		}
 	}
 	l.info.Header = l.dec.Header()
@@ -93,7 +99,8 @@ type rate struct {
 // loader applies a Decoder's frames to a store, recreating what the live
 // store held: which devices were NVML's and which an agent's, an OOM's row.
 type loader struct {
-	st   *store.Store
+	st   *store.Store   // read: what the frames so far made
+	in   *ingest.Ingest // st's way in
 	dec  *Decoder
 	info Info
 
@@ -147,10 +154,10 @@ func (l *loader) apply(f wire.Frame) error {
 		l.addBatch(v)
 	case wire.Procs:
 		l.nvmlSeen(v.Dev)
-		ingest.Apply(l.st, 0, v)
+		l.in.Apply(0, v)
 	case wire.DevError:
 		l.nvmlSeen(v.Dev)
-		ingest.Apply(l.st, 0, v)
+		l.in.Apply(0, v)
 	case wire.Hello:
 		l.hello(v)
 	case wire.Snapshot:
@@ -158,25 +165,25 @@ func (l *loader) apply(f wire.Frame) error {
 			l.info.Frames-- // AgentOOM already made this row
 			return nil
 		}
-		ingest.Apply(l.st, v.PID, v)
+		l.in.Apply(v.PID, v)
 	case wire.OOM:
-		ingest.Apply(l.st, v.PID, v)
+		l.in.Apply(v.PID, v)
 		l.oom.set, l.oom.pid, l.oom.t = true, v.PID, v.T
 	case Dropped:
 		l.info.Dropped.add(v.Drops)
 	case wire.Host:
-		ingest.Apply(l.st, 0, v)
+		l.in.Apply(0, v)
 	case wire.RowEdit:
-		if ingest.Apply(l.st, v.PID, v) == nil {
+		if l.in.Apply(v.PID, v) == nil {
 			return l.dec.errLast("row_edit frame: row_edit names no snapshot row: none labelled %q of pid %d on device %d at t %d",
 				wire.Clip(v.Label, 60), v.PID, v.Dev, v.T)
 		}
 	case wire.Owned:
-		ingest.Apply(l.st, v.FramePID(), v) // holders, bye, ended, held
+		l.in.Apply(v.FramePID(), v) // holders, bye, ended, held
 	case wire.Samples:
-		ingest.Apply(l.st, v.PID, v)
+		l.in.Apply(v.PID, v)
 	case wire.Sample:
-		ingest.Apply(l.st, v.PID, v)
+		l.in.Apply(v.PID, v)
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
 // Sample batches, NVML's and the agents': checked whole, then ingested
-// sample by sample (ingest.Apply); NVML's parsed without encoding/json
+// sample by sample (Ingest.Apply); NVML's parsed without encoding/json
 // (most of a file).
 
 package recording
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -73,7 +72,7 @@ func (d *Decoder) checkBatch(f *wire.NVML) error {
 
 // addBatch adds a checked NVML batch and notes the device's achieved rate.
 func (l *loader) addBatch(f wire.NVML) {
-	ingest.Apply(l.st, 0, f)
+	l.in.Apply(0, f)
 	n := len(f.DT)
 	t := f.T0
 	for _, step := range f.DT {

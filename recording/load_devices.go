@@ -3,7 +3,6 @@
 package recording
 
 import (
-	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -11,7 +10,7 @@ import (
 // flushDevices adds the held-back device frames as NVML devices.
 func (l *loader) flushDevices() {
 	for _, d := range l.devs {
-		l.st.SetDevice(store.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Source: "nvml", Host: d.Host})
+		l.in.Device(store.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Source: "nvml", Host: d.Host})
 	}
 	l.devs = l.devs[:0]
 }
@@ -43,7 +42,7 @@ func (l *loader) hello(h wire.Hello) {
 			l.agentDevs[d.Index] = true
 		}
 	}
-	ingest.Apply(l.st, h.PID, h)
+	l.in.Apply(h.PID, h)
 }
 
 // agentCreates reports whether AgentHello(h), after the NVML devices have
@@ -85,6 +84,6 @@ func (l *loader) nvmlSeen(dev int) {
 	if ds := l.st.Devices(); dev < len(ds) && ds[dev].Source != "nvml" {
 		d := ds[dev]
 		d.Source = "nvml"
-		l.st.SetDevice(d)
+		l.in.Device(d)
 	}
 }

@@ -21,8 +21,7 @@ func small(t testing.TB) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(liveOptions())
-	st.SetTap(w)
+	st := tap(store.New(liveOptions()), w)
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "NVIDIA H200", Total: 1 << 37, Source: "nvml"})
 	for i := int64(0); i < 12; i++ {
 		st.AddNVML(0, base+i*40*ms, uint64(1<<30+i*(1<<20)), 1<<29)

@@ -54,8 +54,7 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := newLogged(store.Options{RawCapacity: 100, KeepGone: 0})
-	live.SetTap(w)
+	live := tap(newLogged(store.Options{RawCapacity: 100, KeepGone: 0}), w)
 	rows := 0
 	for a := 0; a < 30; a++ {
 		pid := 1000 + a
@@ -79,7 +78,7 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 	if rows != store.MaxDevices || len(live.Snapshots()) != rows {
 		t.Fatalf("%d rows made, %d kept; want one per device that has room, %d", rows, len(live.Snapshots()), store.MaxDevices)
 	}
-	logs := strings.Join(logOf(live).Lines(), "\n")
+	logs := strings.Join(logOf(live.Store).Lines(), "\n")
 	if !strings.Contains(logs, "pid 1025 (train.py): cuda:24, cuda:25") || !strings.Contains(logs, "at most 1024 devices") {
 		t.Fatalf("log does not name the process whose devices found no room:\n%s", logs)
 	}
@@ -91,7 +90,7 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 	if len(loaded.Snapshots()) != rows {
 		t.Fatalf("%d of %d rows loaded (%d frames)", len(loaded.Snapshots()), rows, info.Frames)
 	}
-	sameRecorded(t, live, loaded)
+	sameRecorded(t, live.Store, loaded)
 }
 
 // The longest lines gputop can be made to record, from frames at the size
@@ -131,8 +130,7 @@ func loadBackWith(t *testing.T, seed int64, n int, more func(*ingestRun)) string
 		t.Fatal(err)
 	}
 	opt := store.Options{RawCapacity: 500, Tiers: []store.TierSpec{{Width: 100 * time.Millisecond, Buckets: 200}}}
-	live := newLogged(opt)
-	live.SetTap(w)
+	live := tap(newLogged(opt), w)
 	g := newIngest(rand.New(rand.NewSource(seed)), live)
 	for i := 0; i < n; i++ {
 		g.step()
@@ -153,7 +151,7 @@ func loadBackWith(t *testing.T, seed int64, n int, more func(*ingestRun)) string
 	if _, err := Load(path, loaded); err != nil {
 		t.Fatalf("seed %d: the recording does not load back: %v", seed, err)
 	}
-	t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { sameRecorded(t, live, loaded) })
+	t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { sameRecorded(t, live.Store, loaded) })
 	return path
 }
 
@@ -234,7 +232,7 @@ func clipText(s string, n int) string {
 // ingestRun makes random ingest calls as gputop's sources would.
 type ingestRun struct {
 	r    *rand.Rand
-	st   *store.Store
+	st   tapped
 	now  int64 // gputop's clock
 	nvml int   // NVML devices: indices 0..nvml-1
 	uuid int   // agent UUIDs made so far
@@ -243,7 +241,7 @@ type ingestRun struct {
 	gone   []int
 }
 
-func newIngest(r *rand.Rand, st *store.Store) *ingestRun {
+func newIngest(r *rand.Rand, st tapped) *ingestRun {
 	g := &ingestRun{r: r, st: st, now: base + int64(time.Second), agents: map[int][]int{}}
 	// the sampler's devices, then a sample of each
 	g.nvml = r.Intn(4)

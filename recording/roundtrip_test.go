@@ -259,9 +259,8 @@ func TestRerecordRealRecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := store.New(liveOptions())
-	again.SetTap(w)
-	if _, err := LoadReader(src, bytes.NewReader(v1), again); err != nil {
+	again := tap(store.New(liveOptions()), w)
+	if _, err := LoadInto(src, bytes.NewReader(v1), again.in); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err != nil {

@@ -19,8 +19,7 @@ func TestRowEditsLoadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := store.New(liveOptions())
-	live.SetTap(w)
+	live := tap(store.New(liveOptions()), w)
 	live.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30, Source: "nvml"})
 	for i := int64(0); i < 3000; i++ {
 		live.AddNVML(0, base+i*ms, uint64(100+i)<<20, 0)

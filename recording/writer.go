@@ -1,8 +1,8 @@
 // Package recording reads and writes gputop recordings: newline-delimited
-// JSON files whose lines are wire frames (see FORMAT.md). A Writer is a
-// store.Tap, so everything the store ingests while recording ends up in the
-// file; Load feeds a recording back into a store through the same ingest
-// methods, so a replay shows what the live gputop showed.
+// JSON files whose lines are wire frames (see FORMAT.md). A Writer is an
+// ingest.Tap, so everything the store takes in while recording ends up in
+// the file; Load feeds a recording back into a store through the same
+// ingest, so a replay shows what the live gputop showed.
 package recording
 
 import (
@@ -40,7 +40,7 @@ const (
 	maxQueue = 8192
 )
 
-// Writer appends frames to a recording. It implements store.Tap. NVML and
+// Writer appends frames to a recording. It implements ingest.Tap. NVML and
 // Frame only queue work under a short lock; a goroutine encodes and writes,
 // so the 1 kHz sources never wait for the disk.
 type Writer struct {
@@ -192,13 +192,13 @@ func (w *Writer) push(it item) bool {
 	return true
 }
 
-// Frame queues a wire frame (a value or a pointer to one). The store calls it
-// with its lock held, so it only queues; encoding happens in the goroutine.
+// Frame queues a wire frame (a value or a pointer to one). The ingest calls
+// it with its lock held, so it only queues; encoding happens in the goroutine.
 //
 // Marks are not written (the store has already turned them into snapshot
 // rows, which are). An oom frame, a snapshot row and a device first write
 // every pending batch, so loading sees the samples the live store had. An
-// OOM's table row is no frame (the store does not tap it): Load gives the
+// OOM's table row is no frame (ingest does not report it): Load gives the
 // oom to store.AgentOOM, which makes that row again from the same samples.
 func (w *Writer) Frame(f wire.Frame) {
 	f, typ := normalize(f)

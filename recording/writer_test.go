@@ -260,8 +260,7 @@ func childRecord(path string, limit uint64) {
 		fmt.Println("create:", err)
 		os.Exit(3)
 	}
-	st := store.New(liveOptions())
-	st.SetTap(w)
+	st := tap(store.New(liveOptions()), w)
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 37, Source: "nvml"})
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 7, T: base, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}})
 	for i := int64(0); ; i++ {
@@ -374,8 +373,7 @@ func TestAgentSamplesBatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(liveOptions())
-	st.SetTap(w)
+	st := tap(store.New(liveOptions()), w)
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 37, Source: "nvml"})
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 7, T: base, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}})
 	var sent []wire.Sample

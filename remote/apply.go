@@ -6,7 +6,6 @@ package remote
 import (
 	"fmt"
 
-	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -47,7 +46,7 @@ func (c *conn) dev(remote int) (int, bool) {
 // apply maps one decoded frame onto the local store. An error ends the
 // connection.
 func (c *conn) apply(f wire.Frame) error {
-	st := c.s.st
+	in := c.s.in
 	if h, ok := f.(wire.Recording); ok {
 		c.hdr = h
 		if h.Tool != c.s.opt.Tool {
@@ -60,7 +59,7 @@ func (c *conn) apply(f wire.Frame) error {
 	c.oom.set = false
 	switch v := f.(type) {
 	case wire.Device:
-		idx := st.HostDevice(store.Device{UUID: v.UUID, Name: v.Name, Total: v.Total, Source: "nvml", Host: c.s.opt.Host})
+		idx := in.HostDevice(store.Device{UUID: v.UUID, Name: v.Name, Total: v.Total, Source: "nvml", Host: c.s.opt.Host})
 		if idx >= 0 {
 			c.devs[v.Index] = idx
 		}
@@ -68,7 +67,7 @@ func (c *conn) apply(f wire.Frame) error {
 	case wire.NVML:
 		if d, ok := c.dev(v.Dev); ok {
 			v.Dev = d
-			ingest.Apply(st, 0, v)
+			in.Apply(0, v)
 		}
 		return nil
 	case wire.Procs:
@@ -81,12 +80,12 @@ func (c *conn) apply(f wire.Frame) error {
 			return err
 		}
 		v.Dev, v.Procs = d, procs
-		ingest.Apply(st, 0, v)
+		in.Apply(0, v)
 		return nil
 	case wire.DevError:
 		if d, ok := c.dev(v.Dev); ok {
 			v.Dev = d
-			ingest.Apply(st, 0, v)
+			in.Apply(0, v)
 		}
 		return nil
 	case wire.Snapshot:
@@ -112,7 +111,7 @@ func (c *conn) apply(f wire.Frame) error {
 			v.Procs = &procs
 		}
 		v.Dev = d
-		ingest.Apply(st, v.PID, v)
+		in.Apply(v.PID, v)
 		return nil
 	case wire.RowHeld:
 		d, ok := c.dev(v.Dev)
@@ -124,7 +123,7 @@ func (c *conn) apply(f wire.Frame) error {
 			return err
 		}
 		v.Dev, v.PID = d, k
-		ingest.Apply(st, k, v)
+		in.Apply(k, v)
 		return nil
 	case recording.Dropped:
 		c.s.opt.Log(fmt.Sprintf("%s: the remote gputop could not send everything: dropped %s", c.s.opt.Host, v.Drops))
@@ -150,10 +149,10 @@ func (c *conn) apply(f wire.Frame) error {
 	}
 	switch v := f.(type) {
 	case wire.OOM:
-		ingest.Apply(st, k, v)
+		in.Apply(k, v)
 		c.oom.set, c.oom.pid, c.oom.t = true, v.PID, v.T
 	default:
-		ingest.Apply(st, k, f)
+		in.Apply(k, f)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -39,11 +40,12 @@ func applyAll(t *testing.T, c *conn, fs []wire.Frame) {
 // each under its host, with its own samples, NVML figures and rows.
 func TestHostsKeptApart(t *testing.T) {
 	st := store.New(store.DefaultOptions())
+	in := ingest.New(st)
 	// a local GPU first: remote devices come after it
 	st.SetDevice(store.Device{Index: 0, UUID: "GPU-local", Name: "local", Source: "nvml"})
 	t0 := time.Now().UnixNano()
-	a := newConn(New(st, 1, Options{Host: "node1", Tool: tool}))
-	b := newConn(New(st, 2, Options{Host: "node2", Tool: tool}))
+	a := newConn(New(in, 1, Options{Host: "node1", Tool: tool}))
+	b := newConn(New(in, 2, Options{Host: "node2", Tool: tool}))
 	applyAll(t, a, stream(t0, "GPU-1", 100))
 	applyAll(t, b, stream(t0, "GPU-2", 200))
 
@@ -91,9 +93,10 @@ func TestHostsKeptApart(t *testing.T) {
 // lists; the other host's stay.
 func TestHostDown(t *testing.T) {
 	st := store.New(store.DefaultOptions())
+	in := ingest.New(st)
 	t0 := time.Now().UnixNano()
-	a := newConn(New(st, 1, Options{Host: "node1", Tool: tool}))
-	b := newConn(New(st, 2, Options{Host: "node2", Tool: tool}))
+	a := newConn(New(in, 1, Options{Host: "node1", Tool: tool}))
+	b := newConn(New(in, 2, Options{Host: "node2", Tool: tool}))
 	applyAll(t, a, stream(t0, "GPU-1", 1))
 	applyAll(t, b, stream(t0, "GPU-2", 2))
 	a.s.down("ssh node1 exited with status 255")
@@ -119,7 +122,8 @@ func TestHostDown(t *testing.T) {
 // versions; a pid no Linux host has ends the connection.
 func TestRefused(t *testing.T) {
 	st := store.New(store.DefaultOptions())
-	c := newConn(New(st, 1, Options{Host: "node1", Tool: tool}))
+	in := ingest.New(st)
+	c := newConn(New(in, 1, Options{Host: "node1", Tool: tool}))
 	err := c.apply(wire.Recording{Type: wire.TypeRecording, V: 3, Start: 1, Tool: "gputop 0.2.0"})
 	var ve *versionError
 	if !errors.As(err, &ve) || err.Error() != "node1 runs gputop 0.2.0, this is gputop 0.1.0: install the same gputop on both (or point --ssh-gputop at it)" {

@@ -18,8 +18,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // Options say how to reach one host.
@@ -49,13 +51,14 @@ type Options struct {
 // Source streams one host into a store.
 type Source struct {
 	opt Options
-	st  *store.Store
+	in  *ingest.Ingest // the way into the store
+	st  *store.Store   // in's store, read
 	id  int
 }
 
 // New returns the source of host id (1..store.MaxHosts, the host part of
 // its processes' pid keys) and shows the host as connecting.
-func New(st *store.Store, id int, opt Options) *Source {
+func New(in *ingest.Ingest, id int, opt Options) *Source {
 	if len(opt.SSH) == 0 {
 		opt.SSH = []string{"ssh"}
 	}
@@ -74,8 +77,8 @@ func New(st *store.Store, id int, opt Options) *Source {
 	if opt.StableAfter <= 0 {
 		opt.StableAfter = 10 * time.Second
 	}
-	s := &Source{opt: opt, st: st, id: id}
-	st.SetHost(store.Host{ID: id, Name: opt.Host, Reason: "connecting", Since: time.Now().UnixNano()})
+	s := &Source{opt: opt, in: in, st: in.Store(), id: id}
+	in.Apply(0, wire.Host{Type: wire.TypeHost, ID: id, Name: opt.Host, Reason: "connecting", T: time.Now().UnixNano()})
 	return s
 }
 
@@ -114,17 +117,17 @@ func (s *Source) Run(ctx context.Context) {
 // devices' process lists empty, so nothing of it looks alive.
 func (s *Source) down(reason string) {
 	now := time.Now().UnixNano()
-	s.st.SetHost(store.Host{ID: s.id, Name: s.opt.Host, Reason: reason, Since: now})
+	s.in.Apply(0, wire.Host{Type: wire.TypeHost, ID: s.id, Name: s.opt.Host, Reason: reason, T: now})
 	s.opt.Log(s.opt.Host + ": disconnected: " + reason)
 	for _, a := range s.st.Agents() {
 		if h, _ := store.SplitPID(a.Hello.PID); h == s.id && a.Connected {
-			s.st.AgentEnded(a.Hello.PID, now, false, s.opt.Host+" disconnected")
+			s.in.AgentEnded(a.Hello.PID, now, false, s.opt.Host+" disconnected")
 		}
 	}
 	for _, d := range s.st.Devices() {
 		if d.Host == s.opt.Host {
 			if procs, _ := s.st.Procs(d.Index); len(procs) > 0 {
-				s.st.SetProcs(d.Index, now, nil)
+				s.in.Apply(0, wire.Procs{Type: wire.TypeProcs, T: now, Dev: d.Index})
 			}
 		}
 	}
@@ -166,7 +169,7 @@ func (s *Source) session(ctx context.Context) (streamed bool, reason string) {
 		}
 		if c.up && !streamed {
 			streamed = true
-			s.st.SetHost(store.Host{ID: s.id, Name: s.opt.Host, Up: true, Since: time.Now().UnixNano()})
+			s.in.Apply(0, wire.Host{Type: wire.TypeHost, ID: s.id, Name: s.opt.Host, Up: true, T: time.Now().UnixNano()})
 			s.opt.Log(s.opt.Host + ": connected (" + c.hdr.Tool + ")")
 		}
 	}

@@ -32,13 +32,13 @@ func (n *NVML) tick(now time.Time) {
 // samplers (tick here, take for the native thread) end in it.
 func (n *NVML) record(d *nvmlDev, t int64, used, reserved uint64, err error, now time.Time) {
 	if err != nil {
-		d.fail(n.st, t, err, now)
+		d.fail(n.in, t, err, now)
 		return
 	}
 	if d.errRet != nvml.SUCCESS {
-		d.recovered(n.st, t)
+		d.recovered(n.in, t)
 	}
-	n.st.AddNVML(d.index, t, used, reserved)
+	n.in.NVML(d.index, t, used, reserved)
 	d.count++
 }
 
@@ -47,7 +47,7 @@ func (n *NVML) reportRates(elapsed time.Duration) {
 	for _, d := range n.devs {
 		hz := float64(d.count-d.reported) / elapsed.Seconds()
 		d.reported = d.count
-		n.st.SetRate(d.index, hz)
+		n.in.Rate(d.index, hz)
 	}
 }
 

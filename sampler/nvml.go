@@ -69,7 +69,7 @@ func (o NVMLOptions) withDefaults() NVMLOptions {
 // NVML samples every GPU's memory through NVML into a store.
 type NVML struct {
 	lib    nvml.Interface
-	st     *store.Store
+	in     *ingest.Ingest
 	opt    NVMLOptions
 	devs   []*nvmlDev
 	names  *procNames
@@ -100,9 +100,9 @@ func (n *NVML) log(line string) {
 	}
 }
 
-// NewNVML returns an NVML source writing into st. Call Init, then Run, then Close.
-func NewNVML(lib nvml.Interface, st *store.Store, opt NVMLOptions) *NVML {
-	return &NVML{lib: lib, st: st, opt: opt.withDefaults(), names: newProcNames("/proc")}
+// NewNVML returns an NVML source writing through in. Call Init, then Run, then Close.
+func NewNVML(lib nvml.Interface, in *ingest.Ingest, opt NVMLOptions) *NVML {
+	return &NVML{lib: lib, in: in, opt: opt.withDefaults(), names: newProcNames("/proc")}
 }
 
 // Options returns the options in effect, defaults filled in.
@@ -161,8 +161,8 @@ func (n *NVML) initDevice(i int, v1 bool) *nvmlDev {
 	t := time.Now().UnixNano()
 	h, r := n.lib.DeviceGetHandleByIndex(i)
 	if err := check("DeviceGetHandleByIndex", r); err != nil {
-		n.st.SetDevice(info)
-		ingest.Apply(n.st, 0, wire.DevError{T: t, Dev: i, Error: describe(r)})
+		n.in.Device(info)
+		n.in.Apply(0, wire.DevError{T: t, Dev: i, Error: describe(r)})
 		return d
 	}
 	d.h = h
@@ -182,9 +182,9 @@ func (n *NVML) initDevice(i int, v1 bool) *nvmlDev {
 	}
 	_, _, total, err := d.read()
 	info.Total = total
-	n.st.SetDevice(info)
+	n.in.Device(info)
 	if err != nil {
-		d.fail(n.st, t, err, time.Now())
+		d.fail(n.in, t, err, time.Now())
 	}
 	return d
 }
@@ -211,7 +211,7 @@ func (d *nvmlDev) read() (used, reserved, total uint64, err error) {
 }
 
 // fail shows err on the device (once per distinct error) and schedules a retry.
-func (d *nvmlDev) fail(st *store.Store, t int64, err error, now time.Time) {
+func (d *nvmlDev) fail(in *ingest.Ingest, t int64, err error, now time.Time) {
 	d.retryAt = now.Add(retryEvery)
 	var e *Error
 	if !errors.As(err, &e) {
@@ -221,13 +221,13 @@ func (d *nvmlDev) fail(st *store.Store, t int64, err error, now time.Time) {
 		return
 	}
 	d.errRet, d.errOp = e.Ret, e.Op
-	ingest.Apply(st, 0, wire.DevError{T: t, Dev: d.index, Error: describe(e.Ret)})
+	in.Apply(0, wire.DevError{T: t, Dev: d.index, Error: describe(e.Ret)})
 }
 
 // recovered clears the device's error after a successful read.
-func (d *nvmlDev) recovered(st *store.Store, t int64) {
+func (d *nvmlDev) recovered(in *ingest.Ingest, t int64) {
 	d.errRet, d.errOp = nvml.SUCCESS, ""
-	ingest.Apply(st, 0, wire.DevError{T: t, Dev: d.index})
+	in.Apply(0, wire.DevError{T: t, Dev: d.index})
 }
 
 // Close shuts NVML down. Call it after Run has returned.

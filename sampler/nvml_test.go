@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -136,7 +137,7 @@ func startRun(t *testing.T, n *NVML) (stop func() error) {
 func TestInitEnumeratesDevices(t *testing.T) {
 	a, b := newFakeGPU(0, 141*gib), newFakeGPU(1, 80*gib)
 	st := newStore()
-	n := NewNVML(newLib(a, b), st, NVMLOptions{})
+	n := NewNVML(newLib(a, b), ingest.New(st), NVMLOptions{})
 	mustInit(t, n)
 	if n.DeviceCount() != 2 {
 		t.Fatalf("DeviceCount = %d, want 2", n.DeviceCount())
@@ -157,7 +158,7 @@ func TestInitEnumeratesDevices(t *testing.T) {
 }
 
 func TestOptionsDefaults(t *testing.T) {
-	n := NewNVML(newLib(), newStore(), NVMLOptions{})
+	n := NewNVML(newLib(), ingest.New(newStore()), NVMLOptions{})
 	if o := n.Options(); o.Rate != 1000 || o.ProcRate != 10 {
 		t.Errorf("defaults = %+v, want Rate 1000, ProcRate 10", o)
 	}
@@ -182,7 +183,7 @@ func TestDGXA100FallsBackToMemoryInfoV1(t *testing.T) {
 		dev.MemoryInfo.Used = uint64(i+1) * gib
 	}
 	st := newStore()
-	n := NewNVML(srv, st, NVMLOptions{})
+	n := NewNVML(srv, ingest.New(st), NVMLOptions{})
 	mustInit(t, n)
 
 	devs := st.Devices()
@@ -232,7 +233,7 @@ func TestOldDriverNeverCallsV2(t *testing.T) {
 		}}
 	}
 	st := newStore()
-	n := NewNVML(lib, st, NVMLOptions{})
+	n := NewNVML(lib, ingest.New(st), NVMLOptions{})
 	mustInit(t, n)
 	n.tick(time.Now())
 	if c := len(g.dev.GetMemoryInfo_v2Calls()); c != 0 {
@@ -250,7 +251,7 @@ func TestSamplesArrive(t *testing.T) {
 	b.used.Store(7 * gib)
 	b.reserved.Store(256 << 20)
 	st := newStore()
-	n := NewNVML(newLib(a, b), st, NVMLOptions{})
+	n := NewNVML(newLib(a, b), ingest.New(st), NVMLOptions{})
 	mustInit(t, n)
 
 	before := time.Now().UnixNano()
@@ -322,7 +323,7 @@ func TestProcsIntoStoreWithNames(t *testing.T) {
 		nvml.SUCCESS,
 	)
 	st := newStore()
-	n := NewNVML(newLib(g), st, NVMLOptions{})
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{})
 	mustInit(t, n)
 	// pid 4242 gets a /proc entry of its own; our own pid stays the real one.
 	root := t.TempDir()
@@ -356,7 +357,7 @@ func TestProcsNotSupportedIsNoData(t *testing.T) {
 	g := newFakeGPU(0, 141*gib)
 	st := newStore()
 	book := logbook.New()
-	n := NewNVML(newLib(g), st, NVMLOptions{Log: book.Add})
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{Log: book.Add})
 	mustInit(t, n)
 
 	g.setProcs(nil, nvml.ERROR_NOT_SUPPORTED, nil, nvml.ERROR_NOT_SUPPORTED)
@@ -383,7 +384,7 @@ func TestProcsErrorLoggedOnce(t *testing.T) {
 	g := newFakeGPU(0, 141*gib)
 	st := newStore()
 	book := logbook.New()
-	n := NewNVML(newLib(g), st, NVMLOptions{Log: book.Add})
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{Log: book.Add})
 	mustInit(t, n)
 	g.setProcs([]nvml.ProcessInfo{{Pid: 1, UsedGpuMemory: gib}}, nvml.SUCCESS, nil, nvml.SUCCESS)
 	n.refreshProcs()
@@ -504,7 +505,7 @@ func TestDeviceLostWhileOthersSample(t *testing.T) {
 	a.used.Store(gib)
 	b.used.Store(2 * gib)
 	st := newStore()
-	n := NewNVML(newLib(a, b), st, NVMLOptions{Rate: 1000, ProcRate: 20})
+	n := NewNVML(newLib(a, b), ingest.New(st), NVMLOptions{Rate: 1000, ProcRate: 20})
 	mustInit(t, n)
 	stop := startRun(t, n)
 	count := func(dev int) uint64 { return st.Count(store.Key{Dev: dev, Metric: store.NVMLUsed}) }
@@ -553,7 +554,7 @@ func TestHandleErrorAtInit(t *testing.T) {
 		return a.dev, nvml.SUCCESS
 	}
 	st := newStore()
-	n := NewNVML(lib, st, NVMLOptions{})
+	n := NewNVML(lib, ingest.New(st), NVMLOptions{})
 	mustInit(t, n)
 	devs := st.Devices()
 	if len(devs) != 2 || devs[1].Name != "GPU 1" || !strings.Contains(devs[1].Err, "GPU is lost") {
@@ -570,7 +571,7 @@ func TestMemoryErrorAtInitClearsOnRecovery(t *testing.T) {
 	g := newFakeGPU(0, 141*gib)
 	g.memRet.Store(int32(nvml.ERROR_UNKNOWN))
 	st := newStore()
-	n := NewNVML(newLib(g), st, NVMLOptions{})
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{})
 	mustInit(t, n)
 	if e := st.Devices()[0].Err; !strings.Contains(e, "unknown") {
 		t.Fatalf("device error %q, want the unknown error shown", e)
@@ -590,7 +591,7 @@ func TestNoDriver(t *testing.T) {
 	for _, r := range []nvml.Return{nvml.ERROR_LIBRARY_NOT_FOUND, nvml.ERROR_DRIVER_NOT_LOADED} {
 		lib := newLib()
 		lib.InitFunc = func() nvml.Return { return r }
-		n := NewNVML(lib, newStore(), NVMLOptions{})
+		n := NewNVML(lib, ingest.New(newStore()), NVMLOptions{})
 		err := n.Init()
 		if !errors.Is(err, ErrNoDriver) {
 			t.Fatalf("%v: Init error %v, want ErrNoDriver", r, err)
@@ -612,7 +613,7 @@ func TestNoDriver(t *testing.T) {
 func TestOtherInitErrors(t *testing.T) {
 	lib := newLib()
 	lib.InitFunc = func() nvml.Return { return nvml.ERROR_NO_PERMISSION }
-	err := NewNVML(lib, newStore(), NVMLOptions{}).Init()
+	err := NewNVML(lib, ingest.New(newStore()), NVMLOptions{}).Init()
 	if err == nil || errors.Is(err, ErrNoDriver) || !errors.Is(err, nvml.ERROR_NO_PERMISSION) {
 		t.Fatalf("Init error %v, want a NO_PERMISSION error that is not ErrNoDriver", err)
 	}
@@ -622,7 +623,7 @@ func TestOtherInitErrors(t *testing.T) {
 
 	lib = newLib()
 	lib.DeviceGetCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
-	err = NewNVML(lib, newStore(), NVMLOptions{}).Init()
+	err = NewNVML(lib, ingest.New(newStore()), NVMLOptions{}).Init()
 	if err == nil || !strings.Contains(err.Error(), "DeviceGetCount") {
 		t.Errorf("Init error %v, want one naming DeviceGetCount", err)
 	}
@@ -637,7 +638,7 @@ func TestOtherInitErrors(t *testing.T) {
 func TestRealLibrary(t *testing.T) {
 	st := newStore()
 	book := logbook.New()
-	n := NewNVML(nvml.New(), st, NVMLOptions{Thread: true, Log: book.Add})
+	n := NewNVML(nvml.New(), ingest.New(st), NVMLOptions{Thread: true, Log: book.Add})
 	err := n.Init()
 	if err != nil {
 		var e *Error
@@ -686,7 +687,7 @@ func TestRealLibrary(t *testing.T) {
 
 func TestCloseShutsDownOnce(t *testing.T) {
 	lib := newLib(newFakeGPU(0, gib))
-	n := NewNVML(lib, newStore(), NVMLOptions{})
+	n := NewNVML(lib, ingest.New(newStore()), NVMLOptions{})
 	if err := n.Init(); err != nil {
 		t.Fatal(err)
 	}
@@ -700,7 +701,7 @@ func TestCloseShutsDownOnce(t *testing.T) {
 		t.Errorf("Shutdown called %d times, want 1", c)
 	}
 	lib.ShutdownFunc = func() nvml.Return { return nvml.ERROR_UNKNOWN }
-	n = NewNVML(lib, newStore(), NVMLOptions{})
+	n = NewNVML(lib, ingest.New(newStore()), NVMLOptions{})
 	if err := n.Init(); err != nil {
 		t.Fatal(err)
 	}
@@ -711,7 +712,7 @@ func TestCloseShutsDownOnce(t *testing.T) {
 
 func TestPanicEndsRunWithError(t *testing.T) {
 	g := newFakeGPU(0, gib)
-	n := NewNVML(newLib(g), newStore(), NVMLOptions{ProcRate: -1})
+	n := NewNVML(newLib(g), ingest.New(newStore()), NVMLOptions{ProcRate: -1})
 	mustInit(t, n)
 	g.panicky.Store(true)
 	done := make(chan error, 1)
@@ -730,7 +731,7 @@ func TestRateReported(t *testing.T) {
 	const rate = 500
 	g := newFakeGPU(0, gib)
 	st := newStore()
-	n := NewNVML(newLib(g), st, NVMLOptions{Rate: rate, ProcRate: -1})
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{Rate: rate, ProcRate: -1})
 	mustInit(t, n)
 	stop := startRun(t, n)
 	waitFor(t, "a rate report", func() bool { return st.Devices()[0].Rate > 0 })
@@ -788,7 +789,7 @@ func smallStore() *store.Store {
 
 func TestTickDoesNotAllocate(t *testing.T) {
 	a, b := newFakeGPU(0, gib), newFakeGPU(1, gib)
-	n := NewNVML(newLib(a, b), smallStore(), NVMLOptions{})
+	n := NewNVML(newLib(a, b), ingest.New(smallStore()), NVMLOptions{})
 	mustInit(t, n)
 	for range 1000 {
 		n.tick(time.Now())
@@ -806,7 +807,7 @@ func BenchmarkSampleTick(b *testing.B) {
 				gpus[i] = newFakeGPU(i, 141*gib)
 				gpus[i].used.Store(uint64(i) * gib)
 			}
-			n := NewNVML(newLib(gpus...), smallStore(), NVMLOptions{})
+			n := NewNVML(newLib(gpus...), ingest.New(smallStore()), NVMLOptions{})
 			if err := n.Init(); err != nil {
 				b.Fatal(err)
 			}
@@ -829,7 +830,7 @@ func BenchmarkSampleTick(b *testing.B) {
 func BenchmarkAchievedRate(b *testing.B) {
 	g := newFakeGPU(0, gib)
 	st := newStore()
-	n := NewNVML(newLib(g), st, NVMLOptions{Rate: 1000, ProcRate: -1})
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{Rate: 1000, ProcRate: -1})
 	if err := n.Init(); err != nil {
 		b.Fatal(err)
 	}
@@ -864,7 +865,7 @@ func cpuTime(b *testing.B) time.Duration {
 // BenchmarkRealNVML measures one tick and the achieved rate against the
 // machine's own driver; it needs a GPU.
 func BenchmarkRealNVML(b *testing.B) {
-	n := NewNVML(nvml.New(), smallStore(), NVMLOptions{})
+	n := NewNVML(nvml.New(), ingest.New(smallStore()), NVMLOptions{})
 	if err := n.Init(); err != nil {
 		b.Skipf("no usable NVML here: %v", err)
 	}
@@ -886,7 +887,7 @@ func BenchmarkRealNVML(b *testing.B) {
 	})
 	b.Run("rate", func(b *testing.B) {
 		st := newStore()
-		n := NewNVML(nvml.New(), st, NVMLOptions{})
+		n := NewNVML(nvml.New(), ingest.New(st), NVMLOptions{})
 		if err := n.Init(); err != nil {
 			b.Fatal(err)
 		}
@@ -918,7 +919,7 @@ func TestNameAndUUIDErrorsAreLogged(t *testing.T) {
 	g.dev.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
 	st := newStore()
 	book := logbook.New()
-	n := NewNVML(newLib(g), st, NVMLOptions{Log: book.Add})
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{Log: book.Add})
 	mustInit(t, n)
 	d := st.Devices()[0]
 	if d.Name != "GPU 0" || d.UUID != "" || d.Total != gib || d.Err != "" {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -60,7 +59,7 @@ func (n *NVML) refreshProcs() {
 		for i := range procs {
 			procs[i].Name = n.names.lookup(procs[i].PID)
 		}
-		ingest.Apply(n.st, 0, wire.Procs{T: t, Dev: d.index, Procs: procs})
+		n.in.Apply(0, wire.Procs{T: t, Dev: d.index, Procs: procs})
 	}
 }
 

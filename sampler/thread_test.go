@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -19,7 +20,7 @@ import (
 func threadNVML(t *testing.T, st *store.Store, book *logbook.Book, gpus ...*fakeGPU) *NVML {
 	t.Helper()
 	f := nativetest.Funcs()
-	n := NewNVML(newLib(gpus...), st, NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true, Log: book.Add})
+	n := NewNVML(newLib(gpus...), ingest.New(st), NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true, Log: book.Add})
 	n.opt.funcs = &f
 	mustInit(t, n)
 	return n
@@ -81,7 +82,7 @@ func TestThreadFallsBackToGo(t *testing.T) {
 	st := newStore()
 	f := nativetest.FailingHandles()
 	book := logbook.New()
-	n := NewNVML(newLib(g), st, NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true, Log: book.Add})
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true, Log: book.Add})
 	n.opt.funcs = &f
 	mustInit(t, n)
 	stop := startRun(t, n)

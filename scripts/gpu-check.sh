@@ -30,6 +30,10 @@
 #   overhead    bench/overhead.py: the agent's cost, snapshot() latency;
 #               bench/agent_tick.py: the GIL it holds per wake-up
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
+#   baseline    bench/resource.py --baseline: the TUI of $GPUTOP_BASELINE (an
+#               earlier build, default bin/gputop-baseline) and of $GPUTOP in
+#               turn beside one job, 3 rounds of 40 s: what a change costs in
+#               CPU and RSS, with the host's drift falling on both
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
 #   history     bench/history_check.py: history=100000 on vs off on the small
 #               CPU-bound and the large GPU-bound loop; an OOM's dump (top frame
@@ -385,6 +389,14 @@ step_resource() {
 		--out "$W/resource.json" --results-dir "$R" --prefix 50-
 }
 
+step_baseline() {
+	have_gputop || return 1
+	local base=${GPUTOP_BASELINE:-$REPO/bin/gputop-baseline}
+	[ -x "$base" ] || { result 50-resource-tui-baseline SKIP "no baseline build at $base"; return 0; }
+	timeout 400 "$PY" bench/resource.py --gputop "$GPUTOP" --baseline "$base" --workdir "$W/baseline" \
+		--out "$W/resource-baseline.json" --results-dir "$R" --prefix 50- --seconds 40 --rounds 3
+}
+
 step_history() {
 	have_gputop || return 1
 	timeout 330 "$PY" bench/history_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/history"
@@ -496,6 +508,7 @@ step sigkill 40 30-sigkill 31-cli-snap
 step oom 60 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
+step baseline 330 50-resource-tui-baseline
 step holders 25 60-holders_scenarios
 step history 130 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-dump 97-history-labelled-dump
 step run 150 90-run 90-run-exact

@@ -31,8 +31,9 @@ type Agent struct {
 // agent-only devices, up to MaxDevices in all (a recording could not hold
 // more). A device past that stays unmapped, its frames are ignored, and the
 // log says so, naming the process. Rank fields wire.CheckPlace cannot use
-// are left out, and the log names each.
-func (s *Store) AgentHello(h wire.Hello) {
+// are left out, and the log names each. It returns the hello as kept and
+// the agent-only devices it added.
+func (s *Store) AgentHello(h wire.Hello) (wire.Hello, []Device) {
 	var full []string // torch devices left unmapped: no room for them
 	h, problems := wire.CheckPlace(h)
 	defer func() {
@@ -57,6 +58,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	for i := range h.Devices {
 		h.Devices[i].Name = CleanText(h.Devices[i].Name)
 	}
+	var added []Device
 	a := &Agent{Hello: h, Place: h.Place(), DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
 	old := s.agents[h.PID]
 	if old != nil {
@@ -78,7 +80,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 		if idx < 0 {
 			idx = len(s.devices)
 			s.devices = append(s.devices, Device{Index: idx, UUID: ad.UUID, Name: ad.Name, Total: ad.Total, Source: "agent"})
-			s.frame(wire.Device{Type: wire.TypeDevice, Index: idx, UUID: ad.UUID, Name: ad.Name, Total: ad.Total})
+			added = append(added, s.devices[idx])
 		}
 		a.DevMap[ad.Index] = idx
 	}
@@ -86,7 +88,7 @@ func (s *Store) AgentHello(h wire.Hello) {
 	s.agentsVer++
 	s.revive(h.PID)
 	s.touch(h.T)
-	s.frame(h)
+	return h, added
 }
 
 // helloName is the base name of a hello's argv[0], for log lines.
@@ -109,25 +111,25 @@ func listClipped(items []string, n int) string {
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
-// AgentSample adds one allocator sample; smp.Dev is the torch index.
-func (s *Store) AgentSample(pid int, smp wire.Sample) {
+// AgentSample adds one allocator sample; smp.Dev is the torch index. It
+// reports whether the sample was kept (its process and device known).
+func (s *Store) AgentSample(pid int, smp wire.Sample) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.agents[pid]
 	if a == nil {
-		return
+		return false
 	}
 	dev, ok := a.DevMap[smp.Dev]
 	if !ok {
-		return
+		return false
 	}
 	s.add(Key{dev, pid, Allocated}, smp.T, smp.Allocated)
 	s.add(Key{dev, pid, Reserved}, smp.T, smp.Reserved)
 	s.add(Key{dev, pid, Peak}, smp.T, smp.Peak)
 	a.Last[dev] = smp
 	s.touch(smp.T)
-	smp.PID = pid
-	s.frame(smp)
+	return true
 }
 
 // AgentMark turns a mark from code into one snapshot row per device.
@@ -176,7 +178,10 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 }
 
 // AgentOOM records an out-of-memory event as a red marker and a table row.
-func (s *Store) AgentOOM(pid int, o wire.OOM) {
+// It returns the event as kept (its process and the device's total filled
+// in) and whether it was (its process and device known). The row is the
+// event's: a recording holds the event, and loading it makes the row again.
+func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, bool) {
 	o.Dump = cleanDump(o.Dump)
 	if o.Dump != nil {
 		defer func() { s.log(DumpLine(pid, wire.LabelOOM, o.Dump)) }()
@@ -185,11 +190,11 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) {
 	defer s.mu.Unlock()
 	a := s.agents[pid]
 	if a == nil {
-		return
+		return o, false
 	}
 	dev, ok := a.DevMap[o.Dev]
 	if !ok {
-		return
+		return o, false
 	}
 	a.OOMs++
 	s.agentsVer++
@@ -199,17 +204,19 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) {
 			o.DeviceTotal = ad.Total
 		}
 	}
-	s.frame(o)
 	s.addSnapshot(wire.OOMRow(o, dev), wire.MarkOOM)
+	return o, true
 }
 
-// AgentHolders stores the latest holders report of a process.
-func (s *Store) AgentHolders(pid int, h wire.Holders) {
+// AgentHolders stores the latest holders report of a process. It returns
+// the report as kept, the end rows it gave their attribution, and whether
+// it was kept (its process known).
+func (s *Store) AgentHolders(pid int, h wire.Holders) (wire.Holders, []Attribution, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.agents[pid]
 	if a == nil {
-		return
+		return h, nil, false
 	}
 	h.PID = pid
 	h.Groups = cleanGroups(h.Groups)
@@ -217,19 +224,20 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) {
 	a.Holders = &h
 	s.agentsVer++
 	s.touch(h.T)
-	s.frame(h)
+	var given []Attribution
 	if h.Held != nil {
 		// the walk ran after the rows waiting for it: it answers them
 		keep := s.awaiting[pid][:0]
 		for _, w := range s.awaiting[pid] {
 			if w.torchDev == h.Dev && w.t <= h.Held.T {
-				s.setHeld(pid, w.dev, w.t, h.Held)
+				given = s.setHeld(given, pid, w.dev, w.t, h.Held)
 			} else {
 				keep = append(keep, w)
 			}
 		}
 		s.setAwaiting(pid, keep)
 	}
+	return h, given, true
 }
 
 // cleanGroups copies holder groups with their text made safe to show.
@@ -258,24 +266,25 @@ func cleanHeld(h *wire.Held) *wire.Held {
 }
 
 // AgentEnded marks a process as gone. clean is true after a bye frame; its
-// history stays either way.
-func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
+// history stays either way. It returns the reason as kept, the end rows it
+// gave their attribution (those still waiting for a walk: none will come),
+// and whether it changed anything (a process known and connected).
+func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) (string, []Attribution, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := s.agents[pid]
 	if a == nil || !a.Connected {
-		return
+		return reason, nil, false
 	}
 	reason = CleanText(reason)
 	a.Connected, a.EndedAt, a.EndReason = false, t, reason
 	s.agentsVer++
 	s.markGone(pid)
+	var given []Attribution
 	for _, w := range append([]awaitRow(nil), s.awaiting[pid]...) {
-		s.setHeld(pid, w.dev, w.t, &wire.Held{T: t, Skipped: "the process ended before its holders walk answered"})
+		given = s.setHeld(given, pid, w.dev, w.t, &wire.Held{T: t, Skipped: "the process ended before its holders walk answered"})
 	}
-	if clean {
-		s.frame(wire.Bye{Type: wire.TypeBye, PID: pid, T: t})
-	} else {
+	if !clean {
 		a.Ended = true
 		// one marker per device, in device order (map order would make
 		// the marker list differ from run to run)
@@ -289,9 +298,9 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) {
 				s.addMarker(Marker{T: t, Dev: dev, PID: pid, Label: "ended", Kind: "ended"})
 			}
 		}
-		s.frame(wire.Ended{Type: wire.TypeEnded, PID: pid, T: t, Reason: reason})
 	}
 	s.touch(t)
+	return reason, given, true
 }
 
 // Agents returns copies of all agents known, by pid order.

@@ -2,10 +2,6 @@
 
 package store
 
-import (
-	"github.com/gputop/gputop/wire"
-)
-
 // Device is what the store knows about one GPU.
 type Device struct {
 	Index  int
@@ -23,11 +19,11 @@ type Device struct {
 // store allocate a device table of any size.
 const MaxDevices = 1024
 
-// SetDevice adds or updates a device (by Index); an index outside
-// [0, MaxDevices) is ignored.
-func (s *Store) SetDevice(d Device) {
+// SetDevice adds or updates a device (by Index) and returns it as kept; an
+// index outside [0, MaxDevices) is ignored (false).
+func (s *Store) SetDevice(d Device) (Device, bool) {
 	if d.Index < 0 || d.Index >= MaxDevices {
-		return
+		return Device{}, false
 	}
 	d.Name, d.Err, d.Host = CleanText(d.Name), CleanText(d.Err), CleanText(d.Host)
 	s.mu.Lock()
@@ -41,7 +37,7 @@ func (s *Store) SetDevice(d Device) {
 	}
 	s.devices[d.Index] = d
 	s.gen++
-	s.frame(wire.Device{Type: wire.TypeDevice, Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Host: d.Host})
+	return d, true
 }
 
 // SetRate records a device's achieved NVML sample rate.
@@ -55,16 +51,18 @@ func (s *Store) SetRate(dev int, hz float64) {
 }
 
 // SetDeviceError records (err != "") or clears (err == "") an NVML error.
-func (s *Store) SetDeviceError(dev int, t int64, err string) {
+// It returns the error as kept and whether it changed the device's state
+// (an error repeated, or a device not known, changes nothing).
+func (s *Store) SetDeviceError(dev int, t int64, err string) (string, bool) {
 	err = CleanText(err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if dev < 0 || dev >= len(s.devices) || s.devices[dev].Err == err {
-		return
+		return err, false
 	}
 	s.devices[dev].Err, s.devices[dev].ErrAt = err, t
 	s.gen++
-	s.frame(wire.DevError{Type: wire.TypeDevError, T: t, Dev: dev, Error: err})
+	return err, true
 }
 
 // DeviceByUUID returns the index of the device with this UUID, or -1.

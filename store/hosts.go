@@ -6,8 +6,6 @@ package store
 
 import (
 	"strconv"
-
-	"github.com/gputop/gputop/wire"
 )
 
 // A remote host's processes are filed under a pid key that holds the host:
@@ -36,10 +34,11 @@ type Host struct {
 	Since  int64  // when Up last changed
 }
 
-// SetHost adds or updates host h.ID (1..MaxHosts; others are ignored).
-func (s *Store) SetHost(h Host) {
+// SetHost adds or updates host h.ID and returns it as kept; an ID outside
+// 1..MaxHosts is ignored (false).
+func (s *Store) SetHost(h Host) (Host, bool) {
 	if h.ID < 1 || h.ID > MaxHosts {
-		return
+		return Host{}, false
 	}
 	h.Name, h.Reason = CleanText(h.Name), CleanText(h.Reason)
 	s.mu.Lock()
@@ -50,7 +49,7 @@ func (s *Store) SetHost(h Host) {
 	s.hosts[h.ID-1] = h
 	s.gen++
 	s.hostsVer++
-	s.frame(wire.Host{Type: wire.TypeHost, ID: h.ID, Name: h.Name, Up: h.Up, Reason: h.Reason, T: h.Since})
+	return h, true
 }
 
 // Hosts returns the remote hosts (none for a view of this machine alone).
@@ -83,9 +82,9 @@ func (s *Store) PIDLabel(key int) string {
 }
 
 // HostDevice adds a remote host's device, or updates the one it added
-// before (same host and UUID: the host reconnected), and returns its
-// index, or -1 when MaxDevices are known.
-func (s *Store) HostDevice(d Device) int {
+// before (same host and UUID: the host reconnected), and returns it as
+// kept, with its index; false when MaxDevices are known.
+func (s *Store) HostDevice(d Device) (Device, bool) {
 	d.Name, d.Err, d.Host = CleanText(d.Name), CleanText(d.Err), CleanText(d.Host)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,13 +97,12 @@ func (s *Store) HostDevice(d Device) int {
 	}
 	if d.Index < 0 {
 		if len(s.devices) >= MaxDevices {
-			return -1
+			return Device{}, false
 		}
 		d.Index = len(s.devices)
 		s.devices = append(s.devices, d)
 	}
 	s.devices[d.Index] = d
 	s.gen++
-	s.frame(wire.Device{Type: wire.TypeDevice, Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Host: d.Host})
-	return d.Index
+	return d, true
 }

@@ -52,8 +52,9 @@ func (s *Store) revive(pid int) {
 	}
 }
 
-// SetProcs replaces the NVML process list of a device.
-func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
+// SetProcs replaces the NVML process list of a device and returns the list
+// as kept (its names made printable).
+func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) []wire.Proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	procs = append([]wire.Proc(nil), procs...)
@@ -79,7 +80,7 @@ func (s *Store) SetProcs(dev int, t int64, procs []wire.Proc) {
 		s.add(Key{dev, p.PID, ProcUsed}, t, p.Used)
 	}
 	s.touch(t)
-	s.frame(wire.Procs{Type: wire.TypeProcs, T: t, Dev: dev, Procs: procs})
+	return procs
 }
 
 // ProcName is the last name NVML's process lists gave pid ("" if none): a

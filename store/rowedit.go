@@ -12,9 +12,9 @@ import (
 // of e.PID on device e.Dev at e.T labelled e.Label: a renamed row and its
 // chart marker take the new label; a deleted row and its marker go, so the
 // deltas, verdicts and the CSV are worked out from the rows that are left.
-// It returns the row as it was and whether it was there; only then is the
-// edit recorded.
-func (s *Store) EditRow(e wire.RowEdit) (wire.Snapshot, bool) {
+// It returns the row as it was, the edit as applied (its text made
+// printable) and whether the row was there.
+func (s *Store) EditRow(e wire.RowEdit) (wire.Snapshot, wire.RowEdit, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.Type = wire.TypeRowEdit
@@ -23,7 +23,7 @@ func (s *Store) EditRow(e wire.RowEdit) (wire.Snapshot, bool) {
 		return r.Dev == e.Dev && r.PID == e.PID && r.T == e.T && r.Label == e.Label
 	})
 	if i < 0 {
-		return wire.Snapshot{}, false
+		return wire.Snapshot{}, e, false
 	}
 	row := s.snapshots[i]
 	kind := row.Kind
@@ -46,6 +46,5 @@ func (s *Store) EditRow(e wire.RowEdit) (wire.Snapshot, bool) {
 	}
 	s.gen++
 	s.rowsVer++
-	s.frame(e)
-	return row, true
+	return row, e, true
 }

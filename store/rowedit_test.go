@@ -14,10 +14,10 @@ func TestEditRowKeepsMarkersInStep(t *testing.T) {
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 9, T: 100 * ms, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
 	st.AgentOOM(9, wire.OOM{Type: wire.TypeOOM, T: 500 * ms, Dev: 0, Requested: 1 << 30, Allocated: 10, Reserved: 20, Peak: 30})
 	st.AddSnapshot(wire.Snapshot{T: 600 * ms, Label: "after", Dev: 0, PID: 9, Source: "key"})
-	if _, ok := st.EditRow(wire.RowEdit{T: 500 * ms, Dev: 0, PID: 9, Label: wire.LabelOOM, Rename: "the big OOM"}); !ok {
+	if _, _, ok := st.EditRow(wire.RowEdit{T: 500 * ms, Dev: 0, PID: 9, Label: wire.LabelOOM, Rename: "the big OOM"}); !ok {
 		t.Fatal("the OOM row was not found")
 	}
-	if _, ok := st.EditRow(wire.RowEdit{T: 600 * ms, Dev: 0, PID: 9, Label: "after", Delete: true}); !ok {
+	if _, _, ok := st.EditRow(wire.RowEdit{T: 600 * ms, Dev: 0, PID: 9, Label: "after", Delete: true}); !ok {
 		t.Fatal("the row was not found")
 	}
 	rows, marks := st.Snapshots(), st.Markers()
@@ -33,7 +33,7 @@ func TestEditRowKeepsMarkersInStep(t *testing.T) {
 		{T: 500 * ms, Dev: 1, PID: 9, Label: "the big OOM", Delete: true},
 		{T: 501 * ms, Dev: 0, PID: 9, Label: "the big OOM", Delete: true},
 	} {
-		if _, ok := st.EditRow(e); ok {
+		if _, _, ok := st.EditRow(e); ok {
 			t.Errorf("edit %+v found a row", e)
 		}
 	}

@@ -30,17 +30,18 @@ func (s *Store) setAwaiting(pid int, rows []awaitRow) {
 }
 
 // SetHeld gives the end row of pid on dev at time t its attribution (a
-// recording's held frame, or an answer that came some other way). Rows
-// that already have one keep it.
-func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held) {
+// recording's held frame, or an answer that came some other way) and
+// returns the rows it gave it to. Rows that already have one keep it.
+func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held) []Attribution {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.setHeld(pid, dev, t, cleanHeld(h))
+	return s.setHeld(nil, pid, dev, t, cleanHeld(h))
 }
 
-func (s *Store) setHeld(pid, dev int, t int64, h *wire.Held) {
+// setHeld appends to given each row it gives h.
+func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held) []Attribution {
 	if h == nil {
-		return
+		return given
 	}
 	for i := range s.snapshots {
 		r := &s.snapshots[i]
@@ -48,7 +49,7 @@ func (s *Store) setHeld(pid, dev int, t int64, h *wire.Held) {
 			r.Held = h
 			s.gen++
 			s.rowsVer++
-			s.frame(wire.RowHeld{Type: wire.TypeRowHeld, PID: pid, T: t, Dev: dev, Held: h})
+			given = append(given, Attribution{PID: pid, Dev: dev, T: t, Held: h})
 		}
 	}
 	if ws := s.awaiting[pid]; len(ws) > 0 {
@@ -60,6 +61,7 @@ func (s *Store) setHeld(pid, dev int, t int64, h *wire.Held) {
 		}
 		s.setAwaiting(pid, keep)
 	}
+	return given
 }
 
 // AddSnapshot completes a row (NVML used at its time and the highest NVML
@@ -116,9 +118,6 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	s.rowsVer++
 	s.addMarker(Marker{T: row.T, Dev: row.Dev, PID: row.PID, Label: row.Label, Kind: kind})
 	s.touch(row.T)
-	if row.OOM == nil {
-		s.frame(row) // an OOM row is its oom frame's, recorded already
-	}
 	return row
 }
 
@@ -189,18 +188,19 @@ func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
 // process (PID 0) when no agent process is there.
 //
 // end says whether the rows end a run (nil: the label decides, see
-// wire.IsEndLabel). Each end row of an agent process asks its agent for a
-// holders walk of that device (Awaiting until the answer); when the device
-// also has processes without an agent, an end row without a process
+// wire.IsEndLabel). Each end row of an agent process is to ask its agent
+// for a holders walk of that device (Awaiting until the answer): the asks
+// are returned, for AskWalks, so that they go out with no lock held. When the
+// device also has processes without an agent, an end row without a process
 // lists them (Procs) as NVML saw them, for their verdict.
-func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
+func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool) ([]wire.Snapshot, []HolderAsk) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	isEnd := wire.IsEndLabel(CleanText(label))
 	if end != nil {
 		isEnd = *end
 	}
-	type ask struct{ pid, dev, torchDev int }
-	var asks []ask
+	var asks []HolderAsk
 	var rows []wire.Snapshot
 	agents := map[int]bool{}
 	pids := make([]int, 0, len(s.agents))
@@ -238,7 +238,7 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 			for td, d := range a.DevMap {
 				if d == dev {
 					row.Awaiting = true
-					asks = append(asks, ask{p, dev, td})
+					asks = append(asks, HolderAsk{PID: p, Dev: dev, TorchDev: td, T: t})
 					break
 				}
 			}
@@ -260,14 +260,34 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 		}
 		rows = append(rows, s.addSnapshot(row, wire.MarkSnapshot))
 	}
+	return rows, asks
+}
+
+// HolderAsk is an end row's request for its agent's holders walk: the row
+// of PID on Dev at T, torch's device TorchDev.
+type HolderAsk struct {
+	PID, Dev, TorchDev int
+	T                  int64
+}
+
+// AskWalks sends TakeSnapshot's asks through the asker SetAsker installed; it
+// must be called with no lock held that the asker may need. A row whose
+// ask could not be sent is given that as its attribution; AskWalks returns
+// those.
+func (s *Store) AskWalks(asks []HolderAsk) []Attribution {
+	s.mu.RLock()
 	asker := s.asker
-	s.mu.Unlock()
+	s.mu.RUnlock()
+	var given []Attribution
 	for _, a := range asks {
-		if err := asker(a.pid, a.torchDev); err != nil {
-			s.SetHeld(a.pid, a.dev, t, &wire.Held{T: t, Skipped: "could not ask for a holders walk: " + err.Error()})
+		if asker == nil {
+			continue // TakeSnapshot asks only when there is an asker
+		}
+		if err := asker(a.PID, a.TorchDev); err != nil {
+			given = append(given, s.SetHeld(a.PID, a.Dev, a.T, &wire.Held{T: a.T, Skipped: "could not ask for a holders walk: " + err.Error()})...)
 		}
 	}
-	return rows
+	return given
 }
 
 // Snapshots returns the summary rows in time order.

@@ -29,11 +29,6 @@ func (s *Store) AddNVML(dev int, t int64, used, reserved uint64) {
 		s.fillDue(dev, t)
 	}
 	s.touch(t)
-	// under the lock, so a recording holds samples and the rows computed
-	// from them in the same order the store saw them
-	if s.tap != nil {
-		s.tap.NVML(dev, t, used, reserved)
-	}
 	s.mu.Unlock()
 }
 

@@ -75,19 +75,20 @@ func DefaultOptions() Options {
 	}
 }
 
-// Tap sees everything ingested, e.g. to write a recording. Frame and NVML
-// are called with the store locked, in ingest order, so they must be cheap
-// and must not call back into the store.
-type Tap interface {
-	NVML(dev int, t int64, used, reserved uint64)
-	Frame(f wire.Frame)
+// Attribution is an end row given what held its memory: the row of PID on
+// Dev at T, and the holders walk's answer (or why there is none). The
+// mutators that give rows their attribution return these, so what records
+// the store's facts (ingest's subscribers) can keep them.
+type Attribution struct {
+	PID, Dev int
+	T        int64
+	Held     *wire.Held
 }
 
 // Store is the shared state.
 type Store struct {
 	mu        sync.RWMutex
 	opt       Options
-	tap       Tap
 	gen       uint64
 	start     int64
 	devices   []Device
@@ -157,9 +158,6 @@ func (s *Store) SetAsker(ask func(pid, torchDev int) error) {
 	s.mu.Unlock()
 }
 
-// SetTap installs a tap; call before sources start.
-func (s *Store) SetTap(t Tap) { s.mu.Lock(); s.tap = t; s.mu.Unlock() }
-
 // Gen changes whenever the store changes; the UI skips redraws when it has not.
 func (s *Store) Gen() uint64 { s.mu.RLock(); defer s.mu.RUnlock(); return s.gen }
 
@@ -184,12 +182,6 @@ func (s *Store) touch(t int64) {
 	s.gen++
 	if s.start == 0 || (t != 0 && t < s.start) {
 		s.start = t
-	}
-}
-
-func (s *Store) frame(f wire.Frame) {
-	if s.tap != nil {
-		s.tap.Frame(f)
 	}
 }
 

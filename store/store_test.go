@@ -16,35 +16,6 @@ import (
 
 const sec = int64(time.Second)
 
-// tapRec records what a Tap is given.
-type tapRec struct {
-	mu     sync.Mutex
-	nvml   []string
-	frames []any
-}
-
-func (r *tapRec) NVML(dev int, t int64, used, reserved uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.nvml = append(r.nvml, fmt.Sprintf("%d@%d:%d/%d", dev, t, used, reserved))
-}
-
-func (r *tapRec) Frame(f wire.Frame) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.frames = append(r.frames, f)
-}
-
-func (r *tapRec) types() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, f := range r.frames {
-		out = append(out, reflect.TypeOf(f).Name())
-	}
-	return out
-}
-
 func u(p *uint64) any {
 	if p == nil {
 		return nil
@@ -80,38 +51,50 @@ func TestZeroOptionsAndBadOptions(t *testing.T) {
 
 func TestDevicesRateAndErrors(t *testing.T) {
 	st := New(DefaultOptions())
-	tap := &tapRec{}
-	st.SetTap(tap)
-	st.SetDevice(Device{Index: 1, UUID: "GPU-b", Name: "B", Total: 80 << 30, Source: "nvml"})
+	var facts []string // what the store reports it kept, for ingest to record
+	keep := func(what string, ok bool) {
+		if ok {
+			facts = append(facts, what)
+		}
+	}
+	_, ok := st.SetDevice(Device{Index: 1, UUID: "GPU-b", Name: "B", Total: 80 << 30, Source: "nvml"})
+	keep("Device", ok)
 	ds := st.Devices()
 	if len(ds) != 2 || ds[0].Index != 0 || ds[1].UUID != "GPU-b" {
 		t.Fatalf("devices %+v", ds)
 	}
 	st.SetRate(1, 998.5)
-	st.SetDevice(Device{Index: 1, UUID: "GPU-b", Name: "B", Total: 80 << 30, Source: "nvml"})
+	_, ok = st.SetDevice(Device{Index: 1, UUID: "GPU-b", Name: "B", Total: 80 << 30, Source: "nvml"})
+	keep("Device", ok)
 	if r := st.Devices()[1].Rate; r != 998.5 {
 		t.Fatalf("rate lost on update: %v", r)
 	}
 	g := st.Gen()
-	st.SetDeviceError(1, 5, "GPU is lost")
-	st.SetDeviceError(1, 6, "GPU is lost") // unchanged: no second frame
+	_, changed := st.SetDeviceError(1, 5, "GPU is lost")
+	keep("DevError", changed)
+	_, changed = st.SetDeviceError(1, 6, "GPU is lost") // unchanged: no second frame
+	keep("DevError", changed)
 	if d := st.Devices()[1]; d.Err != "GPU is lost" || d.ErrAt != 5 || st.Gen() == g {
 		t.Fatalf("error not recorded: %+v", d)
 	}
-	st.SetDeviceError(1, 7, "")
+	_, changed = st.SetDeviceError(1, 7, "")
+	keep("DevError", changed)
 	if d := st.Devices()[1]; d.Err != "" {
 		t.Fatalf("error not cleared: %+v", d)
 	}
 	// out-of-range devices are ignored, not a panic
-	st.SetDevice(Device{Index: -1})
+	_, ok = st.SetDevice(Device{Index: -1})
+	keep("Device", ok)
 	st.SetRate(-1, 1)
 	st.SetRate(9, 1)
-	st.SetDeviceError(-1, 1, "x")
-	st.SetDeviceError(9, 1, "x")
+	_, changed = st.SetDeviceError(-1, 1, "x")
+	keep("DevError", changed)
+	_, changed = st.SetDeviceError(9, 1, "x")
+	keep("DevError", changed)
 	if len(st.Devices()) != 2 {
 		t.Fatalf("devices %+v", st.Devices())
 	}
-	if got, want := tap.types(), []string{"Device", "Device", "DevError", "DevError"}; !reflect.DeepEqual(got, want) {
+	if got, want := facts, []string{"Device", "Device", "DevError", "DevError"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("frames %v, want %v", got, want)
 	}
 	if st.DeviceByUUID("GPU-b") != 1 || st.DeviceByUUID("") != -1 || st.DeviceByUUID("GPU-x") != -1 {
@@ -238,7 +221,7 @@ func TestTakeSnapshotRowPerProcess(t *testing.T) {
 	st, at := agentSetup(t)
 	// 5.02 s: both agents have samples (100 at 5.00 s, 200 at 4.95 s):
 	// a row each, in pid order, with each process's own counters
-	rs := st.TakeSnapshot("s1", 0, at(5.02), "key", nil)
+	rs := takeSnapshot(st, "s1", 0, at(5.02), "key", nil)
 	if len(rs) != 2 || rs[0].PID != 100 || rs[1].PID != 200 {
 		t.Fatalf("rows %+v", rs)
 	}
@@ -253,16 +236,16 @@ func TestTakeSnapshotRowPerProcess(t *testing.T) {
 	wantU(t, "allocated", rs[1].Allocated, uint64(5039))
 	wantU(t, "peak", rs[1].Peak, uint64(7039))
 	// 8 s: agent 200 ended at 6 s; its last sample (5.95 s) is not current
-	rs = st.TakeSnapshot("s3", 0, at(8), "key", nil)
+	rs = takeSnapshot(st, "s3", 0, at(8), "key", nil)
 	if len(rs) != 1 || rs[0].PID != 100 {
 		t.Fatalf("rows after 200 ended: %+v", rs)
 	}
 	wantU(t, "allocated", rs[0].Allocated, uint64(1070))
 	// 3.3 s, exactly
-	rs = st.TakeSnapshot("s4", 0, at(3.3), "cli", nil)
+	rs = takeSnapshot(st, "s4", 0, at(3.3), "cli", nil)
 	wantU(t, "allocated", rs[1].Allocated, uint64(5022))
 	// before any agent sample: one row of no process, NVML only
-	rs = st.TakeSnapshot("s5", 0, at(0.9), "key", nil)
+	rs = takeSnapshot(st, "s5", 0, at(0.9), "key", nil)
 	if len(rs) != 1 || rs[0].PID != 0 {
 		t.Fatalf("rows before any sample: %+v", rs)
 	}
@@ -283,10 +266,8 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 		asked = append(asked, fmt.Sprintf("%d/%d", pid, dev))
 		return nil
 	})
-	tap := &tapRec{}
-	st.SetTap(tap)
 	// pid 200's agent left at 6 s: at 5.5 s its row can only say so
-	rs := st.TakeSnapshot("After cleanup", 0, at(5.5), "key", nil)
+	rs := takeSnapshot(st, "After cleanup", 0, at(5.5), "key", nil)
 	if len(rs) != 2 || !rs[0].End || !rs[0].Awaiting || rs[1].Awaiting ||
 		rs[1].Held == nil || !strings.Contains(rs[1].Held.Skipped, "no longer attached") {
 		t.Fatalf("rows %+v", rs)
@@ -302,7 +283,7 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 	}
 	h2 := &wire.Held{T: at(5.6), Allocated: 1040, Python: 1040,
 		Top: []wire.HolderGroup{{Name: "x\x1b[31m", Kind: "variable", Bytes: 1040, Tensors: 1}}}
-	st.AgentHolders(100, wire.Holders{T: at(5.7), Dev: 0, Groups: []wire.HolderGroup{}, Held: h2})
+	_, given, _ := st.AgentHolders(100, wire.Holders{T: at(5.7), Dev: 0, Groups: []wire.HolderGroup{}, Held: h2})
 	var row100, row200 wire.Snapshot
 	for _, r := range st.Snapshots() {
 		if r.T == at(5.5) && r.PID == 100 {
@@ -318,18 +299,18 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 	if row200.Held == nil || row200.Held.Python != 0 {
 		t.Fatal("pid 100's walk answered pid 200's row")
 	}
-	// the recording learns of the late attribution
+	// the store reports the late attribution, for the recording
 	found := false
-	for _, f := range tap.frames {
-		if rh, ok := f.(wire.RowHeld); ok && rh.PID == 100 && rh.T == at(5.5) && rh.Held.Python == 1040 {
+	for _, a := range given {
+		if a.PID == 100 && a.T == at(5.5) && a.Held.Python == 1040 {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatalf("no held frame for the recording: %v", tap.frames)
+		t.Fatalf("no attribution reported for the recording: %+v", given)
 	}
 	// pid 100 ends before it answers: its row says so instead of waiting
-	st.TakeSnapshot("Training end", 0, at(9), "key", nil)
+	takeSnapshot(st, "Training end", 0, at(9), "key", nil)
 	st.AgentEnded(100, at(9.5), false, "killed")
 	for _, r := range st.Snapshots() {
 		if r.T == at(9) && (r.Held == nil || !strings.Contains(r.Held.Skipped, "ended")) {
@@ -340,7 +321,7 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 	st.AgentSample(100, wire.Sample{T: at(9.7), Dev: 0, Allocated: 1})
 	// a request that cannot be sent is said on the row
 	st.SetAsker(func(pid, dev int) error { return errors.New("pid 100 is not reading requests") })
-	rs = st.TakeSnapshot("x", 0, at(7), "key", &[]bool{true}[0])
+	rs = takeSnapshot(st, "x", 0, at(7), "key", &[]bool{true}[0])
 	for _, r := range st.Snapshots() {
 		if r.T == at(7) && (r.Held == nil || !strings.Contains(r.Held.Skipped, "not reading requests")) {
 			t.Fatalf("row with a failed request: %+v", r)
@@ -349,7 +330,7 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 	// end=false: no end row, nothing asked, whatever the label
 	asked = nil
 	st.SetAsker(func(pid, dev int) error { asked = append(asked, "x"); return nil })
-	rs = st.TakeSnapshot("Training end", 0, at(8), "key", &[]bool{false}[0])
+	rs = takeSnapshot(st, "Training end", 0, at(8), "key", &[]bool{false}[0])
 	if rs[0].End || len(asked) != 0 {
 		t.Fatalf("end=false: %+v, asked %v", rs[0], asked)
 	}
@@ -360,28 +341,29 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 func TestEndRowListsProcessesWithoutAgent(t *testing.T) {
 	st, at := agentSetup(t)
 	st.SetProcs(0, at(5.9), []wire.Proc{{PID: 100, Used: 5 << 20}, {PID: 300, Name: "python3", Used: 600 << 20}})
-	rs := st.TakeSnapshot("cleanup", 0, at(6), "key", nil)
+	rs := takeSnapshot(st, "cleanup", 0, at(6), "key", nil)
 	last := rs[len(rs)-1]
 	if last.PID != 0 || last.Procs == nil || len(*last.Procs) != 1 || (*last.Procs)[0].PID != 300 {
 		t.Fatalf("rows %+v", rs)
 	}
 	// not an end row: no such row
-	if rs := st.TakeSnapshot("Epoch 1", 0, at(6.5), "key", nil); len(rs) != 1 || rs[0].PID != 100 {
+	if rs := takeSnapshot(st, "Epoch 1", 0, at(6.5), "key", nil); len(rs) != 1 || rs[0].PID != 100 {
 		t.Fatalf("rows %+v", rs)
 	}
 }
 
 func TestAgentHelloMapsByUUID(t *testing.T) {
 	st := New(DefaultOptions())
-	tap := &tapRec{}
-	st.SetTap(tap)
 	st.SetDevice(Device{Index: 0, UUID: "GPU-aaa", Name: "H200", Source: "nvml"})
 	st.SetDevice(Device{Index: 1, UUID: "GPU-bbb", Name: "H200", Source: "nvml"})
 	nvmlRun(st, 0, 0, 2*sec, func(int64) uint64 { return 10 })
 	nvmlRun(st, 1, 0, 2*sec, func(int64) uint64 { return 11 })
 	// CUDA_VISIBLE_DEVICES=1,0 plus a device NVML does not list
-	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 42, T: 1, Devices: []wire.AgentDevice{
+	_, added := st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 42, T: 1, Devices: []wire.AgentDevice{
 		{Index: 0, UUID: "GPU-bbb"}, {Index: 1, UUID: "GPU-aaa"}, {Index: 2, UUID: "GPU-zzz", Name: "Other", Total: 16 << 30}}})
+	if len(added) != 1 || added[0].UUID != "GPU-zzz" || added[0].Index != 2 {
+		t.Fatalf("agent-only devices reported %+v", added)
+	}
 	ds := st.Devices()
 	if len(ds) != 3 || ds[2].UUID != "GPU-zzz" || ds[2].Source != "agent" || ds[2].Name != "Other" || ds[2].Total != 16<<30 {
 		t.Fatalf("devices %+v", ds)
@@ -450,25 +432,27 @@ func TestAgentHelloMapsByUUID(t *testing.T) {
 	}
 	// no UUID at all: one new device, kept when the same process says hello again
 	st.AgentHello(wire.Hello{PID: 44, T: 3, Devices: []wire.AgentDevice{{Index: 0, Name: "no uuid"}}})
-	st.AgentHello(wire.Hello{PID: 44, T: 4, Devices: []wire.AgentDevice{{Index: 0, Name: "no uuid"}}})
+	h, added := st.AgentHello(wire.Hello{PID: 44, T: 4, Devices: []wire.AgentDevice{{Index: 0, Name: "no uuid"}}})
 	if n := len(st.Devices()); n != 4 {
 		t.Fatalf("%d devices after a reconnect without UUID", n)
 	}
-	if got := tap.types(); got[len(got)-1] != "Hello" {
-		t.Fatalf("frames %v", got)
+	if h.PID != 44 || len(added) != 0 {
+		t.Fatalf("the reconnect's hello %+v added %+v", h, added)
 	}
 }
 
 func TestAgentOOM(t *testing.T) {
 	st := New(DefaultOptions())
-	tap := &tapRec{}
-	st.SetTap(tap)
 	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
 	nvmlRun(st, 0, 0, sec, func(int64) uint64 { return 77 })
 	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
-	st.AgentOOM(9, wire.OOM{Type: wire.TypeOOM, T: 500 * ms, Dev: 0, Requested: 1 << 30, Allocated: 10, Reserved: 20, Peak: 30})
-	st.AgentOOM(9, wire.OOM{T: 600 * ms, Dev: 3}) // unmapped device: ignored
-	st.AgentOOM(8, wire.OOM{T: 600 * ms, Dev: 0}) // unknown pid: ignored
+	oom, kept := st.AgentOOM(9, wire.OOM{Type: wire.TypeOOM, T: 500 * ms, Dev: 0, Requested: 1 << 30, Allocated: 10, Reserved: 20, Peak: 30})
+	if _, ok := st.AgentOOM(9, wire.OOM{T: 600 * ms, Dev: 3}); ok { // unmapped device: ignored
+		t.Fatal("an oom on an unmapped device was kept")
+	}
+	if _, ok := st.AgentOOM(8, wire.OOM{T: 600 * ms, Dev: 0}); ok { // unknown pid: ignored
+		t.Fatal("an oom of an unknown pid was kept")
+	}
 	if a := st.Agents()[0]; a.OOMs != 1 {
 		t.Fatalf("OOMs %d", a.OOMs)
 	}
@@ -484,24 +468,13 @@ func TestAgentOOM(t *testing.T) {
 	if len(m) != 1 || m[0].Kind != "oom" || m[0].Dev != 0 || m[0].PID != 9 {
 		t.Fatalf("markers %+v", m)
 	}
-	var oom *wire.OOM
-	for _, f := range tap.frames {
-		if o, ok := f.(wire.OOM); ok {
-			oom = &o
-		}
+	// the event as kept, for the recording
+	if !kept || oom.PID != 9 || oom.Requested != 1<<30 {
+		t.Fatalf("oom as kept %+v (%v)", oom, kept)
 	}
-	if oom == nil || oom.PID != 9 || oom.Requested != 1<<30 {
-		t.Fatalf("tap oom frame %+v", oom)
-	}
-	// the row carries its frame, for what the row has no column for; the
-	// row itself is no frame for the recording (its oom frame is)
+	// the row carries its frame, for what the row has no column for
 	if o := rows[0].OOM; o == nil || o.Requested != 1<<30 || o.Allocated != 10 {
 		t.Fatalf("the OOM row's frame: %+v", o)
-	}
-	for _, f := range tap.frames {
-		if r, ok := f.(wire.Snapshot); ok && r.Source == wire.SourceOOM {
-			t.Fatalf("the OOM row went to the tap: %+v", r)
-		}
 	}
 	for _, r := range st.Snapshots() {
 		if r.PID == 8 {
@@ -518,8 +491,6 @@ func TestAgentOOM(t *testing.T) {
 
 func TestAgentEndedKeepsHistory(t *testing.T) {
 	st, at := agentSetup(t)
-	tap := &tapRec{}
-	st.SetTap(tap)
 	ag := st.Agents()
 	if len(ag) != 2 || ag[1].Hello.PID != 200 || ag[1].Connected || !ag[1].Ended ||
 		ag[1].EndReason != "connection reset" || ag[1].EndedAt != at(6) {
@@ -536,18 +507,18 @@ func TestAgentEndedKeepsHistory(t *testing.T) {
 		t.Fatalf("markers %+v", m)
 	}
 	// a second end report changes nothing
-	st.AgentEnded(200, at(7), true, "bye")
-	if len(st.Markers()) != 1 || st.Agents()[1].EndedAt != at(6) || len(tap.frames) != 0 {
+	_, _, changed := st.AgentEnded(200, at(7), true, "bye")
+	if len(st.Markers()) != 1 || st.Agents()[1].EndedAt != at(6) || changed {
 		t.Fatalf("second end changed the agent")
 	}
 	// a clean end: bye frame, not marked as killed, no marker
-	st.AgentEnded(100, at(11), true, "bye")
+	_, _, changed = st.AgentEnded(100, at(11), true, "bye")
 	a := st.Agents()[0]
 	if a.Connected || a.Ended || a.EndedAt != at(11) {
 		t.Fatalf("agent 100 after bye %+v", a)
 	}
-	if got := tap.types(); !reflect.DeepEqual(got, []string{"Bye"}) || len(st.Markers()) != 1 {
-		t.Fatalf("frames %v markers %+v", got, st.Markers())
+	if !changed || len(st.Markers()) != 1 {
+		t.Fatalf("changed %v markers %+v", changed, st.Markers())
 	}
 	st.AgentEnded(12345, 1, false, "unknown") // no panic, nothing added
 	// a process on several devices: one marker each, in device order
@@ -568,43 +539,6 @@ func TestAgentEndedKeepsHistory(t *testing.T) {
 	}
 }
 
-func TestTapReceivesFrames(t *testing.T) {
-	st := New(DefaultOptions())
-	tap := &tapRec{}
-	st.SetTap(tap)
-	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
-	st.AddNVML(0, 10, 100, 5)
-	st.AddNVML(0, 11, 101, 5)
-	st.SetDeviceError(0, 12, "Not Supported")
-	st.SetProcs(0, 13, []wire.Proc{{PID: 7, Name: "python", Used: 50}})
-	st.AgentHello(wire.Hello{Type: wire.TypeHello, PID: 7, T: 14, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
-	st.AgentSample(7, wire.Sample{Type: wire.TypeSample, T: 15, Dev: 0, Allocated: 1})
-	st.AgentMark(7, wire.Mark{T: 16, Label: "m", Devs: []wire.DevStats{{Dev: 0}}})
-	st.AgentOOM(7, wire.OOM{T: 17, Dev: 0})
-	st.AgentHolders(7, wire.Holders{T: 18})
-	st.TakeSnapshot("k", 0, 19, "key", nil)
-	st.AgentEnded(7, 20, false, "killed")
-	// the OOM's row is no frame of its own: its oom frame is
-	want := []string{"Device", "DevError", "Procs", "Hello", "Sample", "Snapshot", "OOM", "Holders", "Snapshot", "Ended"}
-	if got := tap.types(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("frames %v\nwant %v", got, want)
-	}
-	if !reflect.DeepEqual(tap.nvml, []string{"0@10:100/5", "0@11:101/5"}) {
-		t.Fatalf("nvml %v", tap.nvml)
-	}
-	if s := tap.frames[4].(wire.Sample); s.PID != 7 {
-		t.Fatalf("sample frame without the pid: %+v", s)
-	}
-	// no NVML sample at or after 19 yet: the row waits for it, and the
-	// frame leaves NVML out (a reader computes it from the samples)
-	if s := tap.frames[8].(wire.Snapshot); s.Label != "k" || s.PID != 7 || u(s.Allocated) != uint64(1) || s.NVMLUsed != nil {
-		t.Fatalf("snapshot frame %+v", s)
-	}
-	if r := st.Snapshots()[2]; r.Label != "k" || u(r.NVMLUsed) != uint64(101) {
-		t.Fatalf("row k meanwhile shows %+v", r)
-	}
-}
-
 // Two rows between the same two NVML samples (Training end a few µs after
 // Epoch 10): the second's peak since the first is the level held between
 // them, not unknown.
@@ -613,8 +547,8 @@ func TestPeakBetweenSamples(t *testing.T) {
 	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
 	st.AddNVML(0, 10, 500, 5)
 	st.AddNVML(0, 20, 700, 5)
-	st.TakeSnapshot("a", 0, 21, "key", nil)
-	st.TakeSnapshot("b", 0, 22, "key", nil)
+	takeSnapshot(st, "a", 0, 21, "key", nil)
+	takeSnapshot(st, "b", 0, 22, "key", nil)
 	st.AddNVML(0, 30, 600, 5)
 	rows := st.Snapshots()
 	if u(rows[0].NVMLPeak) != uint64(700) || u(rows[1].NVMLUsed) != uint64(700) || u(rows[1].NVMLPeak) != uint64(700) {
@@ -648,7 +582,7 @@ func TestRowWaitsForItsNVMLSample(t *testing.T) {
 	}
 	// a later row counts its peak from the OOM row on
 	st.AddNVML(0, 60, 9000, 5)
-	st.TakeSnapshot("after", 0, 60, "key", nil)
+	takeSnapshot(st, "after", 0, 60, "key", nil)
 	if r := st.Snapshots()[1]; u(r.NVMLUsed) != uint64(9000) || u(r.NVMLPeak) != uint64(9900) {
 		t.Fatalf("row after: %+v", r)
 	}
@@ -699,7 +633,6 @@ func TestProcsLogsAndQueries(t *testing.T) {
 // against readers doing what the UI does; run it with -race.
 func TestConcurrentSourcesAndReaders(t *testing.T) {
 	st := New(Options{RawCapacity: 2000, Tiers: []TierSpec{{10 * time.Millisecond, 300}, {100 * time.Millisecond, 300}}})
-	st.SetTap(&tapRec{})
 	const devs, per = 4, 3000
 	for d := range devs {
 		st.SetDevice(Device{Index: d, UUID: fmt.Sprintf("GPU-%d", d)})
@@ -722,7 +655,7 @@ func TestConcurrentSourcesAndReaders(t *testing.T) {
 			st.AgentSample(1, wire.Sample{T: int64(i*10) * ms, Dev: 0, Allocated: uint64(i)})
 			st.SetProcs(2, int64(i*10)*ms, []wire.Proc{{PID: 1, Used: uint64(i)}})
 			if i%50 == 0 {
-				st.TakeSnapshot(fmt.Sprintf("s%d", i), 2, int64(i*10)*ms, "key", nil)
+				takeSnapshot(st, fmt.Sprintf("s%d", i), 2, int64(i*10)*ms, "key", nil)
 				st.AgentMark(1, wire.Mark{T: int64(i*10) * ms, Label: "m", Devs: []wire.DevStats{{Dev: 0}}})
 			}
 		}
@@ -844,7 +777,7 @@ func TestShape(t *testing.T) {
 	step("an agent sample", func() {
 		st.AgentSample(7, wire.Sample{T: 12, Dev: 0, Allocated: 5, Reserved: 6, Peak: 7})
 	}, false)
-	step("a snapshot", func() { st.TakeSnapshot("x", 0, 13, "key", nil) }, true)
+	step("a snapshot", func() { takeSnapshot(st, "x", 0, 13, "key", nil) }, true)
 	step("an OOM", func() { st.AgentOOM(7, wire.OOM{T: 14, Dev: 0}) }, true)
 	step("a holders report", func() { st.AgentHolders(7, wire.Holders{T: 15}) }, true)
 	step("the end of an agent", func() { st.AgentEnded(7, 16, false, "connection lost") }, true)
@@ -940,4 +873,11 @@ func TestEndReachesRowsAfterTheLastSample(t *testing.T) {
 	if got := st.End(); got != 3*sec {
 		t.Fatalf("End() = %d after a later sample", got)
 	}
+}
+
+// takeSnapshot is TakeSnapshot with its asks sent (AskWalks), as ingest does.
+func takeSnapshot(st *Store, label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
+	rows, asks := st.TakeSnapshot(label, dev, t, source, end)
+	st.AskWalks(asks)
+	return rows
 }

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/gputop/gputop/ingest"
 )
 
 // BenchmarkChartRender is the cost of drawing the chart at 160x50 when its
 // data changed (the worst case of a frame).
 func BenchmarkChartRender(b *testing.B) {
-	m := New(newFixture(), Options{Now: fixedNow})
+	m := New(ingest.New(newFixture()), Options{Now: fixedNow})
 	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
 	m = nm.(Model)
 	b.ResetTimer()
@@ -23,7 +24,7 @@ func BenchmarkChartRender(b *testing.B) {
 // BenchmarkRefresh is the cost of recomputing every pane's data from the
 // store for a frame whose window moved (chart data fetched and compared).
 func BenchmarkRefresh(b *testing.B) {
-	m := New(newFixture(), Options{Now: fixedNow})
+	m := New(ingest.New(newFixture()), Options{Now: fixedNow})
 	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
 	m = nm.(Model)
 	b.ResetTimer()
@@ -37,7 +38,7 @@ func BenchmarkRefresh(b *testing.B) {
 func BenchmarkFrameLive(b *testing.B) {
 	st := newFixture()
 	now := fixtureNow
-	m := New(st, Options{Now: func() time.Time { return now }})
+	m := New(ingest.New(st), Options{Now: func() time.Time { return now }})
 	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
 	m = nm.(Model)
 	b.ResetTimer()

@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -172,13 +173,19 @@ func fixedNow() time.Time { return fixtureNow }
 // newModel makes a sized model over st with a fixed clock.
 func newModel(t *testing.T, st *store.Store, opt Options, w, h int) Model {
 	t.Helper()
+	return newModelIn(t, ingest.New(st), opt, w, h)
+}
+
+// newModelIn is newModel over an Ingest the test holds (e.g. with a Tap).
+func newModelIn(t *testing.T, in *ingest.Ingest, opt Options, w, h int) Model {
+	t.Helper()
 	if opt.Now == nil {
 		opt.Now = fixedNow
 	}
 	if opt.Log == nil {
-		opt.Log = logOf(st)
+		opt.Log = logOf(in.Store())
 	}
-	m := New(st, opt)
+	m := New(in, opt)
 	m = send(t, m, tea.WindowSizeMsg{Width: w, Height: h})
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/snapshot"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestFullFlowInTheRealRuntime(t *testing.T) {
 	st := newFixture()
 	csv := filepath.Join(t.TempDir(), "summary.csv")
-	m := New(st, Options{
+	m := New(ingest.New(st), Options{
 		Replay:   true,
 		Title:    "run.gputop",
 		CSVPath:  csv,

@@ -172,7 +172,7 @@ func (m *Model) takeSnapshot(label string, end *bool) {
 	if m.opt.Replay {
 		t = m.tl.cursor(t)
 	}
-	rows := m.st.TakeSnapshot(label, m.dev, t, "key", end)
+	rows := m.in.TakeSnapshot(label, m.dev, t, "key", end)
 	what := "snapshot"
 	if len(rows) > 0 && rows[0].End {
 		what = "end row"

@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -89,12 +90,13 @@ func TestProcessSortCycles(t *testing.T) {
 func TestRenameAndDeleteRows(t *testing.T) {
 	st := newFixture()
 	var edits []wire.RowEdit
-	st.SetTap(tapFunc(func(f wire.Frame) {
+	in := ingest.New(st)
+	in.SetTap(tapFunc(func(f wire.Frame) {
 		if e, ok := f.(wire.RowEdit); ok {
 			edits = append(edits, e)
 		}
 	}))
-	m := newModel(t, st, Options{}, 160, 50)
+	m := newModelIn(t, in, Options{}, 160, 50)
 	m = send(t, m, press("r")...)
 	if m.prompt.open || !strings.Contains(screen(m), "no snapshot row selected") {
 		t.Fatalf("r without a selected row should say so:\n%s", screen(m))

@@ -8,6 +8,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 )
 
@@ -23,7 +24,7 @@ type Load struct {
 // ctrl+c to give up (nothing is written then). When the load ends it hands
 // the program over to the Model.
 type loading struct {
-	st     *store.Store
+	in     *ingest.Ingest
 	opt    Options
 	load   Load
 	keys   KeyMap
@@ -36,10 +37,10 @@ type loadTickMsg struct{}
 
 type loadDoneMsg struct{}
 
-// NewLoading returns the program's model while load fills st; the Model
-// over st and opt follows once it is done.
-func NewLoading(st *store.Store, opt Options, load Load) tea.Model {
-	return loading{st: st, opt: opt, load: load, keys: DefaultKeyMap(opt.Replay), styles: DefaultStyles()}
+// NewLoading returns the program's model while load fills in's store; the
+// Model over in and opt follows once it is done.
+func NewLoading(in *ingest.Ingest, opt Options, load Load) tea.Model {
+	return loading{in: in, opt: opt, load: load, keys: DefaultKeyMap(opt.Replay), styles: DefaultStyles()}
 }
 
 func (l loading) Init() tea.Cmd {
@@ -66,7 +67,7 @@ func (l loading) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if l.load.Status != nil {
 			opt.LoadErr = l.load.Status()
 		}
-		m := New(l.st, opt)
+		m := New(l.in, opt)
 		cmds := []tea.Cmd{m.Init()}
 		var next tea.Model = m
 		if l.sized {

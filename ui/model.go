@@ -12,6 +12,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
@@ -60,7 +61,8 @@ type holdersAskedMsg struct {
 
 // Model is the root Bubble Tea model.
 type Model struct {
-	st     *store.Store
+	in     *ingest.Ingest // the only way the UI changes the store: a snapshot, a row edited
+	st     *store.Store   // in's store, read
 	opt    Options
 	keys   *KeyMap
 	styles *Styles
@@ -110,7 +112,8 @@ type Model struct {
 }
 
 // New returns the root model over st.
-func New(st *store.Store, opt Options) Model {
+func New(in *ingest.Ingest, opt Options) Model {
+	st := in.Store()
 	if opt.FPS <= 0 {
 		opt.FPS = 30
 	}
@@ -125,7 +128,7 @@ func New(st *store.Store, opt Options) Model {
 	h := help.New()
 	h.Styles = styles.Help
 	m := Model{
-		st: st, opt: opt, keys: &keys, styles: &styles, help: h,
+		in: in, st: st, opt: opt, keys: &keys, styles: &styles, help: h,
 		tl:      newTimeline(opt.Replay, st.Start(), opt.Now().UnixNano()),
 		header:  newHeader(&styles),
 		chart:   newChart(&styles),

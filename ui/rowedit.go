@@ -58,7 +58,7 @@ func (m *Model) finishEdit(text string) bool {
 		}
 		e.Rename = text
 	}
-	if _, ok := m.st.EditRow(*e); !ok {
+	if len(m.in.Apply(0, *e)) == 0 {
 		m.status.Set(fmt.Sprintf("row %q is no longer there", e.Label), true)
 		return true
 	}

@@ -7,6 +7,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -31,7 +32,7 @@ func TestValueFramesCostNothingPerRow(t *testing.T) {
 	allocs := func(rows int) float64 {
 		st := withRows(rows)
 		now := fixtureNow
-		m := New(st, Options{Now: func() time.Time { return now }})
+		m := New(ingest.New(st), Options{Now: func() time.Time { return now }})
 		nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
 		m = nm.(Model)
 		return testing.AllocsPerRun(20, func() {
@@ -54,7 +55,7 @@ func BenchmarkRefreshRows(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			st := withRows(n)
 			now := fixtureNow
-			m := New(st, Options{Now: func() time.Time { return now }})
+			m := New(ingest.New(st), Options{Now: func() time.Time { return now }})
 			nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
 			m = nm.(Model)
 			b.ResetTimer()
