@@ -167,9 +167,9 @@ class Scraper:
 def alternate(a: argparse.Namespace, width: int, height: int, name: str,
               variants: list[tuple[str, str, str, bool]]) -> list[dict] | None:
     """Runs each variant's TUI (mode, what the probe says, gputop binary,
-    scraped or not) in turn beside
-    one job, a.rounds times, each for a.seconds; their probes' results, or
-    None when tmux is missing (the result says so)."""
+    scraped or not) in turn beside one job, a.rounds times in ABBA order,
+    each for a.seconds; their probes' results, or None when a run could not
+    be measured (the result says so)."""
     if not shutil.which("tmux"):
         write_result(a.results_dir, name, "FAIL", "tmux not installed")
         return None
@@ -191,7 +191,9 @@ def alternate(a: argparse.Namespace, width: int, height: int, name: str,
                 env=env, stdout=log, stderr=subprocess.STDOUT)
             time.sleep(a.warmup)
         for r in range(a.rounds):
-            for mode, label, binary, scraped in variants:
+            # ABBA: each variant first in every other round, so what drifts
+            # with the job's time (its phases, the host) falls on both alike
+            for mode, label, binary, scraped in (variants if r % 2 == 0 else variants[::-1]):
                 addr = f"127.0.0.1:{free_port()}"
                 cmd = f"{binary} --socket {sock} --source {a.source}" + (f" --metrics {addr}" if scraped else "")
                 for _ in range(3):  # the private tmux server may still be exiting after the last session
@@ -258,7 +260,7 @@ def metrics_compare(a: argparse.Namespace, width: int, height: int) -> int:
     write_result(a.results_dir, name, "PASS" if ok else "FAIL",
                  f"TUI {off:.2f}% of a core without --metrics, {on:.2f}% with it scraped every "
                  f"second ({scrapes} scrapes answered): {diff:+.2f} points (limit {a.metrics_cpu_limit:g}); "
-                 f"{a.rounds} rounds of {a.seconds:g} s each, alternating",
+                 f"{a.rounds} rounds of {a.seconds:g} s each, in ABBA order",
                  cpu_off=round(off, 3), cpu_on=round(on, 3), diff_points=round(diff, 3),
                  scrapes_ok=scrapes, runs=runs)
     return 0 if ok else 1
@@ -285,7 +287,7 @@ def baseline_compare(a: argparse.Namespace, width: int, height: int) -> int:
                  f"{cpu['build']:.2f}% / {rss['build']:.1f} MiB for this build: {dcpu:+.2f} points, "
                  f"{drss:+.1f} MiB; anon {anon['baseline']:.1f} / {anon['build']:.1f} MiB, {danon:+.1f} "
                  f"(limits +{a.baseline_cpu_limit:g}, +{a.baseline_rss_limit_mib:g}); "
-                 f"{a.rounds} rounds of {a.seconds:g} s each, alternating",
+                 f"{a.rounds} rounds of {a.seconds:g} s each, in ABBA order",
                  cpu_baseline=round(cpu["baseline"], 3), cpu_this=round(cpu["build"], 3),
                  rss_baseline=round(rss["baseline"], 2), rss_this=round(rss["build"], 2),
                  anon_baseline=round(anon["baseline"], 2), anon_this=round(anon["build"], 2),

@@ -32,8 +32,8 @@
 #   resource    bench/resource.py: gputop's CPU and RSS over 60 s at 160x50
 #   baseline    bench/resource.py --baseline: the TUI of $GPUTOP_BASELINE (an
 #               earlier build, default bin/gputop-baseline) and of $GPUTOP in
-#               turn beside one job, 3 rounds of 40 s: what a change costs in
-#               CPU and RSS, with the host's drift falling on both
+#               turn beside one job, 4 rounds of 30 s in ABBA order: what a
+#               change costs in CPU and RSS, the host's drift on both alike
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
 #   history     bench/history_check.py: history=100000 on vs off on the small
 #               CPU-bound and the large GPU-bound loop; an OOM's dump (top frame
@@ -394,7 +394,7 @@ step_baseline() {
 	local base=${GPUTOP_BASELINE:-$REPO/bin/gputop-baseline}
 	[ -x "$base" ] || { result 50-resource-tui-baseline SKIP "no baseline build at $base"; return 0; }
 	timeout 400 "$PY" bench/resource.py --gputop "$GPUTOP" --baseline "$base" --workdir "$W/baseline" \
-		--out "$W/resource-baseline.json" --results-dir "$R" --prefix 50- --seconds 40 --rounds 3
+		--out "$W/resource-baseline.json" --results-dir "$R" --prefix 50- --seconds 30 --rounds 4
 }
 
 step_history() {
