@@ -25,7 +25,7 @@ BENCH = REPO / "bench"
 SHARED = {"common", "rec"}  # the modules bench scripts may import
 # a script's own parts, split off to keep it short: imported by that script
 # alone, never run
-PARTS = {"leak_scenarios": "holders_scenarios"}
+PARTS = {"leak_scenarios": "holders_scenarios", "overhead_workers": "overhead"}
 HELPERS = [BENCH / "common.py", *(BENCH / f"{m}.py" for m in PARTS)]
 SCRIPTS = sorted(p for p in [*BENCH.glob("*.py"), *(BENCH / "workloads").glob("*.py")] if p not in HELPERS)
 DRY = [p for p in SCRIPTS if '"--dry-run"' in p.read_text()]  # those that have one
