@@ -19,6 +19,8 @@ Rules it keeps, because it lives inside someone's training job:
 Around the thread, each in its own module: the connection to gputop
 (_connection: connect, send, read, refusals and the backoff), torch's
 out-of-memory observer (_oom), interpreter exit and fork (_lifecycle),
+the answers to gputop's holders requests (_requests), the handle
+attach() returns when the agent is off (_disabled),
 torch's allocation history (_history) and memory dumps (_dumps): the
 thread writes the dumps snapshot(label, dump=True) took and takes those
 gputop asks for, and holds back the mark of a dump until its file is in
@@ -38,8 +40,9 @@ import time
 import warnings
 from typing import Any
 
-from . import _dumps, _env, _history, _oom, _stats, _wire
+from . import _dumps, _env, _history, _oom, _requests, _stats, _wire
 from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection, _wait_writable
+from ._disabled import Disabled
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
 # Raw stats mappings kept between two sends: a tick stores what the stats
@@ -474,7 +477,7 @@ class Agent(Connection):
             rid = f.get("id") if isinstance(f.get("id"), int) else 0
             dev = f.get("dev")
             dev = dev if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0 else None
-            self.post(_holders_frame(rid, dev), urgent=True)
+            self.post(_requests.holders_frame(rid, dev), urgent=True)
         elif f["type"] == "reply" and not f.get("ok", True):
             self._refusal = str(f.get("error") or "no reason given")
 
@@ -496,7 +499,7 @@ class Agent(Connection):
             t = time.time_ns()
             try:
                 why = _dumps.busy()
-                res = {"error": why} if why else _dumps.dump(self._src.memory_api(), _wire_label_dump)
+                res = {"error": why} if why else _dumps.dump(self._src.memory_api(), _requests.LABEL_DUMP)
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
             devs = []
@@ -506,7 +509,7 @@ class Agent(Connection):
                 except Exception:
                     continue
                 devs.append({"dev": d, "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak})
-            self.post({"type": "mark", "t": t, "label": _wire_label_dump, "kind": "snapshot",
+            self.post({"type": "mark", "t": t, "label": _requests.LABEL_DUMP, "kind": "snapshot",
                        "end": False, "devs": devs, "dump": res}, urgent=True)
 
     def _finish(self) -> None:
@@ -534,32 +537,6 @@ class Agent(Connection):
                 return
 
 
-class Disabled:
-    """What attach() returns when GPUTOP=0 (or when the agent cannot start)."""
-
-    alive = False
-    connected = False
-
-    def __init__(self, reason: str) -> None:
-        self.last_error = reason
-
-    def detach(self, timeout: float = 0) -> None:
-        """Nothing to stop."""
-
-    def configure(self, rate_hz: float | None = None, socket: str | None = None) -> None:
-        """Nothing to configure."""
-
-    def post(self, frame: dict[str, Any], urgent: bool = False) -> None:
-        """Drop the frame."""
-
-    def status(self) -> dict[str, Any]:
-        return {"enabled": _env.enabled(), "attached": False, "connected": False,
-                "socket": _env.socket_path(), "last_error": self.last_error, "refused": ""}
-
-    def __repr__(self) -> str:
-        return f"<gputop agent off: {self.last_error}>"
-
-
 def _rate(rate_hz: Any) -> float:
     try:
         r = float(rate_hz)
@@ -572,32 +549,9 @@ def _rate(rate_hz: Any) -> float:
     return r
 
 
-_wire_label_dump = "dump"  # wire.LabelDump: the row a dump gputop asked for makes
-
-
 def _python_version() -> str:
     v = sys.version_info
     return f"{v.major}.{v.minor}.{v.micro}"
-
-
-def _holders_frame(rid: int, dev: int | None = None) -> dict[str, Any]:
-    """Answer a holders request (of torch device dev, else the current
-    one: an end row asks for its device); runs on the agent thread, never
-    the user's."""
-    report: Any = None
-    try:
-        from . import _holders  # written alongside; absent in minimal installs
-
-        fn = getattr(_holders, "holders_report", None)
-        if fn is not None:
-            report = fn() if dev is None else fn(f"{_holders._parse_device(None)[0]}:{dev}")
-    except Exception:
-        report = None
-    f: dict[str, Any] = {"dev": 0, "total": 0, "skipped": 0, "groups": []}
-    if isinstance(report, dict):
-        f.update({k: v for k, v in report.items() if k not in ("type", "t", "id", "pid")})
-    f.update({"type": "holders", "t": time.time_ns(), "id": rid})
-    return f
 
 
 # ---- the process-wide agent ----

@@ -2,8 +2,8 @@
 run here: every script's --help and, where it has one, its --dry-run (a
 broken import or option shows here, not on the H200); bench/README.md's
 table names every one of them; they import nothing of each other but
-common.py and rec.py; the agent's names they use exist; and the result
-files BENCHMARKS.md links to are there."""
+common.py, rec.py and their own parts (PARTS); the agent's names they use
+exist; and the result files BENCHMARKS.md links to are there."""
 
 from __future__ import annotations
 
@@ -22,9 +22,13 @@ from conftest import REPO
 import gputop
 
 BENCH = REPO / "bench"
-SCRIPTS = sorted(p for p in [*BENCH.glob("*.py"), *(BENCH / "workloads").glob("*.py")] if p.name != "common.py")
-DRY = [p for p in SCRIPTS if '"--dry-run"' in p.read_text()]  # those that have one
 SHARED = {"common", "rec"}  # the modules bench scripts may import
+# a script's own parts, split off to keep it short: imported by that script
+# alone, never run
+PARTS = {"leak_scenarios": "holders_scenarios", "overhead_workers": "overhead"}
+HELPERS = [BENCH / "common.py", *(BENCH / f"{m}.py" for m in PARTS)]
+SCRIPTS = sorted(p for p in [*BENCH.glob("*.py"), *(BENCH / "workloads").glob("*.py")] if p not in HELPERS)
+DRY = [p for p in SCRIPTS if '"--dry-run"' in p.read_text()]  # those that have one
 
 
 def run(script: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -89,7 +93,7 @@ def readme_rows() -> dict[str, str]:
 
 def test_readme_table_names_every_file():
     rows = readme_rows()
-    files = {name(p) for p in SCRIPTS} | {"common.py"}
+    files = {name(p) for p in [*SCRIPTS, *HELPERS]}
     files |= {name(p) for p in BENCH.glob("*.go")} | {name(p) for p in (BENCH / "probe").iterdir()}
     files |= {name(p) for p in (BENCH / "cmd").iterdir()}
     assert files - set(rows) == set(), "files of bench/ the README's table does not name"
@@ -108,10 +112,14 @@ def imported(tree: ast.AST) -> set[str]:
 
 def test_scripts_import_only_common_and_rec():
     local = {p.stem for p in BENCH.glob("*.py")} | {p.stem for p in (BENCH / "workloads").glob("*.py")}
-    for p in [*SCRIPTS, BENCH / "common.py"]:
+    for p in [*SCRIPTS, *HELPERS]:
         mine = imported(ast.parse(p.read_text())) & local
         allowed = set() if p.parent.name == "workloads" or p.stem in SHARED else SHARED
+        allowed = allowed | {part for part, owner in PARTS.items() if owner == p.stem}
         assert mine <= allowed, f"{name(p)} imports {sorted(mine - allowed)}"
+    for part, owner in PARTS.items():
+        owner_imports = imported(ast.parse((BENCH / f"{owner}.py").read_text()))
+        assert part in owner_imports, f"{owner}.py does not import its part {part}"
     assert imported(ast.parse((BENCH / "common.py").read_text())) <= set(sys.stdlib_module_names) | {"__future__"}
     assert imported(ast.parse((BENCH / "rec.py").read_text())) <= set(sys.stdlib_module_names) | {"__future__"}
 
@@ -120,7 +128,7 @@ def test_agent_names_the_scripts_use_exist():
     # the scripts reach into the agent (its private modules too), often in
     # code that only runs on a GPU or in a child's source string
     seen = 0
-    for p in [*SCRIPTS, BENCH / "common.py"]:
+    for p in [*SCRIPTS, *HELPERS]:
         text = p.read_text()
         for mod, names in re.findall(r"from (gputop(?:\.\w+)?) import ([\w, ]+)", text):
             m = importlib.import_module(mod)
