@@ -80,7 +80,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	case *demoFlag:
 		st = store.New(logTo(replayOptions(), log))
 		in = ingest.New(st)
-		info, err := recording.LoadReader("demo", bytes.NewReader(demo.Recording), st)
+		info, err := recording.LoadInto("demo", bytes.NewReader(demo.Recording), in)
 		if info.Dropped.Any() {
 			log.Add(droppedNote(info.Dropped))
 		}
@@ -95,7 +95,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		st = store.New(logTo(replayOptions(), log))
 		in = ingest.New(st)
 		var err error
-		if load, err = startReplay(ctx, *replay, st, log); err != nil {
+		if load, err = startReplay(ctx, *replay, in, log); err != nil {
 			if ctx.Err() != nil {
 				return 0 // closed or killed before anything loaded
 			}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
 )
 
@@ -23,15 +23,16 @@ type replayLoad struct {
 	err      error
 }
 
-// startReplay starts loading path into st and returns once the load has
+// startReplay starts loading path through in and returns once the load has
 // loaded something or has ended. A file with nothing loadable in it (not
 // a recording, missing, its first frame corrupt) is an error then, before
 // any screen is drawn.
-func startReplay(ctx context.Context, path string, st *store.Store, log *logbook.Book) (*replayLoad, error) {
+func startReplay(ctx context.Context, path string, in *ingest.Ingest, log *logbook.Book) (*replayLoad, error) {
+	st := in.Store()
 	r := &replayLoad{path: path, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		r.info, r.err = recording.LoadContext(ctx, path, st, &r.progress)
+		r.info, r.err = recording.LoadContext(ctx, path, in, &r.progress)
 		if r.info.Dropped.Any() {
 			log.Add(droppedNote(r.info.Dropped))
 		}

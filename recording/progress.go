@@ -7,7 +7,7 @@ import (
 	"os"
 	"sync/atomic"
 
-	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/ingest"
 )
 
 // Progress tells how far a LoadContext has read, from any goroutine.
@@ -19,11 +19,12 @@ type Progress struct {
 // Bytes returns the bytes read so far and the file's size (0 until known).
 func (p *Progress) Bytes() (read, total int64) { return p.read.Load(), p.total.Load() }
 
-// LoadContext is Load that counts the bytes read in p and stops reading
-// once ctx is done: the frames before that stay in st, and the error wraps
+// LoadContext is Load through in (see LoadInto) that counts the bytes read
+// in p and stops reading once ctx is done: the frames before that stay in
+// in's store, and the error wraps
 // ctx.Err(). A gigabyte-sized recording takes seconds to load; this lets a
 // caller show how far it got and give up when the user does.
-func LoadContext(ctx context.Context, path string, st *store.Store, p *Progress) (Info, error) {
+func LoadContext(ctx context.Context, path string, in *ingest.Ingest, p *Progress) (Info, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Info{}, fmt.Errorf("recording: %w", err)
@@ -32,7 +33,7 @@ func LoadContext(ctx context.Context, path string, st *store.Store, p *Progress)
 	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
 		p.total.Store(fi.Size())
 	}
-	return LoadReader(path, &progressReader{ctx: ctx, r: f, p: p}, st)
+	return LoadInto(path, &progressReader{ctx: ctx, r: f, p: p}, in)
 }
 
 type progressReader struct {
