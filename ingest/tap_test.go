@@ -78,3 +78,84 @@ func TestTapReceivesFrames(t *testing.T) {
 		t.Fatalf("row k meanwhile shows %+v", r)
 	}
 }
+
+// seqTap records NVML samples and frames in one sequence, as the recorder
+// queues them.
+type seqTap struct {
+	mu  sync.Mutex
+	seq []any
+}
+
+func (s *seqTap) NVML(dev int, t int64, used, reserved uint64) {
+	s.mu.Lock()
+	s.seq = append(s.seq, t)
+	s.mu.Unlock()
+}
+
+func (s *seqTap) Frame(f wire.Frame) {
+	s.mu.Lock()
+	s.seq = append(s.seq, f)
+	s.mu.Unlock()
+}
+
+// With the sampler and agents writing at once, the Tap sees changes in the
+// order the store made them and each change whole: the devices a hello
+// adds come right before that hello, with nothing between them (a loader
+// takes the devices right before a hello for that hello's), and device
+// indices only grow (the store numbers them in the order it adds them).
+func TestTapKeepsEachChangeTogether(t *testing.T) {
+	st := store.New(store.Options{RawCapacity: 1000})
+	in := New(st)
+	tap := &seqTap{}
+	in.SetTap(tap)
+	in.Device(store.Device{Index: 0, UUID: "GPU-nvml"})
+	const agents, per = 4, 30
+	var wg, hellos sync.WaitGroup
+	done := make(chan struct{})
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			in.NVML(0, int64(i), uint64(i), 0)
+		}
+	})
+	for a := range agents {
+		hellos.Go(func() {
+			for i := range per {
+				pid := 1000 + a*per + i
+				h := wire.Hello{PID: pid, T: int64(i), Devices: []wire.AgentDevice{
+					{Index: 0, UUID: fmt.Sprintf("GPU-%d-a", pid)}, {Index: 1, UUID: fmt.Sprintf("GPU-%d-b", pid)}}}
+				in.Apply(pid, h)
+			}
+		})
+	}
+	hellos.Wait()
+	close(done)
+	wg.Wait()
+	seen, lastDev := 0, -1
+	for i, x := range tap.seq {
+		if d, ok := x.(wire.Device); ok {
+			if d.Index <= lastDev {
+				t.Fatalf("device %d (%s) reported after device %d", d.Index, d.UUID, lastDev)
+			}
+			lastDev = d.Index
+		}
+		h, ok := x.(wire.Hello)
+		if !ok {
+			continue
+		}
+		seen++
+		for back, uuid := range []string{fmt.Sprintf("GPU-%d-b", h.PID), fmt.Sprintf("GPU-%d-a", h.PID)} {
+			d, ok := tap.seq[i-1-back].(wire.Device)
+			if !ok || d.UUID != uuid {
+				t.Fatalf("hello of pid %d: %d before it is %#v, want the device %s", h.PID, back+1, tap.seq[i-1-back], uuid)
+			}
+		}
+	}
+	if seen != agents*per {
+		t.Fatalf("%d hellos reported, want %d", seen, agents*per)
+	}
+}
