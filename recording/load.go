@@ -104,14 +104,14 @@ type loader struct {
 	dec  *Decoder
 	info Info
 
-	// device frames held back until the next frame: store.AgentHello emits
-	// the devices it creates for an agent right before the hello, and
+	// device frames held back until the next frame: a recording holds the
+	// devices a hello created for its agent right before the hello, and
 	// replaying the hello recreates them with their agent-only source.
 	devs      []wire.Device
 	agentDevs map[int]bool // devices AgentHello made from held-back frames
 	rates     map[int]*rate
 	// the last frame was an oom: the store's OOM snapshot row that follows
-	// it in a raw tap stream is a duplicate of what AgentOOM recreates.
+	// it in an older recording is a duplicate of what AgentOOM recreates.
 	oom struct {
 		set bool
 		pid int

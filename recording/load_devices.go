@@ -15,8 +15,8 @@ func (l *loader) flushDevices() {
 	l.devs = l.devs[:0]
 }
 
-// hello replays an agent's hello. store.AgentHello writes the devices it
-// creates for an agent (devices NVML does not see) right before the hello,
+// hello replays an agent's hello. A recording holds the devices a hello
+// created for its agent (devices NVML does not see) right before the hello,
 // so the held-back device frames are NVML devices followed by those. The
 // split is the first one after which the rest is exactly what AgentHello is
 // about to create; AgentHello then recreates them with their agent-only
