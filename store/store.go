@@ -1,6 +1,7 @@
 // Package store holds everything gputop knows: bounded per-series history
 // (raw ring + min/max tiers), devices, processes, attached agents, snapshots
-// and markers. Sources write into it; the UI and exporters read from it.
+// and markers. Sources write into it through package ingest, whose Tap sees
+// what each mutator returns it kept; the UI and exporters read from it.
 // All methods are safe for concurrent use.
 package store
 
@@ -77,8 +78,8 @@ func DefaultOptions() Options {
 
 // Attribution is an end row given what held its memory: the row of PID on
 // Dev at T, and the holders walk's answer (or why there is none). The
-// mutators that give rows their attribution return these, so what records
-// the store's facts (ingest's subscribers) can keep them.
+// mutators that give rows their attribution return these, so that the
+// Ingest's Tap (a recording) learns of them.
 type Attribution struct {
 	PID, Dev int
 	T        int64
