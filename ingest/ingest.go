@@ -147,11 +147,16 @@ func (in *Ingest) ended(pid int, t int64, clean bool, reason string) {
 // takes no frame.
 func (in *Ingest) NVML(dev int, t int64, used, reserved uint64) {
 	in.mu.Lock()
+	in.nvml(dev, t, used, reserved)
+	in.mu.Unlock()
+}
+
+// nvml adds one NVML sample and reports it; the caller holds in.mu.
+func (in *Ingest) nvml(dev int, t int64, used, reserved uint64) {
 	in.st.AddNVML(dev, t, used, reserved)
 	if in.tap != nil {
 		in.tap.NVML(dev, t, used, reserved)
 	}
-	in.mu.Unlock()
 }
 
 // Device adds or updates a device NVML (or a recording of it) knows.
@@ -259,9 +264,6 @@ func (in *Ingest) applyNVML(f *wire.NVML) {
 		if len(f.Reserved) != 0 {
 			res += uint64(f.Reserved[i])
 		}
-		in.st.AddNVML(f.Dev, t, used, res)
-		if in.tap != nil {
-			in.tap.NVML(f.Dev, t, used, res)
-		}
+		in.nvml(f.Dev, t, used, res)
 	}
 }
