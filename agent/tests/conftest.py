@@ -15,6 +15,16 @@ import pytest
 AGENT = Path(__file__).resolve().parents[1]
 REPO = AGENT.parent
 TESTS = AGENT / "tests"
+# The first lines of a script run as its own Python (by gputop run, say):
+# torch with one pretend GPU (fakegpu) in place of CUDA.
+FAKE_GPU_PRELUDE = f"""\
+import os, sys
+sys.path.insert(0, {str(TESTS)!r})
+import torch
+from fakegpu import FakeGPU
+gpu = FakeGPU(1)
+gpu.install()
+"""
 if str(AGENT) not in sys.path:
     sys.path.insert(0, str(AGENT))
 

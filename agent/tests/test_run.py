@@ -20,23 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, TESTS
+from conftest import AGENT, FAKE_GPU_PRELUDE
 
 _need = importlib.import_module if os.environ.get("CI") else pytest.importorskip
 _need("torch")
 
 MiB = 1 << 20
 
-PRELUDE = textwrap.dedent(
-    f"""
-    import os, sys
-    sys.path.insert(0, {str(TESTS)!r})
-    import torch
-    from fakegpu import FakeGPU
-    gpu = FakeGPU(1)
-    gpu.install()
-    """
-)
+PRELUDE = FAKE_GPU_PRELUDE
 
 
 def run_env(**extra: str) -> dict[str, str]:
