@@ -3,14 +3,17 @@ package e2e
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
 // Output paths in directories shared with other users: a sticky /tmp where
-// another user plants symlinks. The tests run as root (as CI does) to give
-// files to nobody.
+// another user plants symlinks, a CSV with other names, a CSV in a
+// directory the user may not write. The tests run as root (as CI does) to
+// give files to nobody and to run the binary as nobody.
 
 const nobody = 65534
 
@@ -95,6 +98,91 @@ func TestOutputsRefuseOthersSymlinkInStickyDir(t *testing.T) {
 	}
 	if got, want := readFile(t, filepath.Join(dir, "own-target.csv")), exportCSV(t, rec); !bytes.Equal(got, want) {
 		t.Fatalf("own link's target: %q", got)
+	}
+}
+
+// A CSV with a second name (a hard link) is written in place, so both
+// names see the new summary, as `> FILE` would have it; a rename would
+// have left the other name with the old file.
+func TestExportCSVHardLinked(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.gputop")
+	writeRecording(t, rec)
+	want := exportCSV(t, rec)
+	a, b := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
+	os.WriteFile(a, bytes.Repeat([]byte("old,longer than the new summary\n"), 100), 0o640)
+	if err := os.Link(a, b); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(a)
+	if _, msg, code := runSplit(t, "export", rec, "--csv", a); code != 0 {
+		t.Fatalf("exit %d: %s", code, msg)
+	}
+	for _, p := range []string{a, b} {
+		if got := readFile(t, p); !bytes.Equal(got, want) {
+			t.Errorf("%s: %q", filepath.Base(p), got)
+		}
+	}
+	if after, _ := os.Stat(a); !os.SameFile(before, after) || after.Mode().Perm() != 0o640 {
+		t.Errorf("a.csv is another file now (mode %v)", after.Mode())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 3 {
+		t.Errorf("files left beside the CSV: %v", ents)
+	}
+}
+
+// A CSV the user may write, in a directory the user may not (a shared
+// file in someone else's directory): no file can be made beside it for an
+// atomic replace, so it is written in place, as `> FILE` would. The binary
+// runs as nobody (root would be let through by the directory's mode).
+func TestExportCSVWritableFileInUnwritableDir(t *testing.T) {
+	dir, err := os.MkdirTemp("", "gputop-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755) // root's; nobody may read and enter it, not write it
+	bin := filepath.Join(dir, "gputop")
+	copyFile(t, binary, bin)
+	os.Chmod(bin, 0o755)
+	rec := filepath.Join(dir, "run.gputop")
+	writeRecording(t, rec)
+	os.Chmod(rec, 0o644)
+	want := exportCSV(t, rec)
+	out := filepath.Join(dir, "shared.csv")
+	os.WriteFile(out, []byte("old\n"), 0o644)
+	if err := os.Chown(out, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(out)
+
+	cmd := exec.Command(bin, "export", rec, "--csv", out)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GPUTOP_SOCKET=" + filepath.Join(dir, "no.sock")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	msg, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody: %v: %s", err, msg)
+	}
+	after, _ := os.Stat(out)
+	if got := readFile(t, out); !bytes.Equal(got, want) || !os.SameFile(before, after) {
+		t.Fatalf("shared.csv: same file %v, content %q", os.SameFile(before, after), got)
+	}
+	if st := after.Sys().(*syscall.Stat_t); st.Uid != nobody || after.Mode().Perm() != 0o644 {
+		t.Fatalf("shared.csv: owner %d, mode %v", st.Uid, after.Mode())
+	}
+
+	// a file nobody may not write either: refused with the path, untouched
+	os.Chown(out, 0, 0)
+	cmd = exec.Command(bin, "export", rec, "--csv", out)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "GPUTOP_SOCKET=" + filepath.Join(dir, "no.sock")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	msg, err = cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(msg), "cannot write "+out+": permission denied") {
+		t.Fatalf("a file nobody may not write: %v: %s", err, msg)
+	}
+	if got := readFile(t, out); !bytes.Equal(got, want) {
+		t.Fatalf("refused, yet shared.csv became %q", got)
 	}
 }
 

@@ -16,7 +16,9 @@
 //     the mode bits, so that root is refused too);
 //   - a new file gets 0666 less the umask; an existing file keeps its mode.
 //
-// Write replaces a regular file atomically (a summary written whole);
+// Write replaces a regular file atomically (a summary written whole), or
+// writes it in place where a rename would lose its other names or cannot
+// be done;
 // OpenStream opens one to be written from its start (a recording) and
 // truncates an existing one only when told to.
 package outfile

@@ -325,3 +325,31 @@ func TestFollowsLinksTheRuleAllows(t *testing.T) {
 		}
 	}
 }
+
+// A file with other names (hard links) is written in place, so every name
+// sees the new content, as `> FILE` would have it; a rename would leave the
+// other names with the old file.
+func TestWriteHardLinkedFileInPlace(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
+	os.WriteFile(a, []byte("old content, longer than the new"), 0o640)
+	if err := os.Link(a, b); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(a)
+	if err := Write(a, fill("new")); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(a)
+	for _, p := range []string{a, b} {
+		if got, _ := os.ReadFile(p); string(got) != "new" {
+			t.Errorf("%s: %q", p, got)
+		}
+	}
+	if !os.SameFile(before, after) || after.Mode().Perm() != 0o640 {
+		t.Errorf("a.csv is another file now (mode %v)", after.Mode())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
