@@ -353,3 +353,27 @@ func TestWriteHardLinkedFileInPlace(t *testing.T) {
 		t.Errorf("left behind: %v", ents)
 	}
 }
+
+// A new file gets 0666 less the umask, from Write and OpenStream alike: a
+// umask of 0 or 002 tells that apart from 0644 less the umask.
+func TestNewFileModeIsUmaskOf0666(t *testing.T) {
+	dir := t.TempDir()
+	for _, mask := range []int{0, 0o002, 0o027} {
+		old := syscall.Umask(mask)
+		w := filepath.Join(dir, "w"+strconv.Itoa(mask))
+		werr := Write(w, fill("x"))
+		s := filepath.Join(dir, "s"+strconv.Itoa(mask))
+		f, serr := OpenStream(context.Background(), s, false, nil)
+		syscall.Umask(old)
+		if werr != nil || serr != nil {
+			t.Fatal(werr, serr)
+		}
+		f.Close()
+		want := fs.FileMode(0o666 &^ mask)
+		for _, p := range []string{w, s} {
+			if fi, _ := os.Stat(p); fi.Mode().Perm() != want {
+				t.Errorf("umask %03o: %s has mode %v, want %v", mask, filepath.Base(p), fi.Mode().Perm(), want)
+			}
+		}
+	}
+}
