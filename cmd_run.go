@@ -66,8 +66,13 @@ func cmdRun(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if *csvPath != "" {
-		if t, err := outfile.Resolve(*csvPath); err == nil && t.Kind == outfile.Descriptor && (t.FD == 1 || t.FD == 2) {
+		t, err := outfile.Resolve(*csvPath)
+		if err == nil && t.Kind == outfile.Descriptor && (t.FD == 1 || t.FD == 2) {
 			fmt.Fprintf(stderr, "gputop run: --csv %s: CMD's output goes there; give a file name\n", *csvPath)
+			return 2
+		}
+		if refusedLink(err) {
+			say(stderr, "gputop run: --csv:", err)
 			return 2
 		}
 	}

@@ -56,8 +56,13 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if *csvPath != "" {
-		if t, err := outfile.Resolve(*csvPath); err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
+		t, err := outfile.Resolve(*csvPath)
+		if err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
 			fmt.Fprintf(stderr, "gputop: --csv %s: the TUI draws on standard output, so the CSV cannot go there; give a file name (or write a recording's CSV to standard output with `gputop export FILE --csv -`)\n", *csvPath)
+			return 2
+		}
+		if refusedLink(err) {
+			say(stderr, "gputop: --csv:", err)
 			return 2
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/printable"
 )
 
@@ -138,4 +139,12 @@ func say(w io.Writer, a ...any) {
 		lines[i] = printable.Clean(l)
 	}
 	fmt.Fprintln(w, strings.Join(lines, "\n"))
+}
+
+// refusedLink reports whether err is a symlink that outfile will not
+// follow (another user's, in a sticky directory): an output path that
+// stays refused however long the session, so it is refused at the start.
+func refusedLink(err error) bool {
+	var le *outfile.LinkError
+	return errors.As(err, &le)
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/csv"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -199,20 +200,32 @@ func TestExportCSVReadOnlyFile(t *testing.T) {
 }
 
 // A new file gets 0666 less the umask, as `> FILE` would; an existing one
-// keeps its mode.
+// keeps its mode. Umasks 002 and 0 tell 0666 apart from 0644 (027 gives
+// 0640 from either), for the CSV and for a recording.
 func TestExportCSVMode(t *testing.T) {
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "run.gputop")
 	writeRecording(t, rec)
-	old := syscall.Umask(0o027)
-	defer syscall.Umask(old)
-	out := filepath.Join(dir, "new.csv")
-	if _, msg, code := runSplit(t, "export", rec, "--csv", out); code != 0 {
-		t.Fatalf("exit %d: %s", code, msg)
+	for _, c := range []struct {
+		umask int
+		want  fs.FileMode
+	}{{0o027, 0o640}, {0o002, 0o664}, {0, 0o666}} {
+		old := syscall.Umask(c.umask)
+		out := filepath.Join(dir, fmt.Sprintf("new%03o.csv", c.umask))
+		_, msg, code := runSplit(t, "export", rec, "--csv", out)
+		recOut := filepath.Join(dir, fmt.Sprintf("new%03o.gputop", c.umask))
+		rmsg, rcode := run(t, "record", "-o", recOut, "--source", "agent", "--socket", filepath.Join(dir, "s.sock"), "--duration", "100ms")
+		syscall.Umask(old)
+		if code != 0 || rcode != 0 {
+			t.Fatalf("umask %03o: export: exit %d: %s; record: exit %d: %s", c.umask, code, msg, rcode, rmsg)
+		}
+		for _, p := range []string{out, recOut} {
+			if fi, _ := os.Stat(p); fi.Mode().Perm() != c.want {
+				t.Errorf("umask %03o: new %s has mode %v, want %v", c.umask, filepath.Base(p), fi.Mode().Perm(), c.want)
+			}
+		}
 	}
-	if fi, _ := os.Stat(out); fi.Mode().Perm() != 0o640 {
-		t.Fatalf("umask 027: new file mode %v, want 0640", fi.Mode().Perm())
-	}
+	out := filepath.Join(dir, "new027.csv")
 	os.Chmod(out, 0o604)
 	if _, msg, code := runSplit(t, "export", rec, "--csv", out); code != 0 {
 		t.Fatalf("exit %d: %s", code, msg)

@@ -7,13 +7,18 @@
 //     is (its offset, its append mode);
 //   - a character device or a FIFO is written where it is, never replaced;
 //   - a symlink is followed, and its target is written as if it had been
-//     named (a dangling link's target is created);
+//     named (a dangling link's target is created), except one that another
+//     user planted in a sticky world-writable directory such as /tmp
+//     (LinkError: the kernel's fs.protected_symlinks rule, applied to
+//     every link on the way, links.go);
 //   - a directory, a socket or a block device is refused, and so is an
 //     existing file without write permission for its owner (checked on
 //     the mode bits, so that root is refused too);
 //   - a new file gets 0666 less the umask; an existing file keeps its mode.
 //
-// Write replaces a regular file atomically (a summary written whole);
+// Write replaces a regular file atomically (a summary written whole), or
+// writes it in place where a rename would lose its other names or cannot
+// be done;
 // OpenStream opens one to be written from its start (a recording) and
 // truncates an existing one only when told to.
 package outfile
@@ -94,7 +99,9 @@ const maxLinks = 40
 
 // Resolve looks at path without changing anything. It follows symlinks and
 // returns what would be written, or an *Error for what is refused: a
-// directory, a socket, a block device, a read-only file.
+// directory, a socket, a block device, a read-only file, a symlink of
+// another user's in a sticky directory (a *LinkError inside), a directory
+// that does not exist.
 func Resolve(path string) (Target, error) {
 	t := Target{Path: path, Name: path}
 	if path == "" {
@@ -104,7 +111,8 @@ func Resolve(path string) (Target, error) {
 		t.Kind, t.FD, t.Name = Descriptor, 1, "standard output"
 		return t, nil
 	}
-	for range maxLinks {
+	links := 0
+	for links <= maxLinks {
 		if fd, ok := descriptor(t.Name); ok {
 			var st syscall.Stat_t
 			if err := syscall.Fstat(fd, &st); err != nil {
@@ -112,6 +120,10 @@ func Resolve(path string) (Target, error) {
 			}
 			t.Kind, t.FD = Descriptor, fd
 			return t, nil
+		}
+		dir := parent(t.Name)
+		if err := checkDir(dir, &links); err != nil {
+			return t, t.fail(err)
 		}
 		fi, err := os.Lstat(t.Name)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -122,16 +134,20 @@ func Resolve(path string) (Target, error) {
 			return t, t.fail(err)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
+			if err := mayFollow(t.Name, fi, dir); err != nil {
+				return t, t.fail(err)
+			}
 			dest, err := os.Readlink(t.Name)
 			if err != nil {
 				return t, t.fail(err)
 			}
-			if d := filepath.Dir(t.Name); !filepath.IsAbs(dest) && d != "." {
+			if !filepath.IsAbs(dest) && dir != "." {
 				// not filepath.Join: cleaning "dir/../x" would be wrong
 				// where dir is itself a symlink
-				dest = d + string(filepath.Separator) + dest
+				dest = dir + string(filepath.Separator) + dest
 			}
 			t.Name = dest
+			links++
 			continue
 		}
 		t.Info = fi

@@ -222,3 +222,158 @@ func TestOpenStreamFIFOWaits(t *testing.T) {
 		t.Fatalf("reader got %q", s)
 	}
 }
+
+// nobody is the user that plants links in the tests (they run as root, as
+// CI does, to give a link away).
+const nobody = 65534
+
+// plant makes a symlink at link to dest, owned by uid.
+func plant(t *testing.T, dest, link string, uid int) {
+	t.Helper()
+	if err := os.Symlink(dest, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, uid, uid); err != nil {
+		t.Fatalf("giving %s to uid %d (the test runs as root): %v", link, uid, err)
+	}
+}
+
+// stickyDir makes a directory like /tmp: mode 1777.
+func stickyDir(t *testing.T, path string) string {
+	t.Helper()
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o777|fs.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Another user's symlink in a sticky world-writable directory is not
+// followed (the kernel's fs.protected_symlinks rule), whether it is the
+// last component, dangling, or a directory on the way; nothing is written
+// where it points, and the error names the link and why.
+func TestRefusesOthersLinkInStickyDir(t *testing.T) {
+	dir := t.TempDir()
+	tmp := stickyDir(t, filepath.Join(dir, "tmp"))
+	victim := filepath.Join(dir, "victim")
+	os.WriteFile(victim, []byte("keep"), 0o644)
+	os.Mkdir(filepath.Join(dir, "elsewhere"), 0o755)
+
+	plant(t, victim, filepath.Join(tmp, "x.csv"), nobody)
+	plant(t, filepath.Join(dir, "created.csv"), filepath.Join(tmp, "dangling.csv"), nobody)
+	plant(t, filepath.Join(dir, "elsewhere"), filepath.Join(tmp, "d"), nobody)
+	plant(t, "d", filepath.Join(tmp, "mine"), os.Geteuid()) // one's own link, to nobody's
+	for path, link := range map[string]string{
+		filepath.Join(tmp, "x.csv"):         filepath.Join(tmp, "x.csv"),
+		filepath.Join(tmp, "dangling.csv"):  filepath.Join(tmp, "dangling.csv"),
+		filepath.Join(tmp, "d", "x.csv"):    filepath.Join(tmp, "d"),
+		filepath.Join(tmp, "mine", "x.csv"): filepath.Join(tmp, "d"),
+		tmp + "/../tmp/x.csv":               tmp + "/../tmp/x.csv",
+	} {
+		want := "the symlink " + link + " belongs to uid 65534"
+		err := Write(path, fill("new"))
+		var le *LinkError
+		if !errors.As(err, &le) || le.Owner != nobody || !strings.HasPrefix(err.Error(), "cannot write "+path+": ") ||
+			!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "protected_symlinks") {
+			t.Errorf("Write(%s): %v; want a LinkError naming %s", path, err, link)
+		}
+		if _, err := CheckStream(path, true); !errors.As(err, &le) {
+			t.Errorf("CheckStream(%s): %v", path, err)
+		}
+		if _, err := OpenStream(context.Background(), path, true, nil); !errors.As(err, &le) {
+			t.Errorf("OpenStream(%s): %v", path, err)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Fatalf("the link's target became %q", b)
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "elsewhere")} {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			if n := e.Name(); n != "tmp" && n != "victim" && n != "elsewhere" {
+				t.Errorf("%s was made in %s", n, d)
+			}
+		}
+	}
+}
+
+// Links the rule lets through are followed as before: one's own in a
+// sticky directory, the directory owner's, and anyone's in a directory
+// that is not sticky.
+func TestFollowsLinksTheRuleAllows(t *testing.T) {
+	dir := t.TempDir()
+	tmp := stickyDir(t, filepath.Join(dir, "tmp"))
+	theirs := stickyDir(t, filepath.Join(dir, "theirs"))
+	os.Chown(theirs, nobody, nobody)
+	open := filepath.Join(dir, "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	for i, c := range []struct {
+		dir string
+		uid int
+	}{{tmp, os.Geteuid()}, {theirs, nobody}, {open, nobody}} {
+		target := filepath.Join(dir, "target"+strconv.Itoa(i))
+		link := filepath.Join(c.dir, "l"+strconv.Itoa(i))
+		plant(t, target, link, c.uid)
+		if err := Write(link, fill("through")); err != nil {
+			t.Errorf("link owned by %d in %s: %v", c.uid, c.dir, err)
+		}
+		if b, _ := os.ReadFile(target); string(b) != "through" {
+			t.Errorf("link owned by %d in %s: target %q", c.uid, c.dir, b)
+		}
+	}
+}
+
+// A file with other names (hard links) is written in place, so every name
+// sees the new content, as `> FILE` would have it; a rename would leave the
+// other names with the old file.
+func TestWriteHardLinkedFileInPlace(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.csv"), filepath.Join(dir, "b.csv")
+	os.WriteFile(a, []byte("old content, longer than the new"), 0o640)
+	if err := os.Link(a, b); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(a)
+	if err := Write(a, fill("new")); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(a)
+	for _, p := range []string{a, b} {
+		if got, _ := os.ReadFile(p); string(got) != "new" {
+			t.Errorf("%s: %q", p, got)
+		}
+	}
+	if !os.SameFile(before, after) || after.Mode().Perm() != 0o640 {
+		t.Errorf("a.csv is another file now (mode %v)", after.Mode())
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+// A new file gets 0666 less the umask, from Write and OpenStream alike: a
+// umask of 0 or 002 tells that apart from 0644 less the umask.
+func TestNewFileModeIsUmaskOf0666(t *testing.T) {
+	dir := t.TempDir()
+	for _, mask := range []int{0, 0o002, 0o027} {
+		old := syscall.Umask(mask)
+		w := filepath.Join(dir, "w"+strconv.Itoa(mask))
+		werr := Write(w, fill("x"))
+		s := filepath.Join(dir, "s"+strconv.Itoa(mask))
+		f, serr := OpenStream(context.Background(), s, false, nil)
+		syscall.Umask(old)
+		if werr != nil || serr != nil {
+			t.Fatal(werr, serr)
+		}
+		f.Close()
+		want := fs.FileMode(0o666 &^ mask)
+		for _, p := range []string{w, s} {
+			if fi, _ := os.Stat(p); fi.Mode().Perm() != want {
+				t.Errorf("umask %03o: %s has mode %v, want %v", mask, filepath.Base(p), fi.Mode().Perm(), want)
+			}
+		}
+	}
+}

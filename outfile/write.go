@@ -18,9 +18,11 @@ import (
 // synced and renamed over it, so a reader never sees half a file and a
 // failed write leaves the old file as it was. A new file gets 0666 less the
 // umask and is never put over a file that appeared meanwhile; an existing
-// one keeps its mode (and, where the process may, its owner). A character
-// device, a FIFO (which must have a reader: ErrNoReader) or a descriptor is
-// written in place. Errors are *Error and name path.
+// one keeps its mode (and, where the process may, its owner). An existing
+// file with other names (hard links), or in a directory where no file can
+// be made, is truncated and written in place instead, as `> FILE` would.
+// A character device, a FIFO (which must have a reader: ErrNoReader) or a
+// descriptor is written in place. Errors are *Error and name path.
 func Write(path string, fill func(io.Writer) error) error {
 	t, err := Resolve(path)
 	if err != nil {
@@ -53,8 +55,21 @@ func Write(path string, fill func(io.Writer) error) error {
 }
 
 func (t Target) replace(fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(t.Name)
+	if t.Kind == Regular && hardLinks(t.Info) > 1 {
+		// a rename would give this one name a new file and leave the
+		// file's other names with the old content; `> FILE` writes the
+		// file that all of them name
+		return t.overwrite(fill)
+	}
+	dir := parent(t.Name)
 	tmp, err := createTemp(dir, filepath.Base(t.Name))
+	if t.Kind == Regular && errors.Is(err, fs.ErrPermission) {
+		// no new file can be made in the directory, so nothing can be
+		// renamed over this one; the file itself may be writable (a
+		// shared CSV in someone else's directory), and `> FILE` would
+		// write it: so does this, and says so when it cannot either
+		return t.overwrite(fill)
+	}
 	if err != nil {
 		return t.fail(err)
 	}
@@ -103,6 +118,43 @@ func (t Target) replace(fill func(io.Writer) error) (err error) {
 	}
 	syncDir(dir)
 	return nil
+}
+
+// overwrite writes an existing regular file where it is, as `> FILE`
+// does: it keeps the file (its other names, owner and mode) but is not
+// atomic, so a failed fill leaves it part written.
+func (t Target) overwrite(fill func(io.Writer) error) error {
+	// O_NOFOLLOW: Resolve followed the links there were; one put there
+	// since is not followed
+	f, err := os.OpenFile(t.Name, os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return t.fail(err)
+	}
+	err = sameFile(f, t.Info)
+	if err == nil {
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		err = fill(f)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return t.fail(err)
+	}
+	return nil
+}
+
+// hardLinks is how many names the file has.
+func hardLinks(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
 }
 
 // createTemp creates a new file in dir for Write. Its mode is 0666, so the

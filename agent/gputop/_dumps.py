@@ -8,7 +8,10 @@ under the directory the process started in (one per run). Names:
 ``PID-LABEL-YYYYmmdd-HHMMSS.mmm.pickle`` (the label made safe for a file
 name), ``-2``, ``-3``... when that name is taken: a file is written
 beside its final name, then linked there, so a reader never sees half a
-dump and no file, the user's or an earlier dump, is ever replaced.
+dump and no file, the user's or an earlier dump, is ever replaced. A
+symlink on the way that another user planted in a sticky directory such
+as /tmp is not followed (``_links``: the kernel's fs.protected_symlinks
+rule).
 
 Bounds per run: at most ``GPUTOP_DUMP_MAX`` dumps (default 8) and
 ``GPUTOP_DUMP_MAX_BYTES`` bytes (default 4 GiB). When a new dump takes the
@@ -35,6 +38,8 @@ import re
 import threading
 import time
 from typing import Any
+
+from . import _links
 
 ENV_DIR = "GPUTOP_DUMP_DIR"
 ENV_MAX = "GPUTOP_DUMP_MAX"
@@ -158,7 +163,12 @@ def _write(snap: Any, label: str, t_ns: int, snap_ms: float, t0: float) -> dict[
     fd = -1
     _writing = os.path.join(d, name)
     try:
+        # links checked before makedirs (which would make directories
+        # through one) and after (one planted meanwhile); what passed then
+        # stays: in a sticky directory only its owner can move it
+        _links.check_dir(d, missing_ok=True)
         os.makedirs(d, mode=0o700, exist_ok=True)
+        _links.check_dir(d, missing_ok=False)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
         view = memoryview(data)
         while view:
@@ -168,6 +178,8 @@ def _write(snap: Any, label: str, t_ns: int, snap_ms: float, t0: float) -> dict[
         os.close(fd)
         fd = -1
         path = _place(tmp, d, name)
+    except _links.Refused as e:
+        return _failed(str(e))
     except OSError as e:
         where = e.filename or tmp
         return _failed(f"{where}: {e.strerror or e}")

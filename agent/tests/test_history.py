@@ -224,6 +224,44 @@ def test_a_dump_never_replaces_a_file(dump_dir: str):
     assert _dumps.write({"segments": []}, "Epoch 1", t, 1.0)["path"].endswith("-3.pickle")
 
 
+NOBODY = 65534
+
+
+def plant(dest: str, link: str, uid: int = NOBODY) -> None:
+    """A symlink owned by uid (the tests run as root, as CI does)."""
+    os.symlink(dest, link)
+    os.lchown(link, uid, uid)
+
+
+def test_a_dump_does_not_follow_another_users_link_in_a_sticky_dir(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    # the kernel's fs.protected_symlinks rule, applied to every link on the
+    # way to the dump directory: nobody's links in a /tmp-like directory
+    # are refused, root's own are followed
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    planted = str(sticky / "dumps")
+    plant(str(elsewhere), planted)
+    dangling = str(sticky / "new")
+    plant(str(tmp_path / "made"), dangling)
+    for d, link in ((planted, planted), (os.path.join(planted, "run-1"), planted), (dangling, dangling)):
+        monkeypatch.setenv("GPUTOP_DUMP_DIR", d)
+        r = _dumps.write({"segments": []}, "x", time.time_ns(), 1.0)
+        assert "path" not in r, d
+        assert r["error"].startswith(f"the symlink {link} belongs to uid 65534"), r
+        assert "fs.protected_symlinks" in r["error"] and "no dump was written" in r["error"]
+        assert _dumps.status()["last_error"] == r["error"]
+    assert os.listdir(elsewhere) == [] and not (tmp_path / "made").exists()
+
+    own = str(sticky / "own")
+    os.symlink(str(elsewhere), own)
+    monkeypatch.setenv("GPUTOP_DUMP_DIR", own)
+    r = _dumps.write({"segments": []}, "x", time.time_ns(), 1.0)
+    assert r["path"].startswith(own + "/") and os.listdir(elsewhere) == [os.path.basename(r["path"])]
+
+
 def test_a_dump_asked_while_one_is_written(server: LineServer, dump_dir: str):
     gpu = FakeGPU(1)
     gpu.install()
