@@ -7,7 +7,6 @@ package metrics
 import (
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -27,12 +26,31 @@ type Options struct {
 	// label sets. Zero values mean DefaultGoneFor and DefaultMaxGone.
 	GoneFor time.Duration
 	MaxGone int
-	Now     func() time.Time // time.Now when nil
+	// Window is the trailing window of the _max_ and _min_ series: each
+	// scrape reports the extremes of the samples taken over it, so any
+	// number of scrapers see the same spike. Zero means DefaultWindow.
+	Window time.Duration
+	Now    func() time.Time // time.Now when nil
+
+	// The server's (Listen): WebConfig is an exporter-toolkit web
+	// configuration file (TLS, basic auth; "" for plain HTTP), Log gets
+	// the HTTP server's errors (never stderr, which may be a TUI's).
+	WebConfig string
+	Log       func(string)
 }
 
 const (
 	DefaultGoneFor = time.Minute
 	DefaultMaxGone = 64
+	// DefaultWindow covers Prometheus's usual 15 s scrape interval twice,
+	// so a scrape that comes late still overlaps the one before it.
+	DefaultWindow = 30 * time.Second
+	// MinWindow and MaxWindow bound --metrics-window (its message says
+	// 1s to 1h): the store keeps every sample for 30 s and min/max
+	// buckets for much longer, so an hour is still answered without
+	// missing a spike.
+	MinWindow = time.Second
+	MaxWindow = time.Hour
 	// SnapshotLabels is how many distinct snapshot labels
 	// gputop_snapshot_timestamp_seconds carries: the newest.
 	SnapshotLabels = 10
@@ -55,38 +73,33 @@ func desc(name, help string, labels []string) *prometheus.Desc {
 }
 
 var (
-	descNVMLUsed    = desc("gputop_nvml_used_bytes", "Device memory used, from NVML (newest sample).", gpuLabels)
-	descNVMLTotal   = desc("gputop_nvml_total_bytes", "Device memory in all, from NVML.", gpuLabels)
-	descNVMLUsedMax = desc("gputop_nvml_used_max_bytes", "Highest NVML used sample since the previous scrape (sampled at up to 1 kHz).", gpuLabels)
-	descNVMLUsedMin = desc("gputop_nvml_used_min_bytes", "Lowest NVML used sample since the previous scrape.", gpuLabels)
-	descRate        = desc("gputop_sample_rate_hz", "NVML device samples per second achieved.", gpuLabels)
+	descNVMLUsed  = desc("gputop_nvml_used_bytes", "Device memory used, from NVML (newest sample).", gpuLabels)
+	descNVMLTotal = desc("gputop_nvml_total_bytes", "Device memory in all, from NVML.", gpuLabels)
+	descRate      = desc("gputop_sample_rate_hz", "NVML device samples per second achieved.", gpuLabels)
 
-	descAllocated    = desc("gputop_torch_allocated_bytes", "torch.cuda allocated_bytes.all.current, from the process's agent.", procLabels)
-	descReserved     = desc("gputop_torch_reserved_bytes", "torch.cuda reserved_bytes.all.current.", procLabels)
-	descPeak         = desc("gputop_torch_peak_allocated_bytes", "torch.cuda allocated_bytes.all.peak (torch's own peak, since its last reset_peak_memory_stats).", procLabels)
-	descAllocatedMax = desc("gputop_torch_allocated_max_bytes", "Highest allocated sample since the previous scrape.", procLabels)
-	descInactive     = desc("gputop_torch_inactive_split_bytes", "torch.cuda inactive_split_bytes.all.current.", procLabels)
-	descRetries      = desc("gputop_torch_alloc_retries_total", "torch.cuda num_alloc_retries.", procLabels)
-	descOOMs         = desc("gputop_torch_ooms_total", "torch.cuda num_ooms.", procLabels)
-	descProcUsed     = desc("gputop_process_nvml_used_bytes", "The process's used device memory, from NVML's process list.", procLabels)
+	descAllocated = desc("gputop_torch_allocated_bytes", "torch.cuda allocated_bytes.all.current, from the process's agent.", procLabels)
+	descReserved  = desc("gputop_torch_reserved_bytes", "torch.cuda reserved_bytes.all.current.", procLabels)
+	descPeak      = desc("gputop_torch_peak_allocated_bytes", "torch.cuda allocated_bytes.all.peak (torch's own peak, since its last reset_peak_memory_stats).", procLabels)
+	descInactive  = desc("gputop_torch_inactive_split_bytes", "torch.cuda inactive_split_bytes.all.current.", procLabels)
+	descRetries   = desc("gputop_torch_alloc_retries_total", "torch.cuda num_alloc_retries.", procLabels)
+	descOOMs      = desc("gputop_torch_ooms_total", "torch.cuda num_ooms.", procLabels)
+	descProcUsed  = desc("gputop_process_nvml_used_bytes", "The process's used device memory, from NVML's process list.", procLabels)
 
 	descSnapshots = desc("gputop_snapshots_total", "Snapshot rows taken (keys, code, gputop snap, OOMs).", nil)
 	descSnapTime  = desc("gputop_snapshot_timestamp_seconds", "When the newest snapshot of each label was taken (the newest few labels), for annotations.", []string{"label"})
 )
 
-// Collector is a prometheus.Collector over a store.
+// Collector is a prometheus.Collector over a store. It keeps nothing
+// between scrapes: scrapes may run at once, and each answers from the
+// store alone.
 type Collector struct {
 	st  *store.Store
 	opt Options
-
-	mu sync.Mutex // one scrape at a time: since holds each series' place
-	// since holds, per series, the time of its newest sample at the
-	// previous scrape: the next scrape's extremes start there
-	since map[store.Key]int64
+	// the windowed series, whose help text states the window
+	usedMax, usedMin, allocatedMax *prometheus.Desc
 }
 
-// NewCollector returns a collector over st. A series' first extremes (the
-// first scrape's, or a new process's) cover all the store holds of it.
+// NewCollector returns a collector over st.
 func NewCollector(st *store.Store, opt Options) *Collector {
 	if opt.GoneFor <= 0 {
 		opt.GoneFor = DefaultGoneFor
@@ -94,16 +107,26 @@ func NewCollector(st *store.Store, opt Options) *Collector {
 	if opt.MaxGone <= 0 {
 		opt.MaxGone = DefaultMaxGone
 	}
+	if opt.Window <= 0 {
+		opt.Window = DefaultWindow
+	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	return &Collector{st: st, opt: opt, since: map[store.Key]int64{}}
+	w := opt.Window.String()
+	return &Collector{st: st, opt: opt,
+		usedMax: desc("gputop_nvml_used_max_bytes", "Highest NVML used sample over the trailing "+w+
+			" (sampled at up to 1 kHz; the same for every scraper).", gpuLabels),
+		usedMin: desc("gputop_nvml_used_min_bytes", "Lowest NVML used sample over the trailing "+w+".", gpuLabels),
+		allocatedMax: desc("gputop_torch_allocated_max_bytes", "Highest allocated sample over the trailing "+w+
+			" (the same for every scraper).", procLabels),
+	}
 }
 
 // Describe sends every descriptor the collector uses.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descNVMLUsed, descNVMLTotal, descNVMLUsedMax, descNVMLUsedMin, descRate,
-		descAllocated, descReserved, descPeak, descAllocatedMax, descInactive, descRetries, descOOMs, descProcUsed,
+	for _, d := range []*prometheus.Desc{descNVMLUsed, descNVMLTotal, c.usedMax, c.usedMin, descRate,
+		descAllocated, descReserved, descPeak, c.allocatedMax, descInactive, descRetries, descOOMs, descProcUsed,
 		descSnapshots, descSnapTime} {
 		ch <- d
 	}
@@ -111,16 +134,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads the store once: devices, agents, rows.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := make(map[store.Key]int64, len(c.since))
-	extremes := func(k store.Key) store.Extremes {
-		e := c.st.ExtremesSince(k, c.since[k])
-		if e.OK {
-			seen[k] = e.LastT
-		}
-		return e
-	}
+	from := c.opt.Now().Add(-c.opt.Window).UnixNano()
+	extremes := func(k store.Key) store.Extremes { return c.st.ExtremesFrom(k, from) }
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -149,8 +164,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if e := extremes(store.Key{Dev: d.Index, Metric: store.NVMLUsed}); e.OK {
 			gauge(descNVMLUsed, float64(e.Last), l...)
-			gauge(descNVMLUsedMax, float64(e.Max), l...)
-			gauge(descNVMLUsedMin, float64(e.Min), l...)
+			gauge(c.usedMax, float64(e.Max), l...)
+			gauge(c.usedMin, float64(e.Min), l...)
 		}
 	}
 
@@ -180,7 +195,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				counter(descOOMs, float64(smp.OOMs), l...)
 			}
 			if e := extremes(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}); e.OK {
-				gauge(descAllocatedMax, float64(e.Max), l...)
+				gauge(c.allocatedMax, float64(e.Max), l...)
 			}
 			if a.Connected {
 				if procs, _ := c.st.Procs(dev); len(procs) > 0 {
@@ -198,8 +213,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range newestLabels(c.st.LastSnapshots(snapshotRowsRead), SnapshotLabels) {
 		gauge(descSnapTime, float64(s.T)/1e9, labelText(s.Label))
 	}
-	// series not asked for this time (a process dropped) are forgotten
-	c.since = seen
 }
 
 // exported picks the agents whose series are exported: every connected

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,14 +119,15 @@ func canon(s string) string {
 	return s[:i+1] + strings.Join(ls, ",") + s[j:]
 }
 
-// A 5 ms spike and a dip between two scrapes show in the second scrape's
-// _max_ and _min_ series, the newest value in the plain one, and the
-// third scrape no longer has them.
-func TestCollectorExtremesSincePreviousScrape(t *testing.T) {
+// A 5 ms spike and a dip show in the _max_ and _min_ series of every
+// scrape whose window covers them, however many scrapes there are, and the
+// help text states the window; once the window has passed them they are
+// gone.
+func TestCollectorExtremesOverTheWindow(t *testing.T) {
 	st := newStore()
 	st.AgentHello(rankHello(4242, "0"))
-	c := NewCollector(st, Options{Hostname: "n"})
 	at := t0
+	c := NewCollector(st, Options{Hostname: "n", Window: 20 * time.Second, Now: func() time.Time { return time.Unix(0, at) }})
 	feed := func(n int, spike bool) {
 		for i := 0; i < n; i++ {
 			v, a := uint64(5000), uint64(100)
@@ -151,25 +153,86 @@ func TestCollectorExtremesSincePreviousScrape(t *testing.T) {
 		return "missing"
 	}
 	feed(1000, false)
-	scrape(t, c)
 	feed(15_000, true) // a 15 s scrape interval at 1 kHz
-	got := scrape(t, c)
-	for name, want := range map[string]string{
-		"gputop_nvml_used_max_bytes": "9000", "gputop_nvml_used_min_bytes": "10", "gputop_nvml_used_bytes": "5000",
-		"gputop_torch_allocated_max_bytes": "700", "gputop_torch_allocated_bytes": "100",
-	} {
-		if v := value(got, name); v != want {
-			t.Errorf("after the spike: %s = %s, want %s", name, v, want)
+	// three scrapers (a Prometheus pair and a third) in the same second
+	for i := range 3 {
+		got := scrape(t, c)
+		for name, want := range map[string]string{
+			"gputop_nvml_used_max_bytes": "9000", "gputop_nvml_used_min_bytes": "10", "gputop_nvml_used_bytes": "5000",
+			"gputop_torch_allocated_max_bytes": "700", "gputop_torch_allocated_bytes": "100",
+		} {
+			if v := value(got, name); v != want {
+				t.Errorf("scrape %d after the spike: %s = %s, want %s", i, name, v, want)
+			}
 		}
 	}
-	feed(1000, false)
-	got = scrape(t, c)
+	feed(10_000, false) // the spike is now 2.5 s inside the window's start
+	if v := value(scrape(t, c), "gputop_nvml_used_max_bytes"); v != "9000" {
+		t.Errorf("17.5 s after the spike: used max %s, want it still", v)
+	}
+	feed(5000, false)
+	got := scrape(t, c)
 	for name, want := range map[string]string{
 		"gputop_nvml_used_max_bytes": "5000", "gputop_nvml_used_min_bytes": "5000", "gputop_torch_allocated_max_bytes": "100",
 	} {
 		if v := value(got, name); v != want {
-			t.Errorf("the scrape after: %s = %s, want %s", name, v, want)
+			t.Errorf("once the window has passed: %s = %s, want %s", name, v, want)
 		}
+	}
+	// the window is in the help text
+	ch := make(chan *prometheus.Desc, 32)
+	c.Describe(ch)
+	close(ch)
+	var windowed int
+	for d := range ch {
+		if strings.Contains(d.String(), "over the trailing 20s") {
+			windowed++
+		}
+	}
+	if windowed != 3 {
+		t.Errorf("%d descriptors name the 20s window, want 3 (used max and min, allocated max)", windowed)
+	}
+}
+
+// Scrapes at once all succeed and agree: the collector keeps nothing
+// between them (go test -race holds it to that).
+func TestCollectorConcurrentScrapes(t *testing.T) {
+	st := newStore()
+	st.AgentHello(rankHello(4242, "0"))
+	for i := int64(0); i < 2000; i++ {
+		v := uint64(5000)
+		if i == 1000 {
+			v = 9000
+		}
+		st.AddNVML(0, t0+i*ms, v, 0)
+		st.AgentSample(4242, wire.Sample{T: t0 + i*ms, Dev: 0, Allocated: v})
+	}
+	c := NewCollector(st, Options{Hostname: "n", Now: func() time.Time { return time.Unix(0, t0+2*time.Second.Nanoseconds()) }})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Go(func() {
+			for range 20 {
+				mfs, err := reg.Gather()
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, mf := range mfs {
+					if strings.HasSuffix(mf.GetName(), "_max_bytes") && mf.GetMetric()[0].GetGauge().GetValue() != 9000 {
+						errs <- fmt.Errorf("%s = %g", mf.GetName(), mf.GetMetric()[0].GetGauge().GetValue())
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 
@@ -196,9 +259,6 @@ func TestCollectorBoundsGoneProcesses(t *testing.T) {
 	got := pids(scrape(t, c))
 	if len(got) != 2+DefaultMaxGone || !got["1"] || !got["2"] || !got[fmt.Sprint(n)] || got["3"] {
 		t.Fatalf("exported %d processes: want the 2 connected and the %d most recently ended", len(got), DefaultMaxGone)
-	}
-	if len(c.since) > 1+2*(2+DefaultMaxGone) {
-		t.Errorf("the collector remembers %d series", len(c.since))
 	}
 	now += DefaultGoneFor.Nanoseconds() + 1
 	if got := pids(scrape(t, c)); len(got) != 2 {
