@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -33,6 +34,10 @@ type sourceFlags struct {
 	// they run
 	ssh, sshGputop string
 	metrics        string // --metrics ADDR: serve Prometheus metrics there
+	// metricsWindow is the trailing window of the _max_/_min_ series,
+	// webConfig exporter-toolkit's web configuration (TLS, basic auth)
+	metricsWindow time.Duration
+	webConfig     string
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
@@ -40,6 +45,8 @@ func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.procRate, "proc-rate", 10, "refresh NVML's process lists `HZ` times a second")
 	fs.StringVar(&s.source, "source", "", "read this machine's source `S`: nvml, agent, all or none (default all; with --ssh none)")
 	fs.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (HOST:PORT, or :PORT for every address)")
+	fs.DurationVar(&s.metricsWindow, "metrics-window", metrics.DefaultWindow, "--metrics: the _max_ and _min_ series hold the extremes over the trailing `DUR` (at least the scrape interval)")
+	fs.StringVar(&s.webConfig, "web.config.file", "", "--metrics: TLS and basic auth as the Prometheus exporter web configuration `PATH` sets")
 	fs.StringVar(&s.socket, "socket", "", "agent socket `PATH` (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
 }
 
@@ -73,6 +80,11 @@ func (s *sourceFlags) validate() error {
 		if err := metrics.CheckAddr(s.metrics); err != nil {
 			return err
 		}
+	} else if s.webConfig != "" {
+		return fmt.Errorf("--web.config.file %s: it configures --metrics, which is not given", s.webConfig)
+	}
+	if s.metricsWindow < metrics.MinWindow || s.metricsWindow > metrics.MaxWindow {
+		return fmt.Errorf("--metrics-window %v: want 1s to 1h", s.metricsWindow)
 	}
 	if s.procRate <= 0 || s.procRate > 1000 {
 		return fmt.Errorf("--proc-rate %g: want 0 < rate <= 1000", s.procRate)
@@ -91,7 +103,8 @@ func (s *sourceFlags) start(ctx context.Context, in *ingest.Ingest, log *logbook
 	if s.metrics != "" {
 		host, _ := os.Hostname()
 		var err error
-		if ms, err = metrics.Listen(s.metrics, st, metrics.Options{Hostname: host}); err != nil {
+		opt := metrics.Options{Hostname: host, Window: s.metricsWindow, WebConfig: s.webConfig, Log: log.Add}
+		if ms, err = metrics.Listen(s.metrics, st, opt); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -158,7 +171,7 @@ func (s *sourceFlags) start(ctx context.Context, in *ingest.Ingest, log *logbook
 		}()
 	}
 	if ms != nil {
-		log.Add("metrics: serving http://" + ms.Addr() + "/metrics")
+		log.Add("metrics: " + ms.Serving())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

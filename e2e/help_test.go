@@ -8,7 +8,7 @@ import (
 )
 
 // flagLine is a flag as the flag package prints it: "  -name ARG".
-var flagLine = regexp.MustCompile(`^  -([a-z-]+)(?: (\S+))?$`)
+var flagLine = regexp.MustCompile(`^  -([a-z.-]+)(?: (\S+))?$`)
 
 // Every subcommand's --help names each flag's argument as the usage lines
 // and the README do (the flag package takes it from a back-quoted word in
@@ -16,15 +16,15 @@ var flagLine = regexp.MustCompile(`^  -([a-z-]+)(?: (\S+))?$`)
 func TestHelpNamesEveryFlagArgument(t *testing.T) {
 	want := map[string]map[string]string{
 		"": {"csv": "PATH", "demo": "", "fps": "N", "proc-rate": "HZ", "rate": "HZ", "record": "FILE",
-			"replay": "FILE", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD", "metrics": "ADDR"},
-		"record": {"comment": "TEXT", "duration": "D", "force": "", "o": "FILE", "metrics": "ADDR",
+			"replay": "FILE", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD", "metrics": "ADDR", "metrics-window": "DUR", "web.config.file": "PATH"},
+		"record": {"comment": "TEXT", "duration": "D", "force": "", "o": "FILE", "metrics": "ADDR", "metrics-window": "DUR", "web.config.file": "PATH",
 			"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "ssh": "HOSTS", "ssh-gputop": "CMD"},
 		"serve": {"proc-rate": "HZ", "rate": "HZ", "socket": "PATH", "source": "S", "stdio": "",
-			"metrics": "ADDR", "o": "FILE", "force": ""},
+			"metrics": "ADDR", "metrics-window": "DUR", "web.config.file": "PATH", "o": "FILE", "force": ""},
 		"export":    {"csv": "OUT"},
 		"snap":      {"end": "", "socket": "PATH"},
 		"dump-info": {"top": "N"},
-		"run": {"csv": "PATH", "force": "", "fps": "N", "history": "N", "metrics": "ADDR", "no-tui": "", "proc-rate": "HZ",
+		"run": {"csv": "PATH", "force": "", "fps": "N", "history": "N", "metrics": "ADDR", "metrics-window": "DUR", "web.config.file": "PATH", "no-tui": "", "proc-rate": "HZ",
 			"rate": "HZ", "record": "FILE", "socket": "PATH", "source": "S"},
 	}
 	for sub, flags := range want {

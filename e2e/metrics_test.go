@@ -98,11 +98,90 @@ func waitQuery(t *testing.T, base, q string, ok func([]promSeries) bool) []promS
 	return nil
 }
 
-// A real Prometheus scrapes `gputop serve --source agent --metrics` while
+// startPrometheus starts a real Prometheus (Debian's) scraping target
+// every second and waits until it is ready; it returns its API's base URL.
+func startPrometheus(t *testing.T, prom, dir, target string, log *lockedBuffer) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfg := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: gputop
+    static_configs:
+      - targets: ['%s']
+`, target)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ps := exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+		"--web.listen-address="+promAddr, "--log.level=warn")
+	ps.Stdout, ps.Stderr = log, log
+	if err := ps.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ps.Process.Kill(); ps.Wait() })
+	base := "http://" + promAddr
+	for end := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if r, err := http.Get(base + "/-/ready"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatal("prometheus is not ready after a minute")
+		}
+	}
+}
+
+// promSamples returns the raw samples of an instant query of a range
+// selector (Prometheus's matrix): each sample's time and value.
+func promSamples(t *testing.T, base, q string) []promPoint {
+	t.Helper()
+	r, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			Result []struct {
+				Values [][2]any `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Status != "success" {
+		t.Fatalf("query %q: %v %s", q, err, body.Error)
+	}
+	var out []promPoint
+	for _, s := range body.Data.Result {
+		for _, v := range s.Values {
+			ts, _ := v[0].(float64)
+			val, _ := v[1].(string)
+			out = append(out, promPoint{time.Unix(0, int64(ts*1e9)), val})
+		}
+	}
+	return out
+}
+
+type promPoint struct {
+	T time.Time
+	V string
+}
+
+// Two real Prometheus servers (a high-availability pair) scrape `gputop
+// serve --source agent --metrics --metrics-window 5s` every second while
 // two torchrun-like agents (ranks 0 and 1) stream known values over the
-// real socket: every series carries exactly those values and labels, a
-// 5 ms spike between two scrapes is in gputop_torch_allocated_max_bytes,
-// and promtool finds nothing wrong with the endpoint's output but
+// real socket: every series carries exactly those values and labels; a
+// 5 ms spike is in gputop_torch_allocated_max_bytes for both servers, in
+// several scrapes of each for the 5 s window and in none after it; and
+// promtool finds nothing wrong with the endpoint's output but
 // dcgm-exporter's camelCase modelName.
 func TestPrometheusScrapesServe(t *testing.T) {
 	prom, err := exec.LookPath("prometheus")
@@ -120,7 +199,9 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	}
 	sock := filepath.Join(sockDir, "gputop.sock")
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	srv := exec.Command(binary, "serve", "--source", "agent", "--socket", sock, "--metrics", metricsAddr)
+	const window = 5 * time.Second
+	srv := exec.Command(binary, "serve", "--source", "agent", "--socket", sock, "--metrics", metricsAddr,
+		"--metrics-window", window.String())
 	stderr := &lockedBuffer{}
 	srv.Stderr = stderr
 	if err := srv.Start(); err != nil {
@@ -136,44 +217,14 @@ func TestPrometheusScrapesServe(t *testing.T) {
 	a1.sample(0, 2000<<20)
 	stderr.waitFor(t, "pid 5101")
 
-	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cfg := filepath.Join(dir, "prometheus.yml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: gputop
-    static_configs:
-      - targets: ['%s']
-`, metricsAddr)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ps := exec.Command(prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
 	plog := &lockedBuffer{}
-	ps.Stdout, ps.Stderr = plog, plog
-	if err := ps.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		ps.Process.Kill()
-		ps.Wait()
 		if t.Failed() {
 			t.Logf("prometheus said:\n%s\ngputop serve said:\n%s", plog.String(), stderr.String())
 		}
 	})
-	base := "http://" + promAddr
-	for end := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if r, err := http.Get(base + "/-/ready"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(end) {
-			t.Fatal("prometheus is not ready after a minute")
-		}
-	}
+	base := startPrometheus(t, prom, filepath.Join(dir, "prom-a"), metricsAddr, plog)
+	baseB := startPrometheus(t, prom, filepath.Join(dir, "prom-b"), metricsAddr, plog)
 
 	host, _ := os.Hostname()
 	labels := func(rank int) map[string]string {
@@ -213,27 +264,50 @@ scrape_configs:
 		}
 	}
 
-	// A 5 ms spike at 1 kHz between two scrapes, back to the baseline
-	// well before the next one: the _max_ series has it.
-	waitQuery(t, base, `count_over_time(gputop_torch_allocated_max_bytes{rank="0"}[1m])`, func(r []promSeries) bool {
-		if len(r) != 1 {
-			return false
-		}
-		n, _ := strconv.Atoi(r[0].value())
-		return n >= 2
-	})
+	// A 5 ms spike at 1 kHz, back to the baseline at once: both servers
+	// see it, each in the scrapes of the window after it, and neither
+	// after that.
+	maxQ := `gputop_torch_allocated_max_bytes{rank="0"}`
+	for _, b := range []string{base, baseB} {
+		waitQuery(t, b, `count_over_time(`+maxQ+`[1m])`, func(r []promSeries) bool {
+			if len(r) != 1 {
+				return false
+			}
+			n, _ := strconv.Atoi(r[0].value())
+			return n >= 2
+		})
+	}
+	spikeT := time.Now()
 	for i := range 5 {
 		a0.sample(time.Duration(i)*time.Millisecond, 7777<<20)
 	}
 	a0.sample(5*time.Millisecond, 1000<<20)
-	spike := fmt.Sprint(uint64(7777 << 20))
-	waitQuery(t, base, `max_over_time(gputop_torch_allocated_max_bytes{rank="0"}[1m])`, func(r []promSeries) bool {
-		return len(r) == 1 && r[0].value() == spike
-	})
-	// and the scrape after that one is back to the baseline
-	waitQuery(t, base, `gputop_torch_allocated_max_bytes{rank="0"}`, func(r []promSeries) bool {
-		return len(r) == 1 && r[0].value() == fmt.Sprint(uint64(1000<<20))
-	})
+	spike, baseline := fmt.Sprint(uint64(7777<<20)), fmt.Sprint(uint64(1000<<20))
+	for _, b := range []string{base, baseB} {
+		waitQuery(t, b, `max_over_time(`+maxQ+`[1m])`, func(r []promSeries) bool {
+			return len(r) == 1 && r[0].value() == spike
+		})
+	}
+	time.Sleep(time.Until(spikeT.Add(window + 2*time.Second)))
+	for i, b := range []string{base, baseB} {
+		waitQuery(t, b, maxQ, func(r []promSeries) bool { return len(r) == 1 && r[0].value() == baseline })
+		var seen []time.Time
+		for _, p := range promSamples(t, b, maxQ+`[1m]`) {
+			if p.V == spike {
+				seen = append(seen, p.T)
+			}
+		}
+		// scraped every second for a 5 s window: a few scrapes of each
+		// server, and none from before the spike or past its window
+		if len(seen) < 2 {
+			t.Errorf("Prometheus %d has the spike in %d scrapes, want it in each scrape of the %v window", i, len(seen), window)
+		}
+		for _, at := range seen {
+			if at.Before(spikeT.Add(-time.Second)) || at.After(spikeT.Add(window+2*time.Second)) {
+				t.Errorf("Prometheus %d has the spike at %v, %v after it was sent (window %v)", i, at, at.Sub(spikeT), window)
+			}
+		}
+	}
 
 	// a snapshot from code becomes the annotation series, at its time
 	markT := time.Now().UnixNano()
@@ -256,6 +330,9 @@ scrape_configs:
 	r.Body.Close()
 	if !strings.Contains(string(body), `gputop_torch_allocated_bytes{Hostname=`) {
 		t.Fatalf("the endpoint lacks the allocator series:\n%s", body)
+	}
+	if !strings.Contains(string(body), "# HELP gputop_torch_allocated_max_bytes Highest allocated sample over the trailing 5s") {
+		t.Errorf("the _max_ series' help text does not state the window:\n%s", body)
 	}
 	lint := func(text string) (string, int) {
 		cmd := exec.Command(promtool, "check", "metrics")
