@@ -39,6 +39,8 @@ var mayImport = map[string][]string{
 	"bench":              {"ingest", "store"},
 	"bench/cmd/soak":     {"bench", "store"},
 	"bench/cmd/wakeloop": {},
+	// the real binary measured as a command
+	"bench/cmd/metricslimits": {},
 	// the real binary driven as a command and in tmux: it imports nothing of gputop's
 	"e2e": {},
 }
