@@ -82,6 +82,8 @@ func (s *sourceFlags) validate() error {
 		}
 	} else if s.webConfig != "" {
 		return fmt.Errorf("--web.config.file %s: it configures --metrics, which is not given", s.webConfig)
+	} else if s.metricsWindow != metrics.DefaultWindow {
+		return fmt.Errorf("--metrics-window %v: it configures --metrics, which is not given", s.metricsWindow)
 	}
 	if s.metricsWindow < metrics.MinWindow || s.metricsWindow > metrics.MaxWindow {
 		return fmt.Errorf("--metrics-window %v: want 1s to 1h", s.metricsWindow)

@@ -58,9 +58,9 @@ func writeSelfSigned(t *testing.T, dir string) *x509.CertPool {
 // web configuration (a self-signed certificate, one basic-auth user):
 // HTTPS with that certificate, the right password answered, a wrong one,
 // another user and none refused, plain HTTP not served; a configuration
-// that does not load stops serve before it starts, naming the file; and
-// the flag without --metrics is refused.
-func TestMetricsWebConfig(t *testing.T) {
+// that does not load stops serve before it starts, naming the file; the
+// flag without --metrics is refused, and so is a window out of bounds.
+func TestMetricsWebConfigAndFlags(t *testing.T) {
 	dir := t.TempDir()
 	pool := writeSelfSigned(t, dir)
 	hash, err := bcrypt.GenerateFromPassword([]byte("right horse"), bcrypt.MinCost)
@@ -134,5 +134,15 @@ func TestMetricsWebConfig(t *testing.T) {
 	out, code := run(t, "serve", "--source", "agent", "--web.config.file", cfg)
 	if code != 2 || !strings.Contains(out, "--web.config.file "+cfg+": it configures --metrics, which is not given") {
 		t.Errorf("--web.config.file without --metrics: exit %d\n%s", code, out)
+	}
+	for args, says := range map[string]string{
+		"--metrics-window 10s":                "--metrics-window 10s: it configures --metrics, which is not given",
+		"--metrics :0 --metrics-window 500ms": "--metrics-window 500ms: want 1s to 1h",
+		"--metrics :0 --metrics-window 2h":    "--metrics-window 2h0m0s: want 1s to 1h",
+	} {
+		out, code := run(t, append([]string{"serve", "--source", "agent"}, strings.Fields(args)...)...)
+		if code != 2 || !strings.Contains(out, says) {
+			t.Errorf("serve %s: exit %d, want 2 and %q\n%s", args, code, says, out)
+		}
 	}
 }
