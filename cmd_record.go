@@ -119,8 +119,8 @@ loop:
 		say(stderr, "gputop record:", err)
 		code = 1
 	}
-	if d := s.Drops(); d.Any() {
-		say(stderr, fmt.Sprintf("gputop record: %s: not everything was written: dropped %s (the file says so, and loads)", *out, d))
+	if d := w.DropSummary(); d != "" {
+		say(stderr, fmt.Sprintf("gputop record: %s: %s", *out, d))
 		code = 1
 	}
 	return code

@@ -97,6 +97,9 @@ func (w *Writer) noteDrops() {
 	n, err := w.writeItem(item{f: Dropped{Type: TypeDropped, T: t, Drops: d}})
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.gaveUp {
+		return
+	}
 	if err != nil {
 		if w.err == nil {
 			w.err = err
@@ -106,6 +109,22 @@ func (w *Writer) noteDrops() {
 	w.noted.add(d)
 	w.stats.Lines++
 	w.stats.Bytes += uint64(n)
+}
+
+// DropSummary is what a closed Writer says of what it could not write, for
+// the line a recorder ends with ("" when nothing was dropped): the counts,
+// and whether the file says so too (it cannot after ErrStalled).
+func (w *Writer) DropSummary() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.stats.Drops()
+	switch {
+	case !d.Any():
+		return ""
+	case w.gaveUp:
+		return fmt.Sprintf("not everything was written: dropped %s (the file ends where the output stopped taking lines, and loads up to there)", d)
+	}
+	return fmt.Sprintf("not everything was written: dropped %s (the file says so, and loads)", d)
 }
 
 func countDropped(st *Stats, it item) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -518,5 +519,84 @@ func TestWriterBeforeStart(t *testing.T) {
 	}
 	if ls := lines(readFile(t, path)); len(ls) != 2 || !bytes.Contains(ls[1], []byte(`"bye"`)) {
 		t.Fatalf("file: %q", ls)
+	}
+}
+
+// A writer whose output stops taking lines (a pipe or FIFO whose reader
+// opened it and stopped reading) is closed within the bound: what was
+// still queued, and the line being written, are counted as dropped, the
+// error is ErrStalled, and written plus dropped is every sample given. A
+// non-blocking pipe (as gputop opens a FIFO) has its write woken, so the
+// goroutine ends and what reached the pipe loads; a blocking one (a shell's
+// redirect) is left to the write, which ends when the reader goes.
+func TestCloseGivesUpOnStalledOutput(t *testing.T) {
+	for _, blocking := range []bool{false, true} {
+		t.Run(fmt.Sprintf("blocking=%v", blocking), func(t *testing.T) {
+			var r, pw *os.File
+			if blocking {
+				var p [2]int
+				if err := syscall.Pipe(p[:]); err != nil {
+					t.Fatal(err)
+				}
+				r, pw = os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
+			} else {
+				var err error
+				if r, pw, err = os.Pipe(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer r.Close()
+			w := NewWriter(header())
+			if err := w.Start(pw, "pipe"); err != nil {
+				t.Fatal(err)
+			}
+			const n = 2 * maxQueue * 200 // more than the pipe, the queue and a chunk hold
+			for i := int64(0); i < n; i++ {
+				w.NVML(0, base+i*ms/2, uint64(i), 0)
+			}
+			const wait = 300 * time.Millisecond
+			closed := make(chan error, 1)
+			go func() { closed <- w.closeWithin(wait) }()
+			var err error
+			select {
+			case err = <-closed:
+			case <-time.After(wait + 10*time.Second):
+				t.Fatal("Close still waiting for a stalled output")
+			}
+			if !errors.Is(err, ErrStalled) || !strings.Contains(err.Error(), "recording pipe: ") {
+				t.Fatalf("Close: %v, want ErrStalled naming the output", err)
+			}
+			if err2 := w.Close(); err2 != err {
+				t.Fatalf("second Close: %v, want %v", err2, err)
+			}
+			s := w.Stats()
+			if s.DroppedSamples == 0 || s.Samples+s.DroppedSamples != n {
+				t.Fatalf("stats %+v: want written + dropped = %d", s, n)
+			}
+			if !strings.Contains(w.DropSummary(), "the file ends where the output stopped") {
+				t.Fatalf("summary %q", w.DropSummary())
+			}
+			if blocking {
+				r.Close() // the blocked write fails (EPIPE) and the goroutine ends
+				<-w.done
+				if s2 := w.Stats(); s2 != s {
+					t.Fatalf("counts changed after Close: %+v, then %+v", s, s2)
+				}
+				return
+			}
+			select {
+			case <-w.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the writer goroutine is still in its write after Close gave up")
+			}
+			data, _ := io.ReadAll(r)
+			info, err := LoadReader("pipe", bytes.NewReader(data), store.New(replayOptions()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if uint64(info.Samples) != s.Samples {
+				t.Fatalf("the pipe holds %d samples, the writer says %d written", info.Samples, s.Samples)
+			}
+		})
 	}
 }
