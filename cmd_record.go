@@ -98,9 +98,13 @@ loop:
 		case <-tick.C:
 			// agent events (attached, closed with a reason) go to stderr
 			events.flush(stderr, "gputop record: ")
-			if d := w.Stats().Drops(); d != told && time.Since(toldAt) >= time.Second {
-				say(stderr, fmt.Sprintf("gputop record: %s is not keeping up: dropped so far %s", *out, d))
-				told, toldAt = d, time.Now()
+			if d := w.Stats().Drops(); d.Behind() != told.Behind() && time.Since(toldAt) >= time.Second {
+				say(stderr, fmt.Sprintf("gputop record: %s is not keeping up: dropped so far %s", *out, d.Behind()))
+				told.NVMLSamples, told.AgentSamples, told.Frames, toldAt = d.NVMLSamples, d.AgentSamples, d.Frames, time.Now()
+			} else if d.TooLong != told.TooLong {
+				// not the output's fault: said at once, whatever its pace
+				say(stderr, fmt.Sprintf("gputop record: %s: dropped so far %s", *out, recording.TooLongText(d.TooLong)))
+				told.TooLong = d.TooLong
 			}
 			if err := w.Err(); err != nil {
 				say(stderr, "gputop record:", err)

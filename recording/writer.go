@@ -8,6 +8,7 @@ package recording
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -442,8 +443,13 @@ func (w *Writer) drain() {
 				return
 			}
 			w.next = i + 1
+			if errors.Is(err, errLineTooLong) {
+				w.stats.DroppedTooLong++
+				err, n = nil, -1
+			}
 			switch {
-			case failed || err != nil || n == 0: // n == 0: too long for a recording line
+			case n < 0: // counted above
+			case failed || err != nil || n == 0: // n == 0: could not be encoded
 				countDropped(&w.stats, q[i])
 			default:
 				w.stats.Lines++
@@ -476,10 +482,16 @@ func (w *Writer) drain() {
 	}
 }
 
+// errLineTooLong is writeItem's answer for a frame whose line would be over
+// MaxLineBytes: it is dropped and counted (Stats.DroppedTooLong), and
+// writing goes on.
+var errLineTooLong = errors.New("line over MaxLineBytes")
+
 // writeItem encodes one line and writes it with a single Write call, so a
 // killed recorder leaves at most one partial line at the end. It returns
-// 0, nil for a frame too long to be loaded again. On a write error the file
-// is cut back to its last complete line.
+// 0, errLineTooLong for a frame too long to be loaded again, 0, nil for one
+// that cannot be encoded. On a write error the file is cut back to its last
+// complete line.
 func (w *Writer) writeItem(it item) (int, error) {
 	if it.b != nil {
 		f := it.b.frame()
@@ -501,7 +513,7 @@ func (w *Writer) writeItem(it item) (int, error) {
 		w.buf = append(w.buf[:0], w.line.Bytes()[:w.line.Len()-1]...)
 	}
 	if len(w.buf) > MaxLineBytes {
-		return 0, nil
+		return 0, errLineTooLong
 	}
 	w.buf = append(w.buf, '\n')
 	n, err := w.f.Write(w.buf)

@@ -600,3 +600,39 @@ func TestCloseGivesUpOnStalledOutput(t *testing.T) {
 		})
 	}
 }
+
+// A frame whose line would be over MaxLineBytes is dropped for its size,
+// not for the output's pace: it is counted apart (too_long in the dropped
+// line, Drops.TooLong when loaded), said with the limit, and the lines
+// after it are written.
+func TestTooLongFrameCountedApart(t *testing.T) {
+	path := tempPath(t, "long.gputop")
+	w, err := Create(path, header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Frame(wire.Hello{V: 1, PID: 7, T: base, Argv: []string{strings.Repeat("x", MaxLineBytes)}})
+	w.Frame(wire.Hello{V: 1, PID: 8, T: base, Argv: []string{"short"}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := w.Stats()
+	if s.DroppedTooLong != 1 || s.DroppedFrames != 0 {
+		t.Fatalf("stats %+v: want the frame counted as too long, and only so", s)
+	}
+	want := "dropped 1 frame longer than a recording line may be (4 MiB)"
+	if got := w.DropSummary(); !strings.Contains(got, want) || strings.Contains(got, "other frame") {
+		t.Fatalf("summary %q, want %q", got, want)
+	}
+	data := readFile(t, path)
+	if !bytes.Contains(data, []byte(`"too_long":1`)) || !bytes.Contains(data, []byte(`"short"`)) {
+		t.Fatalf("file:\n%.300s", data)
+	}
+	info, err := LoadReader("long", bytes.NewReader(data), store.New(replayOptions()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Dropped != (Drops{TooLong: 1}) || info.Dropped.Behind().Any() {
+		t.Fatalf("loaded drops %+v", info.Dropped)
+	}
+}
