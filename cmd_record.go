@@ -40,6 +40,10 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gputop record:", err)
 		return 2
 	}
+	if given(fs, "duration") && *duration <= 0 {
+		fmt.Fprintf(stderr, "gputop record: --duration %v: want a positive duration such as 90s or 5m (leave it out to record until Ctrl-C)\n", *duration)
+		return 2
+	}
 	// the output is looked at now and opened only once the sources have
 	// started: a recorder that cannot start touches nothing
 	if _, err := outfile.CheckStream(*out, *force); err != nil {

@@ -66,16 +66,19 @@ func (s *sourceFlags) validate() error {
 	default:
 		return fmt.Errorf("--source %q: want nvml, agent, all or none", s.source)
 	}
-	if s.rate <= 0 || s.rate > 10000 {
-		return fmt.Errorf("--rate %g: want 0 < rate <= 10000", s.rate)
+	// written so that NaN fails too; the lower bounds keep each period
+	// within a time.Duration (a tiny rate overflowed into a busy loop) and
+	// the header's whole rate_hz above 0
+	if !(s.rate >= 1 && s.rate <= 10000) {
+		return fmt.Errorf("--rate %g: want 1 <= rate <= 10000 (samples a second)", s.rate)
 	}
 	if s.metrics != "" {
 		if err := metrics.CheckAddr(s.metrics); err != nil {
 			return err
 		}
 	}
-	if s.procRate <= 0 || s.procRate > 1000 {
-		return fmt.Errorf("--proc-rate %g: want 0 < rate <= 1000", s.procRate)
+	if !(s.procRate >= 0.1 && s.procRate <= 1000) {
+		return fmt.Errorf("--proc-rate %g: want 0.1 <= rate <= 1000 (refreshes a second)", s.procRate)
 	}
 	return nil
 }
