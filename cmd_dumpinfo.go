@@ -29,6 +29,10 @@ func cmdDumpInfo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gputop dump-info: want a FILE (a torch memory snapshot pickle)")
 		return 2
 	}
+	if *top < 0 {
+		fmt.Fprintf(stderr, "gputop dump-info: --top %d: want a number of frames, 0 for all\n", *top)
+		return 2
+	}
 	d, err := memdump.ReadFile(file)
 	if err != nil {
 		say(stderr, "gputop dump-info:", err)

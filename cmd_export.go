@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
@@ -13,9 +14,17 @@ import (
 	"github.com/gputop/gputop/store"
 )
 
-// droppedNote says what a recording lacks because its recorder fell behind.
+// droppedNote says what a recording lacks: what its recorder dropped when it
+// fell behind, and frames too long for a recording line.
 func droppedNote(d recording.Drops) string {
-	return fmt.Sprintf("the recorder dropped %s (its output did not keep up): the data has gaps there", d)
+	var notes []string
+	if b := d.Behind(); b.Any() {
+		notes = append(notes, fmt.Sprintf("the recorder dropped %s (its output did not keep up): the data has gaps there", b))
+	}
+	if d.TooLong > 0 {
+		notes = append(notes, "the recorder dropped "+recording.TooLongText(d.TooLong))
+	}
+	return strings.Join(notes, "; ")
 }
 
 func cmdExport(args []string, stdout, stderr io.Writer) int {

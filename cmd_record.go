@@ -40,6 +40,10 @@ func cmdRecord(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "gputop record:", err)
 		return 2
 	}
+	if given(fs, "duration") && *duration <= 0 {
+		fmt.Fprintf(stderr, "gputop record: --duration %v: want a positive duration such as 90s or 5m (leave it out to record until Ctrl-C)\n", *duration)
+		return 2
+	}
 	// the output is looked at now and opened only once the sources have
 	// started: a recorder that cannot start touches nothing
 	if _, err := outfile.CheckStream(*out, *force); err != nil {
@@ -98,9 +102,13 @@ loop:
 		case <-tick.C:
 			// agent events (attached, closed with a reason) go to stderr
 			events.flush(stderr, "gputop record: ")
-			if d := w.Stats().Drops(); d != told && time.Since(toldAt) >= time.Second {
-				say(stderr, fmt.Sprintf("gputop record: %s is not keeping up: dropped so far %s", *out, d))
-				told, toldAt = d, time.Now()
+			if d := w.Stats().Drops(); d.Behind() != told.Behind() && time.Since(toldAt) >= time.Second {
+				say(stderr, fmt.Sprintf("gputop record: %s is not keeping up: dropped so far %s", *out, d.Behind()))
+				told.NVMLSamples, told.AgentSamples, told.Frames, toldAt = d.NVMLSamples, d.AgentSamples, d.Frames, time.Now()
+			} else if d.TooLong != told.TooLong {
+				// not the output's fault: said at once, whatever its pace
+				say(stderr, fmt.Sprintf("gputop record: %s: dropped so far %s", *out, recording.TooLongText(d.TooLong)))
+				told.TooLong = d.TooLong
 			}
 			if err := w.Err(); err != nil {
 				say(stderr, "gputop record:", err)
@@ -119,8 +127,8 @@ loop:
 		say(stderr, "gputop record:", err)
 		code = 1
 	}
-	if d := s.Drops(); d.Any() {
-		say(stderr, fmt.Sprintf("gputop record: %s: not everything was written: dropped %s (the file says so, and loads)", *out, d))
+	if d := w.DropSummary(); d != "" {
+		say(stderr, fmt.Sprintf("gputop record: %s: %s", *out, d))
 		code = 1
 	}
 	return code

@@ -197,12 +197,11 @@ func cmdRun(args []string, stderr io.Writer) int {
 	stop()
 	ret := code
 	if w != nil && monitored {
-		err := w.Close()
-		if err == nil && w.Stats().Drops().Any() {
-			err = fmt.Errorf("%s: not everything was written: dropped %s (the file says so, and loads)", *rec, w.Stats().Drops())
-		}
-		if err != nil {
+		if err := w.Close(); err != nil {
 			say(stderr, "gputop run: --record:", err)
+		}
+		if d := w.DropSummary(); d != "" {
+			say(stderr, fmt.Sprintf("gputop run: --record: %s: %s", *rec, d))
 		}
 	}
 	if headless {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -157,12 +158,15 @@ loop:
 	cancel()
 	stop()
 	if w != nil {
-		if err := w.Close(); err != nil && o.out != "" {
+		// with --stdio a write error is the viewer going away, and drops
+		// are in the stream; an output that stopped taking lines is said
+		err := w.Close()
+		if err != nil && (o.out != "" || errors.Is(err, recording.ErrStalled)) {
 			say(stderr, "gputop serve:", err)
 			code = 1
 		}
-		if d := w.Stats().Drops(); d.Any() && o.out != "" {
-			say(stderr, fmt.Sprintf("gputop serve: %s: not everything was written: dropped %s (the file says so, and loads)", o.out, d))
+		if d := w.DropSummary(); d != "" && (o.out != "" || errors.Is(err, recording.ErrStalled)) {
+			say(stderr, fmt.Sprintf("gputop serve: %s: %s", w.Path(), d))
 			code = 1
 		}
 	}

@@ -73,8 +73,8 @@ func (r *tuiRecorder) close(stderr io.Writer) error {
 	if err != nil {
 		say(stderr, fmt.Sprintf("gputop: --record %s: %v", r.path, err))
 	}
-	if d := r.w.Stats().Drops(); d.Any() {
-		say(stderr, fmt.Sprintf("gputop: --record %s: not everything was written: dropped %s (the file says so, and loads)", r.path, d))
+	if d := r.w.DropSummary(); d != "" {
+		say(stderr, fmt.Sprintf("gputop: --record %s: %s", r.path, d))
 		if err == nil {
 			err = errors.New("recording incomplete")
 		}

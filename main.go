@@ -130,6 +130,14 @@ func parse(fs *flag.FlagSet, args []string) int {
 	return -1
 }
 
+// given reports whether the flag name was on the command line (a default
+// can mean "none" where the same value given would be a mistake).
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // say prints a message as fmt.Fprintln does, each of its lines made
 // printable: messages quote file names, socket paths and what recordings
 // and peers said.

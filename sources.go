@@ -73,8 +73,11 @@ func (s *sourceFlags) validate() error {
 	default:
 		return fmt.Errorf("--source %q: want nvml, agent, all or none", s.source)
 	}
-	if s.rate <= 0 || s.rate > 10000 {
-		return fmt.Errorf("--rate %g: want 0 < rate <= 10000", s.rate)
+	// written so that NaN fails too; the lower bounds keep each period
+	// within a time.Duration (a tiny rate overflowed into a busy loop) and
+	// the header's whole rate_hz above 0
+	if !(s.rate >= 1 && s.rate <= 10000) {
+		return fmt.Errorf("--rate %g: want 1 <= rate <= 10000 (samples a second)", s.rate)
 	}
 	if s.metrics != "" {
 		if err := metrics.CheckAddr(s.metrics); err != nil {
@@ -88,8 +91,8 @@ func (s *sourceFlags) validate() error {
 	if s.metricsWindow < metrics.MinWindow || s.metricsWindow > metrics.MaxWindow {
 		return fmt.Errorf("--metrics-window %v: want 1s to 1h", s.metricsWindow)
 	}
-	if s.procRate <= 0 || s.procRate > 1000 {
-		return fmt.Errorf("--proc-rate %g: want 0 < rate <= 1000", s.procRate)
+	if !(s.procRate >= 0.1 && s.procRate <= 1000) {
+		return fmt.Errorf("--proc-rate %g: want 0.1 <= rate <= 1000 (refreshes a second)", s.procRate)
 	}
 	return nil
 }

@@ -75,8 +75,11 @@ func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 		return nil, fmt.Errorf("socket path %s: abstract sockets have no file permissions, so they are not used", path)
 	}
 	if len(path) > maxPathLen {
-		return nil, fmt.Errorf("socket path %s is %d bytes long; Unix sockets allow at most %d (set %s to a shorter path)",
-			path, len(path), maxPathLen, SocketEnv)
+		// --socket, not $GPUTOP_SOCKET: every command that listens has the
+		// flag, and gputop run puts its socket under $TMPDIR whatever the
+		// variable says
+		return nil, fmt.Errorf("socket path %s is %d bytes long; Unix sockets allow at most %d (give a shorter one with --socket)",
+			path, len(path), maxPathLen)
 	}
 	if err := removeStale(path); err != nil {
 		return nil, err

@@ -338,3 +338,22 @@ func TestRecordSlowFIFODrops(t *testing.T) {
 	tm := startTerm(t, 160, 50, "--replay", rec)
 	tm.waitFor(note)
 }
+
+// A frame dropped because its line would be over a recording line's limit
+// (the recorder's too_long count) is reported as too long, with the limit,
+// not as an output that did not keep up.
+func TestExportSaysFrameTooLong(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "run.gputop")
+	editedRecording(t, rec, func(l string) []string {
+		if strings.Contains(l, `"type":"snapshot"`) {
+			return []string{l, fmt.Sprintf(`{"type":"dropped","t":%d,"too_long":2}`, base+2e9)}
+		}
+		return []string{l}
+	})
+	msg, code := run(t, "export", rec, "--csv", filepath.Join(dir, "s.csv"))
+	want := "the recorder dropped 2 frames longer than a recording line may be (4 MiB)"
+	if code != 0 || !strings.Contains(msg, want) || strings.Contains(msg, "keep up") {
+		t.Fatalf("export: exit %d: %q; want %q", code, msg, want)
+	}
+}

@@ -17,29 +17,48 @@ type Stats struct {
 	Samples             uint64 // NVML samples written
 	DroppedSamples      uint64 // NVML samples not written: queue full, or after a write error
 	DroppedAgentSamples uint64 // agent samples not written: queue full, or after a write error
-	DroppedFrames       uint64 // other frames not written: queue full, over MaxLineBytes, or after a write error
+	DroppedFrames       uint64 // other frames not written: queue full, or after a write error
+	DroppedTooLong      uint64 // frames not written because their line would be over MaxLineBytes
 	AgentSamples        uint64 // agent samples written
 }
 
 // Drops returns the dropped counts.
 func (s Stats) Drops() Drops {
-	return Drops{NVMLSamples: s.DroppedSamples, AgentSamples: s.DroppedAgentSamples, Frames: s.DroppedFrames}
+	return Drops{NVMLSamples: s.DroppedSamples, AgentSamples: s.DroppedAgentSamples, Frames: s.DroppedFrames, TooLong: s.DroppedTooLong}
 }
 
 // TypeDropped is the type of the recorder's own dropped lines.
 const TypeDropped = "dropped"
 
-// Drops counts what a recorder could not write.
+// Drops counts what a recorder could not write. The first three are what
+// an output that fell behind cost; TooLong is frames whose line would have
+// been longer than MaxLineBytes, however fast the output.
 type Drops struct {
 	NVMLSamples  uint64 `json:"nvml_samples,omitempty"`
 	AgentSamples uint64 `json:"agent_samples,omitempty"`
 	Frames       uint64 `json:"frames,omitempty"` // frames other than samples
+	TooLong      uint64 `json:"too_long,omitempty"`
 }
 
 // Any reports whether anything was dropped.
 func (d Drops) Any() bool { return d != Drops{} }
 
-// String lists the counts that are not 0: "12 NVML samples and 1 other frame".
+// Behind is the part of d that the output falling behind cost (all but
+// TooLong).
+func (d Drops) Behind() Drops { d.TooLong = 0; return d }
+
+// TooLongText says n frames were too long for a recording line, with the
+// limit.
+func TooLongText(n uint64) string {
+	s := "s"
+	if n == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("%d frame%s longer than a recording line may be (%d MiB)", n, s, MaxLineBytes>>20)
+}
+
+// String lists the counts that are not 0: "12 NVML samples and 1 other
+// frame", "1 frame longer than a recording line may be (4 MiB)".
 func (d Drops) String() string {
 	var parts []string
 	for _, c := range []struct {
@@ -54,6 +73,9 @@ func (d Drops) String() string {
 			parts = append(parts, s)
 		}
 	}
+	if d.TooLong > 0 {
+		parts = append(parts, TooLongText(d.TooLong))
+	}
 	switch len(parts) {
 	case 0:
 		return "nothing"
@@ -67,10 +89,11 @@ func (d *Drops) add(o Drops) {
 	d.NVMLSamples += o.NVMLSamples
 	d.AgentSamples += o.AgentSamples
 	d.Frames += o.Frames
+	d.TooLong += o.TooLong
 }
 
 func (d Drops) minus(o Drops) Drops {
-	return Drops{NVMLSamples: d.NVMLSamples - o.NVMLSamples, AgentSamples: d.AgentSamples - o.AgentSamples, Frames: d.Frames - o.Frames}
+	return Drops{NVMLSamples: d.NVMLSamples - o.NVMLSamples, AgentSamples: d.AgentSamples - o.AgentSamples, Frames: d.Frames - o.Frames, TooLong: d.TooLong - o.TooLong}
 }
 
 // Dropped is a recording line of the writer's own: what it could not write
@@ -97,6 +120,9 @@ func (w *Writer) noteDrops() {
 	n, err := w.writeItem(item{f: Dropped{Type: TypeDropped, T: t, Drops: d}})
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.gaveUp {
+		return
+	}
 	if err != nil {
 		if w.err == nil {
 			w.err = err
@@ -106,6 +132,22 @@ func (w *Writer) noteDrops() {
 	w.noted.add(d)
 	w.stats.Lines++
 	w.stats.Bytes += uint64(n)
+}
+
+// DropSummary is what a closed Writer says of what it could not write, for
+// the line a recorder ends with ("" when nothing was dropped): the counts,
+// and whether the file says so too (it cannot after ErrStalled).
+func (w *Writer) DropSummary() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.stats.Drops()
+	switch {
+	case !d.Any():
+		return ""
+	case w.gaveUp:
+		return fmt.Sprintf("not everything was written: dropped %s (the file ends where the output stopped taking lines, and loads up to there)", d)
+	}
+	return fmt.Sprintf("not everything was written: dropped %s (the file says so, and loads)", d)
 }
 
 func countDropped(st *Stats, it item) {

@@ -3,7 +3,8 @@ package recording
 import "github.com/gputop/gputop/wire"
 
 // MaxLineBytes is the longest line of a recording, newline not counted: the
-// Writer drops a longer frame (Stats.DroppedFrames) and Load refuses one.
+// Writer drops a longer frame (Stats.DroppedTooLong, a dropped line's
+// too_long) and Load refuses one.
 //
 // It is four times an agent's line (wire.MaxFrameBytes) so that whatever
 // gputop admitted live can be written and loaded again. Recording a frame

@@ -8,6 +8,7 @@ package recording
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -40,6 +41,16 @@ const (
 	maxQueue = 8192
 )
 
+// CloseWait bounds how long Close waits for the output to take what is
+// still queued. A FIFO or pipe whose reader stopped reading (or a hung
+// disk) would otherwise keep a recorder that was told to stop running for
+// ever; past it, what is left is counted as dropped and Close returns.
+const CloseWait = 3 * time.Second
+
+// ErrStalled is the error of a Writer whose output did not take the rest
+// within CloseWait of Close: the file ends where it stopped.
+var ErrStalled = fmt.Errorf("the output did not take the rest within %v of the end; stopped waiting (what was left is counted as dropped)", CloseWait)
+
 // Writer appends frames to a recording. It implements ingest.Tap. NVML and
 // Frame only queue work under a short lock; a goroutine encodes and writes,
 // so the 1 kHz sources never wait for the disk.
@@ -62,12 +73,16 @@ type Writer struct {
 	enqueued uint64         // items ever put on the queue
 	written  uint64         // items the goroutine has finished with
 	closed   bool
+	gaveUp   bool   // Close stopped waiting for the output (ErrStalled)
+	inflight []item // the chunk the goroutine is writing, item next onwards not yet done
+	next     int
 	err      error
 	stats    Stats
 
-	wake chan struct{}
-	quit chan struct{}
-	done chan struct{}
+	wake   chan struct{}
+	quit   chan struct{}
+	done   chan struct{} // closed when the goroutine returns
+	closeD chan struct{} // closed when the first Close returns
 
 	// owned by the goroutine
 	buf  []byte
@@ -110,11 +125,12 @@ func NewWriter(hdr wire.Recording) *Writer {
 	}
 	line, _ := json.Marshal(hdr) // plain fields only: cannot fail
 	w := &Writer{
-		hdr:  append(line, '\n'),
-		wake: make(chan struct{}, 1),
-		quit: make(chan struct{}),
-		done: make(chan struct{}),
-		buf:  make([]byte, 0, 4096),
+		hdr:    append(line, '\n'),
+		wake:   make(chan struct{}, 1),
+		quit:   make(chan struct{}),
+		done:   make(chan struct{}),
+		closeD: make(chan struct{}),
+		buf:    make([]byte, 0, 4096),
 	}
 	w.latest = hdr.Start
 	w.cond = sync.NewCond(&w.mu)
@@ -280,14 +296,21 @@ func (w *Writer) Flush() error {
 // Frame calls are ignored. It returns the first error of the whole
 // recording; calling it again returns the same. A Writer closed before
 // Start writes nothing and touches no file.
+//
+// Close waits at most CloseWait for the output to take what is queued;
+// past it, the rest is counted as dropped and the error is ErrStalled.
 func (w *Writer) Close() error {
+	return w.closeWithin(CloseWait)
+}
+
+func (w *Writer) closeWithin(wait time.Duration) error {
 	w.mu.Lock()
 	if w.closed {
-		err := w.err
 		w.mu.Unlock()
-		<-w.done
-		return err
+		<-w.closeD
+		return w.Err()
 	}
+	defer close(w.closeD)
 	w.closed = true
 	if !w.started {
 		w.queue = nil
@@ -298,7 +321,18 @@ func (w *Writer) Close() error {
 	w.sealAll()
 	w.mu.Unlock()
 	close(w.quit)
-	<-w.done // the goroutine drains the queue before it returns
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-w.done: // the goroutine drained the queue
+	case <-timer.C:
+		w.giveUp()
+		// a FIFO or pipe opened non-blocking wakes the goroutine's write
+		// with an error; a blocking one is left to it (the process ending
+		// closes it)
+		w.f.Close()
+		return w.Err()
+	}
 	var serr error
 	if w.regular {
 		serr = w.f.Sync() // a pipe or FIFO cannot be synced (EINVAL)
@@ -313,6 +347,31 @@ func (w *Writer) Close() error {
 		w.err = fmt.Errorf("recording %s: %w", w.path, cerr)
 	}
 	return w.err
+}
+
+// giveUp counts everything the goroutine has not finished with as dropped,
+// the line it is writing included (it cannot have reached the reader
+// whole), and stops it writing more.
+func (w *Writer) giveUp() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gaveUp = true
+	var st Stats
+	for _, it := range w.inflight[w.next:] {
+		countDropped(&st, it)
+	}
+	for _, it := range w.queue {
+		countDropped(&st, it)
+	}
+	w.queue, w.inflight = nil, nil
+	w.stats.DroppedSamples += st.DroppedSamples
+	w.stats.DroppedAgentSamples += st.DroppedAgentSamples
+	w.stats.DroppedFrames += st.DroppedFrames
+	w.written = w.enqueued
+	w.cond.Broadcast()
+	if w.err == nil {
+		w.err = fmt.Errorf("recording %s: %w", w.path, ErrStalled)
+	}
 }
 
 // Err returns the first write error (disk full, file too large, ...), or
@@ -355,74 +414,84 @@ func (w *Writer) run() {
 
 // drain writes everything queued, one chunk at a time, without holding mu
 // during I/O. Before each chunk, and once the queue is empty, it writes a
-// Dropped line for what was dropped since the last one.
+// Dropped line for what was dropped since the last one. Each line is
+// counted as soon as it is written, so Close can give up at any point and
+// count the rest.
 func (w *Writer) drain() {
 	for {
 		w.noteDrops()
 		w.mu.Lock()
 		q := w.queue
-		if len(q) == 0 {
+		if len(q) == 0 || w.gaveUp {
 			w.mu.Unlock()
 			return
 		}
 		w.queue, w.spare = w.spare, nil
+		w.inflight, w.next = q, 0
 		failed := w.err != nil
 		w.mu.Unlock()
 
-		var st Stats
-		var werr error
 		for i := range q {
-			if failed || werr != nil {
-				countDropped(&st, q[i])
-				continue
+			var n int
+			var err error
+			if !failed {
+				n, err = w.writeItem(q[i])
 			}
-			n, err := w.writeItem(q[i])
+			w.mu.Lock()
+			if w.gaveUp { // Close has counted this line and the rest
+				w.mu.Unlock()
+				return
+			}
+			w.next = i + 1
+			if errors.Is(err, errLineTooLong) {
+				w.stats.DroppedTooLong++
+				err, n = nil, -1
+			}
 			switch {
-			case err != nil:
-				werr = err
-				countDropped(&st, q[i])
-			case n == 0: // too long for a recording line
-				countDropped(&st, q[i])
+			case n < 0: // counted above
+			case failed || err != nil || n == 0: // n == 0: could not be encoded
+				countDropped(&w.stats, q[i])
 			default:
-				st.Lines++
-				st.Bytes += uint64(n)
+				w.stats.Lines++
+				w.stats.Bytes += uint64(n)
 				if q[i].b != nil {
-					st.Samples += uint64(len(q[i].b.dt))
+					w.stats.Samples += uint64(len(q[i].b.dt))
 				}
 				if q[i].s != nil {
-					st.AgentSamples += uint64(len(q[i].s.dt))
+					w.stats.AgentSamples += uint64(len(q[i].s.dt))
 				}
 			}
+			if err != nil && w.err == nil {
+				w.err = err
+			}
+			failed = w.err != nil
+			w.mu.Unlock()
 		}
 
 		w.mu.Lock()
-		if werr != nil && w.err == nil {
-			w.err = werr
-		}
 		for i := range q {
 			if q[i].b != nil {
 				w.free = append(w.free, q[i].b)
 			}
 			q[i] = item{}
 		}
-		w.spare = q[:0]
+		w.spare, w.inflight = q[:0], nil
 		w.written += uint64(len(q))
-		w.stats.Lines += st.Lines
-		w.stats.Bytes += st.Bytes
-		w.stats.Samples += st.Samples
-		w.stats.DroppedSamples += st.DroppedSamples
-		w.stats.DroppedAgentSamples += st.DroppedAgentSamples
-		w.stats.DroppedFrames += st.DroppedFrames
-		w.stats.AgentSamples += st.AgentSamples
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	}
 }
 
+// errLineTooLong is writeItem's answer for a frame whose line would be over
+// MaxLineBytes: it is dropped and counted (Stats.DroppedTooLong), and
+// writing goes on.
+var errLineTooLong = errors.New("line over MaxLineBytes")
+
 // writeItem encodes one line and writes it with a single Write call, so a
 // killed recorder leaves at most one partial line at the end. It returns
-// 0, nil for a frame too long to be loaded again. On a write error the file
-// is cut back to its last complete line.
+// 0, errLineTooLong for a frame too long to be loaded again, 0, nil for one
+// that cannot be encoded. On a write error the file is cut back to its last
+// complete line.
 func (w *Writer) writeItem(it item) (int, error) {
 	if it.b != nil {
 		f := it.b.frame()
@@ -444,7 +513,7 @@ func (w *Writer) writeItem(it item) (int, error) {
 		w.buf = append(w.buf[:0], w.line.Bytes()[:w.line.Len()-1]...)
 	}
 	if len(w.buf) > MaxLineBytes {
-		return 0, nil
+		return 0, errLineTooLong
 	}
 	w.buf = append(w.buf, '\n')
 	n, err := w.f.Write(w.buf)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,8 +202,8 @@ func TestCloseTwiceAndLateCalls(t *testing.T) {
 }
 
 // What is not a recording frame is not written; a frame longer than a
-// recording line may be is dropped and counted instead of making the file
-// unloadable.
+// recording line may be is dropped and counted (as too long, not with the
+// frames a slow output cost) instead of making the file unloadable.
 func TestFrameFiltering(t *testing.T) {
 	path := tempPath(t, "f.gputop")
 	w, err := Create(path, header())
@@ -220,13 +221,13 @@ func TestFrameFiltering(t *testing.T) {
 	ls := lines(data)
 	at := strconv.FormatInt(base, 10)
 	if len(ls) != 3 || string(ls[1]) != `{"type":"bye","pid":5,"t":`+at+"}\n" ||
-		string(ls[2]) != `{"type":"dropped","t":`+at+`,"frames":1}`+"\n" {
+		string(ls[2]) != `{"type":"dropped","t":`+at+`,"too_long":1}`+"\n" {
 		t.Fatalf("file: %q", data)
 	}
-	if s := w.Stats(); s.DroppedFrames != 1 {
-		t.Fatalf("stats %+v: want the oversized holders counted", s)
+	if s := w.Stats(); s.DroppedTooLong != 1 || s.DroppedFrames != 0 {
+		t.Fatalf("stats %+v: want the oversized holders counted as too long", s)
 	}
-	if info, err := LoadReader(path, bytes.NewReader(data), store.New(liveOptions())); err != nil || info.Dropped != (Drops{Frames: 1}) {
+	if info, err := LoadReader(path, bytes.NewReader(data), store.New(liveOptions())); err != nil || info.Dropped != (Drops{TooLong: 1}) {
 		t.Fatalf("loaded %+v, %v: want the dropped holders counted", info.Dropped, err)
 	}
 }
@@ -449,7 +450,8 @@ func TestAgentSamplesBatched(t *testing.T) {
 // lines instead of blocking the sources, and says how many in dropped
 // lines: the loader's sum is the writer's count, and the samples written
 // plus those dropped are all that were given. A pipe is not synced, so
-// Close succeeds.
+// Close succeeds. (The reader is slow under -race on a loaded machine: Close
+// gets a minute, not CloseWait, to drain what is queued.)
 func TestDropsAreRecorded(t *testing.T) {
 	r, pw, err := os.Pipe()
 	if err != nil {
@@ -472,7 +474,7 @@ func TestDropsAreRecorded(t *testing.T) {
 		b.ReadFrom(r)
 		got <- b.Bytes()
 	}()
-	if err := w.Close(); err != nil {
+	if err := w.closeWithin(time.Minute); err != nil {
 		t.Fatalf("Close on a pipe: %v", err)
 	}
 	data := <-got
@@ -518,5 +520,120 @@ func TestWriterBeforeStart(t *testing.T) {
 	}
 	if ls := lines(readFile(t, path)); len(ls) != 2 || !bytes.Contains(ls[1], []byte(`"bye"`)) {
 		t.Fatalf("file: %q", ls)
+	}
+}
+
+// A writer whose output stops taking lines (a pipe or FIFO whose reader
+// opened it and stopped reading) is closed within the bound: what was
+// still queued, and the line being written, are counted as dropped, the
+// error is ErrStalled, and written plus dropped is every sample given. A
+// non-blocking pipe (as gputop opens a FIFO) has its write woken, so the
+// goroutine ends and what reached the pipe loads; a blocking one (a shell's
+// redirect) is left to the write, which ends when the reader goes.
+func TestCloseGivesUpOnStalledOutput(t *testing.T) {
+	for _, blocking := range []bool{false, true} {
+		t.Run(fmt.Sprintf("blocking=%v", blocking), func(t *testing.T) {
+			var r, pw *os.File
+			if blocking {
+				var p [2]int
+				if err := syscall.Pipe(p[:]); err != nil {
+					t.Fatal(err)
+				}
+				r, pw = os.NewFile(uintptr(p[0]), "r"), os.NewFile(uintptr(p[1]), "w")
+			} else {
+				var err error
+				if r, pw, err = os.Pipe(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer r.Close()
+			w := NewWriter(header())
+			if err := w.Start(pw, "pipe"); err != nil {
+				t.Fatal(err)
+			}
+			const n = 2 * maxQueue * 200 // more than the pipe, the queue and a chunk hold
+			for i := int64(0); i < n; i++ {
+				w.NVML(0, base+i*ms/2, uint64(i), 0)
+			}
+			const wait = 300 * time.Millisecond
+			closed := make(chan error, 1)
+			go func() { closed <- w.closeWithin(wait) }()
+			var err error
+			select {
+			case err = <-closed:
+			case <-time.After(wait + 10*time.Second):
+				t.Fatal("Close still waiting for a stalled output")
+			}
+			if !errors.Is(err, ErrStalled) || !strings.Contains(err.Error(), "recording pipe: ") {
+				t.Fatalf("Close: %v, want ErrStalled naming the output", err)
+			}
+			if err2 := w.Close(); err2 != err {
+				t.Fatalf("second Close: %v, want %v", err2, err)
+			}
+			s := w.Stats()
+			if s.DroppedSamples == 0 || s.Samples+s.DroppedSamples != n {
+				t.Fatalf("stats %+v: want written + dropped = %d", s, n)
+			}
+			if !strings.Contains(w.DropSummary(), "the file ends where the output stopped") {
+				t.Fatalf("summary %q", w.DropSummary())
+			}
+			if blocking {
+				r.Close() // the blocked write fails (EPIPE) and the goroutine ends
+				<-w.done
+				if s2 := w.Stats(); s2 != s {
+					t.Fatalf("counts changed after Close: %+v, then %+v", s, s2)
+				}
+				return
+			}
+			select {
+			case <-w.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the writer goroutine is still in its write after Close gave up")
+			}
+			data, _ := io.ReadAll(r)
+			info, err := LoadReader("pipe", bytes.NewReader(data), store.New(replayOptions()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if uint64(info.Samples) != s.Samples {
+				t.Fatalf("the pipe holds %d samples, the writer says %d written", info.Samples, s.Samples)
+			}
+		})
+	}
+}
+
+// A frame whose line would be over MaxLineBytes is dropped for its size,
+// not for the output's pace: it is counted apart (too_long in the dropped
+// line, Drops.TooLong when loaded), said with the limit, and the lines
+// after it are written.
+func TestTooLongFrameCountedApart(t *testing.T) {
+	path := tempPath(t, "long.gputop")
+	w, err := Create(path, header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Frame(wire.Hello{V: 1, PID: 7, T: base, Argv: []string{strings.Repeat("x", MaxLineBytes)}})
+	w.Frame(wire.Hello{V: 1, PID: 8, T: base, Argv: []string{"short"}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s := w.Stats()
+	if s.DroppedTooLong != 1 || s.DroppedFrames != 0 {
+		t.Fatalf("stats %+v: want the frame counted as too long, and only so", s)
+	}
+	want := "dropped 1 frame longer than a recording line may be (4 MiB)"
+	if got := w.DropSummary(); !strings.Contains(got, want) || strings.Contains(got, "other frame") {
+		t.Fatalf("summary %q, want %q", got, want)
+	}
+	data := readFile(t, path)
+	if !bytes.Contains(data, []byte(`"too_long":1`)) || !bytes.Contains(data, []byte(`"short"`)) {
+		t.Fatalf("file:\n%.300s", data)
+	}
+	info, err := LoadReader("long", bytes.NewReader(data), store.New(replayOptions()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Dropped != (Drops{TooLong: 1}) || info.Dropped.Behind().Any() {
+		t.Fatalf("loaded drops %+v", info.Dropped)
 	}
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import select
 import socket as _socket
+import stat
 import sys
 import time
 from typing import Any
@@ -53,7 +54,13 @@ class Connection:
             s.setblocking(False)
         except OSError as e:
             s.close()
-            if not isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
+            # nothing there, or a socket nobody listens on: gputop is not
+            # running yet, which is no error; anything else at the path
+            # (connect says "refused" for a file too) is one
+            kind = _not_a_socket(path) if isinstance(e, ConnectionRefusedError) else None
+            if kind:
+                self.last_error = f"connect {path}: it is {kind}, not a socket (no gputop can listen there)"
+            elif not isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
                 self.last_error = f"connect {path}: {e}"
             return False
         self._sock = s
@@ -193,6 +200,22 @@ def _refused_for_good(refusal: str) -> bool:
     process: its hello refused (line 1: the protocol version, the hello's
     size or content, all the same on the next connection) or its uid."""
     return refusal.startswith(("line 1:", "peer uid "))
+
+
+_KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _not_a_socket(path: str) -> str | None:
+    """What is at path when it is something other than a socket (followed
+    through symlinks, as connect does), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISSOCK(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a socket")
 
 
 def _socket_file(path: str) -> Any:

@@ -42,3 +42,24 @@ def test_planted_symlink_is_reported_as_one():
     finally:
         os.unlink(d)
         os.rmdir(target)
+
+
+def test_socket_path_that_is_a_regular_file_is_reported(tmp_path):
+    """connect() on a regular file fails as "connection refused", as on a
+    socket nobody listens on; the agent says what is there instead."""
+    path = tmp_path / "gputop.sock"
+    path.write_text("not a socket")
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import time
+        from fakegpu import FakeGPU
+        import gputop
+        FakeGPU(1).install()
+        h = gputop.attach()
+        deadline = time.time() + 10
+        while not h.status()["last_error"] and time.time() < deadline:
+            time.sleep(0.02)
+        print(h.status()["last_error"])
+        h.detach()
+    """)], env=child_env(GPUTOP_SOCKET=str(path)), cwd=str(TESTS), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"connect {path}: it is a regular file, not a socket (no gputop can listen there)"
