@@ -1,7 +1,7 @@
 package snapshot
 
 import (
-	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -10,31 +10,25 @@ import (
 )
 
 // Table is the summary table as text, one row a line after a header, for
-// a terminal without the TUI (`gputop run --no-tui`): the figures the CSV
-// starts with, in MiB, and an end row's verdict sign. A value no source
-// gave is "—", never 0.
+// a terminal without the TUI (`gputop run --no-tui`): the Columns with a
+// TextCol (the figures the CSV starts with, in MiB, and an end row's
+// verdict sign). A value no source gave is Dash, never 0.
 func Table(snaps []wire.Snapshot, devs []store.Device) []string {
+	cols := TextColumns()
+	c := &Context{Devs: devs}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "label\tGPU\tpid\tallocated MiB\treserved MiB\tpeak MiB\tNVML used MiB\t\t")
+	// every cell ends in a tab: the last column is padded like the others
+	for _, col := range cols {
+		io.WriteString(tw, col.Text.Header+"\t")
+	}
+	io.WriteString(tw, "\n")
 	for _, r := range Rows(snaps, devs) {
-		pid, mark := "—", ""
-		if r.PID != 0 {
-			pid = fmt.Sprint(r.PID)
+		for _, col := range cols {
+			io.WriteString(tw, col.Value.Cell(r, c)+"\t")
 		}
-		if r.Verdict != nil {
-			mark = r.Verdict.Status.Mark()
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Label, r.Dev, pid,
-			dash(r.Allocated), dash(r.Reserved), dash(r.Peak), dash(r.NVMLUsed), mark)
+		io.WriteString(tw, "\n")
 	}
 	tw.Flush()
 	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-}
-
-func dash(b *uint64) string {
-	if b == nil {
-		return "—"
-	}
-	return MiB(*b)
 }

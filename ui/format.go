@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
+	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/units"
 )
 
@@ -17,7 +18,7 @@ const (
 )
 
 // dash marks a value whose source is missing; it is never shown as 0.
-const dash = "—"
+const dash = snapshot.Dash
 
 // humanBytes formats bytes with a unit chosen for a short, readable figure.
 func humanBytes(b uint64) string { return units.Bytes(b) }
@@ -139,15 +140,9 @@ func relTime(sec, window float64) string {
 	return fmt.Sprintf("%s%dh%02dm", sign, m/60, m%60)
 }
 
-// elapsed formats a duration since the run start as h:mm:ss.d.
-func elapsed(d time.Duration) string {
-	if d < 0 {
-		d = 0
-	}
-	tenths := int64(d / (100 * time.Millisecond))
-	s := tenths / 10
-	return fmt.Sprintf("%d:%02d:%02d.%d", s/3600, s/60%60, s%60, tenths%10)
-}
+// elapsed formats a duration since the run start as h:mm:ss.d, as the
+// summary table's TIME column does.
+func elapsed(d time.Duration) string { return snapshot.Elapsed(d) }
 
 // zoomName names a window length for the title bar.
 func zoomName(d time.Duration) string {

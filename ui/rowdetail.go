@@ -88,5 +88,24 @@ func (m *tableModel) detailLines() []string {
 	} else if r.Awaiting {
 		lines = append(lines, m.wrap("  "+st.Dim.Render("waiting for its agent's holders walk"))...)
 	}
-	return lines
+	return append(lines, m.detailFigures(r)...)
+}
+
+// detailFigures are the row's values of the summary columns marked for the
+// details (snapshot.Column.Detail), on one line: those it has a value for.
+func (m *tableModel) detailFigures(r snapshot.Row) []string {
+	ctx := &snapshot.Context{Start: m.d.Start}
+	var figs []string
+	for _, c := range snapshot.Columns {
+		if c.Detail == "" {
+			continue
+		}
+		if v := c.Value.Cell(r, ctx); v != "" && v != dash {
+			figs = append(figs, c.Detail+" "+v)
+		}
+	}
+	if len(figs) == 0 {
+		return nil
+	}
+	return m.wrap("  " + strings.Join(figs, ", "))
 }

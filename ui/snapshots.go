@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"charm.land/lipgloss/v2"
 
@@ -70,20 +69,6 @@ func (m *tableModel) Move(delta int) {
 
 // Unselect drops the selection: the table follows the newest rows again.
 func (m *tableModel) Unselect() { m.sel = -1 }
-
-func optMiB(b *uint64) string {
-	if b == nil {
-		return dash
-	}
-	return snapshot.MiB(*b)
-}
-
-func optDeltaMiB(d *int64) string {
-	if d == nil {
-		return dash
-	}
-	return snapshot.SignedMiB(*d)
-}
 
 // verdictRows are the rows whose verdicts are shown under the table: the
 // selected row when it is an end row, then each process's latest end row.
@@ -169,73 +154,14 @@ func (m *tableModel) View() string {
 	rows := all[first:min(first+room, len(all))]
 	*m.drawn = drawnRows{first: first, n: len(rows)}
 	earlier, later := first, len(all)-first-len(rows)
-	allocAll, _, nvmlAll, _ := m.missing()
-	noAgent, noNVML := "", ""
-	if allocAll {
-		noAgent = " (no agent)"
-	}
-	if nvmlAll {
-		noNVML = " (no NVML)"
-	}
-	label := "LABEL"
-	switch {
-	case earlier > 0 && later > 0:
-		label = fmt.Sprintf("LABEL (+%d earlier, +%d later)", earlier, later)
-	case earlier > 0:
-		label = fmt.Sprintf("LABEL (+%d earlier)", earlier)
-	case later > 0:
-		label = fmt.Sprintf("LABEL (+%d later)", later)
-	}
-	if m.marked {
-		label = focusMark + label
-	}
-	// wide terminals get the long names (the reference tracker's "cached",
-	// what the NVML peak covers, the deltas' unit)
-	reserved, nvPeak, dAlloc, dNVML := "RESERVED MiB", "NVML PEAK MiB", "Δ ALLOC", "Δ NVML"
-	if m.w >= 140 {
-		reserved, nvPeak, dAlloc, dNVML = "RESERVED (CACHED) MiB", "NVML PEAK SINCE PREV MiB", "Δ ALLOC MiB", "Δ NVML MiB"
-	}
-	cols := []column{
-		{Title: label, Priority: 10, Flex: true},
-		{Title: "", Priority: 11}, // the verdict's sign on end rows
-		{Title: "TIME", Right: true, Priority: 4},
-		{Title: "PID", Right: true, Priority: 8},
-		{Title: "ALLOCATED MiB" + noAgent, Right: true, Priority: 9},
-		{Title: reserved + noAgent, Right: true, Priority: 8},
-		{Title: "PEAK MiB" + noAgent, Right: true, Priority: 7},
-		{Title: "NVML USED MiB" + noNVML, Right: true, Priority: 9},
-		{Title: nvPeak, Right: true, Priority: 5},
-		{Title: dAlloc, Right: true, Priority: 6},
-		{Title: dNVML, Right: true, Priority: 2},
-	}
-	var data [][]string
-	for _, r := range rows {
-		mark, pid := "", dash
-		if r.Verdict != nil {
-			mark = r.Verdict.Status.Mark()
+	cols, shown := m.columns(rows, earlier, later)
+	ctx := &snapshot.Context{Start: m.d.Start}
+	data := make([][]string, len(rows))
+	for i, r := range rows {
+		data[i] = make([]string, len(shown))
+		for j, c := range shown {
+			data[i][j] = c.Value.Cell(r, ctx)
 		}
-		if r.PID != 0 {
-			pid = fmt.Sprint(r.PID)
-		}
-		data = append(data, []string{
-			r.Label, mark, elapsed(time.Duration(r.T - m.d.Start)), pid,
-			optMiB(r.Allocated), optMiB(r.Reserved), optMiB(r.Peak), optMiB(r.NVMLUsed), optMiB(r.NVMLPeak),
-			optDeltaMiB(r.DAllocated), optDeltaMiB(r.DNVML),
-		})
-	}
-	// the PID column when several processes share the GPU; the verdict
-	// column when an end row is in view
-	drop := func(c int) {
-		cols = slices.Delete(cols, c, c+1)
-		for i := range data {
-			data[i] = slices.Delete(data[i], c, c+1)
-		}
-	}
-	if !m.d.Dev.MultiProcess {
-		drop(3)
-	}
-	if !slices.ContainsFunc(rows, func(r snapshot.Row) bool { return r.Verdict != nil }) {
-		drop(1)
 	}
 	sel := -1
 	if m.sel >= 0 {
@@ -246,7 +172,7 @@ func (m *tableModel) View() string {
 			switch {
 			case cell == dash:
 				return st.Missing, true
-			case col == 0 && row < len(rows) && rows[row].OOM != nil:
+			case shown[col].Name == "label" && row < len(rows) && rows[row].OOM != nil:
 				return st.Error, true
 			case cell == snapshot.Released.Mark() || cell == snapshot.Leaked.Mark() ||
 				cell == snapshot.Unknown.Mark() || cell == snapshot.Pending.Mark():
@@ -255,6 +181,50 @@ func (m *tableModel) View() string {
 			return lipgloss.Style{}, false
 		}})
 	return fit(strings.Join(append([]string{tbl}, tail...), "\n"), m.w, m.h)
+}
+
+// columns are the table's columns for rows (snapshot.TUIColumns, as this
+// width and these rows have them), with how many rows are out of view
+// before and after them in the label's title.
+func (m *tableModel) columns(rows []snapshot.Row, earlier, later int) ([]column, []snapshot.Column) {
+	allocAll, _, nvmlAll, _ := m.missing()
+	endRow := slices.ContainsFunc(rows, func(r snapshot.Row) bool { return r.Verdict != nil })
+	var cols []column
+	var shown []snapshot.Column
+	for _, c := range snapshot.TUIColumns() {
+		tc := c.TUI
+		switch {
+		case tc.Only == snapshot.SeveralProcesses && !m.d.Dev.MultiProcess,
+			tc.Only == snapshot.EndRowShown && !endRow:
+			continue
+		}
+		title := tc.Title
+		if tc.Wide != "" && m.w >= snapshot.WideTitles {
+			title = tc.Wide
+		}
+		switch {
+		case tc.SaysAbsent && c.Origin == snapshot.OriginTorch && allocAll:
+			title += " (no agent)"
+		case tc.SaysAbsent && c.Origin == snapshot.OriginDriver && nvmlAll:
+			title += " (no NVML)"
+		}
+		if tc.Flex {
+			switch {
+			case earlier > 0 && later > 0:
+				title = fmt.Sprintf("%s (+%d earlier, +%d later)", title, earlier, later)
+			case earlier > 0:
+				title = fmt.Sprintf("%s (+%d earlier)", title, earlier)
+			case later > 0:
+				title = fmt.Sprintf("%s (+%d later)", title, later)
+			}
+			if m.marked {
+				title = focusMark + title
+			}
+		}
+		cols = append(cols, column{Title: title, Right: tc.Right, Priority: tc.Priority, Flex: tc.Flex})
+		shown = append(shown, c)
+	}
+	return cols, shown
 }
 
 // latestEnd is the time of the newest end row shown (0: none).
