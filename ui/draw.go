@@ -147,7 +147,7 @@ func (m *Model) toggleHelp() {
 // always help and quit; with the prompt open, its own keys first (? and q
 // are text there until it is closed).
 func (m *Model) keyBarLine() string {
-	k := barKey{w: m.w, prompt: m.prompt.open, hidden: m.hidden}
+	k := barKey{w: m.w, mode: m.keyMode(), hidden: m.hidden}
 	if m.bars.barOK && m.bars.bar == k {
 		return m.bars.barOut
 	}
@@ -172,7 +172,7 @@ type barCache struct {
 // barKey is what the key bar and the help's layout depend on.
 type barKey struct {
 	w      int
-	prompt bool
+	mode   keyMode        // the prompt's keys are its mode's
 	hidden [numPanes]bool // the 1 and 2 keys' help says show or hide
 }
 
@@ -185,18 +185,27 @@ func (c *barCache) helpPages(m *Model, maxH int) []string {
 	return c.helpOut
 }
 
+// drawKeyBar draws the key bar of the mode keys act in. The prompt's bar
+// is its keys (confirm, then cancel), "then" and the screen's help and
+// quit; too narrow for that, cancel's words give way to "then".
 func (m *Model) drawKeyBar() string {
 	st := m.help.Styles
-	if !m.prompt.open {
+	mode := m.keyMode()
+	if mode&inPrompt == 0 {
 		return keyBar(st, m.keys.ShortHelp(), m.keys.Always(), m.w)
 	}
 	always := keyBar(st, nil, m.keys.Always(), m.w)
 	item := func(k, desc string) string { return st.ShortKey.Render(k) + " " + st.ShortDesc.Render(desc) }
 	sep := st.ShortSeparator.Render(keySep)
-	enter := item(m.keys.Confirm.Help().Key, m.keys.Confirm.Help().Desc)
-	bar := enter + sep + item(m.keys.Cancel.Help().Key, m.keys.Cancel.Help().Desc) + sep + st.ShortDesc.Render("then ") + always
+	var head string
+	acts := m.keys.bar(mode)
+	for _, b := range acts[:len(acts)-1] {
+		head += item(b.Help().Key, b.Help().Desc) + sep
+	}
+	last := acts[len(acts)-1].Help()
+	bar := head + item(last.Key, last.Desc) + sep + st.ShortDesc.Render("then ") + always
 	if lipgloss.Width(bar) > m.w {
-		bar = enter + sep + item(m.keys.Cancel.Help().Key, "then") + " " + always
+		bar = head + item(last.Key, "then") + " " + always
 	}
 	return truncate(bar, m.w)
 }

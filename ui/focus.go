@@ -1,15 +1,7 @@
 // Which pane the row keys act on (the processes or the snapshot rows), and
-// the keys that act there, sort the processes, edit a row or jump to a
-// marker.
+// how they move its selection.
 
 package ui
-
-import (
-	"math"
-
-	"charm.land/bubbles/v2/key"
-	tea "charm.land/bubbletea/v2"
-)
 
 type focusPane int
 
@@ -25,43 +17,6 @@ const focusMark = "▸"
 // drawnRows is what a pane's last View showed: the index of its first row
 // and how many, for paging and for the mouse.
 type drawnRows struct{ first, n int }
-
-// interactKey handles the keys of the focused pane, the sort key, the row
-// edits and the marker jumps; it reports whether k was one of them.
-func (m *Model) interactKey(k tea.KeyPressMsg, now int64) (bool, tea.Cmd) {
-	var cmd tea.Cmd
-	switch {
-	case key.Matches(k, m.keys.Focus):
-		m.switchFocus()
-	case key.Matches(k, m.keys.Up):
-		m.moveFocused(-1)
-	case key.Matches(k, m.keys.Down):
-		m.moveFocused(1)
-	case key.Matches(k, m.keys.RowUp):
-		m.moveFocused(-m.page())
-	case key.Matches(k, m.keys.RowDown):
-		m.moveFocused(m.page())
-	case key.Matches(k, m.keys.First):
-		m.moveFocused(math.MinInt32)
-	case key.Matches(k, m.keys.Last):
-		m.moveFocused(math.MaxInt32)
-	case key.Matches(k, m.keys.Sort):
-		m.procs.cycleOrder()
-		m.status.Set("processes sorted by "+orderName(m.procs.order)+" (o: next order)", false)
-	case key.Matches(k, m.keys.Rename):
-		cmd = m.startRename()
-	case key.Matches(k, m.keys.Delete):
-		cmd = m.startDelete()
-	case key.Matches(k, m.keys.NextMarker):
-		m.jumpMarker(1, now)
-	case key.Matches(k, m.keys.PrevMarker):
-		m.jumpMarker(-1, now)
-	default:
-		return false, nil
-	}
-	m.markFocus()
-	return true, cmd
-}
 
 // switchFocus moves the row keys to the other pane. The snapshot rows take
 // the focus only when there are rows, and start at the newest; leaving

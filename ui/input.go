@@ -1,4 +1,5 @@
-// What keys do: snapshots and end rows, export, holders, quitting.
+// What keys do (the key table, keys.go, binds them): the dispatch by
+// mode, snapshots and end rows, export, holders, quitting.
 
 package ui
 
@@ -6,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gputop/gputop/snapshot"
@@ -17,118 +17,113 @@ import (
 // tooSmall is true while the screen only says it is too small.
 func (m *Model) tooSmall() bool { return m.w < MinWidth || m.h < MinHeight }
 
-// key handles a key press; the caller redraws at once afterwards.
+// key handles a key press by the key table (keys.go); the caller redraws
+// at once afterwards.
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
-	if m.tooSmall() {
-		// nothing on screen to act on, not even an open prompt: only
-		// quitting works
-		if key.Matches(k, m.keys.Quit) {
-			m.prompt.close()
-			return m.quit()
-		}
+	mode := m.keyMode()
+	var cmd tea.Cmd
+	if a := m.keys.lookup(mode, k); a != nil {
+		cmd = a.do(m)
+	} else if mode&inPrompt != 0 {
+		m.prompt, cmd = m.prompt.Update(k) // the label's text
+	}
+	m.markFocus()
+	m.layout()
+	return cmd
+}
+
+// keyMode is where keys act now: with the terminal too small nothing is
+// on screen to act on, not even an open prompt, so only quitting works.
+func (m *Model) keyMode() keyMode {
+	switch {
+	case m.tooSmall():
+		return inTiny
+	case !m.prompt.open:
+		return inScreen
+	case m.edit == nil:
+		return inLabel
+	case m.edit.Delete:
+		return inDelete
+	}
+	return inRename
+}
+
+// span is what the timeline's keys measure from: now, and the run's first
+// and last instants.
+func (m *Model) span() (now, start, last int64) { return m.now(), m.st.Start(), m.st.End() }
+
+// intoRun is how far the cursor is into the run (the zoom keys keep the
+// cursor where it is).
+func (m *Model) intoRun() time.Duration {
+	return time.Duration(m.tl.cursor(m.now()) - m.st.Start())
+}
+
+// seekBy moves the cursor by frac of the window (← and →).
+func (m *Model) seekBy(frac float64) {
+	now, start, last := m.span()
+	m.tl.seek(frac, now, start, last)
+}
+
+// stepDevice selects the next (1) or previous (-1) GPU, round the list.
+func (m *Model) stepDevice(d int) {
+	if n := len(m.st.Devices()); n > 0 {
+		m.dev = (m.dev + d + n) % n
+	}
+}
+
+// sortProcs sorts the processes by the next order.
+func (m *Model) sortProcs() {
+	m.procs.cycleOrder()
+	m.status.Set("processes sorted by "+orderName(m.procs.order)+" (o: next order)", false)
+}
+
+// openLabel opens the label prompt for a snapshot (s) or an end row (c).
+func (m *Model) openLabel(end bool) tea.Cmd {
+	what, def := "snapshot", fmt.Sprintf("snapshot %d", m.nRows+1)
+	if end {
+		what, def = "check", "After cleanup"
+	}
+	if len(m.st.Devices()) == 0 {
+		m.status.Set("no GPU known yet: nothing to "+what, true)
 		return nil
 	}
-	if m.prompt.open {
-		if k.String() == "ctrl+c" {
-			m.prompt.close()
-			return m.quit()
+	m.promptEnd = end
+	return m.prompt.Open(def)
+}
+
+// confirmPrompt takes the prompt's label: a row's new label, a delete, or
+// a snapshot (an end row after c).
+func (m *Model) confirmPrompt() tea.Cmd {
+	label := m.prompt.confirm()
+	if !m.finishEdit(label) {
+		var end *bool
+		if m.promptEnd {
+			end = &m.promptEnd
 		}
-		var cmd tea.Cmd
-		m.prompt, cmd = m.prompt.Update(k)
-		if label, ok := m.prompt.Take(); ok && !m.finishEdit(label) {
-			var end *bool
-			if m.promptEnd {
-				end = &m.promptEnd
-			}
-			m.takeSnapshot(label, end)
-		}
-		if !m.prompt.open {
-			m.closeEdit()
-		}
-		m.layout()
-		return cmd
+		m.takeSnapshot(label, end)
 	}
-	now := m.now()
-	start, last := m.st.Start(), m.st.End()
-	if ok, cmd := m.interactKey(k, now); ok {
-		m.layout()
-		return cmd
-	}
-	switch {
-	case key.Matches(k, m.keys.Quit):
-		return m.quit()
-	case key.Matches(k, m.keys.Help):
-		m.toggleHelp()
-	case key.Matches(k, m.keys.Procs):
-		m.togglePane(paneProcs, &m.keys.Procs, "processes")
-	case key.Matches(k, m.keys.Table):
-		m.togglePane(paneTable, &m.keys.Table, "snapshots")
-	case key.Matches(k, m.keys.Snapshot):
-		if len(m.st.Devices()) == 0 {
-			m.status.Set("no GPU known yet: nothing to snapshot", true)
-			return nil
-		}
-		m.promptEnd = false
-		cmd := m.prompt.Open(fmt.Sprintf("snapshot %d", m.nRows+1))
-		m.layout()
-		return cmd
-	case key.Matches(k, m.keys.EndRow):
-		if len(m.st.Devices()) == 0 {
-			m.status.Set("no GPU known yet: nothing to check", true)
-			return nil
-		}
-		m.promptEnd = true
-		cmd := m.prompt.Open("After cleanup")
-		m.layout()
-		return cmd
-	case key.Matches(k, m.keys.Export):
-		path := m.opt.CSVPath
-		if path == "" {
-			path = snapshot.DefaultCSVPath(m.opt.Now())
-		}
-		return m.export(path, false)
-	case key.Matches(k, m.keys.Holders):
-		return m.toggleHolders(now)
-	case key.Matches(k, m.keys.Dump):
-		return m.askDump()
-	case key.Matches(k, m.keys.DumpInfo):
-		cmd := m.toggleDump()
-		m.layout()
-		return cmd
-	case key.Matches(k, m.keys.NextDevice):
-		if n := len(m.st.Devices()); n > 0 {
-			m.dev = (m.dev + 1) % n
-		}
-	case key.Matches(k, m.keys.PrevDevice):
-		if n := len(m.st.Devices()); n > 0 {
-			m.dev = (m.dev - 1 + n) % n
-		}
-	case key.Matches(k, m.keys.ZoomIn):
-		m.tl.zoomIn(time.Duration(m.tl.cursor(now) - start))
-	case key.Matches(k, m.keys.ZoomOut):
-		m.tl.zoomOut(time.Duration(m.tl.cursor(now) - start))
-	case key.Matches(k, m.keys.Pause):
-		m.tl.togglePause(now, start, last)
-	case key.Matches(k, m.keys.Back):
-		m.tl.seek(-0.1, now, start, last)
-	case key.Matches(k, m.keys.Forward):
-		m.tl.seek(0.1, now, start, last)
-	case key.Matches(k, m.keys.Start):
-		m.tl.home(now, start, last)
-	case key.Matches(k, m.keys.End):
-		m.tl.toEnd(now, last)
-	case key.Matches(k, m.keys.Slower):
-		m.tl.slower()
-	case key.Matches(k, m.keys.Faster):
-		m.tl.faster()
-	}
-	m.layout()
+	m.closeEdit()
 	return nil
+}
+
+func (m *Model) cancelPrompt() tea.Cmd {
+	m.prompt.close()
+	m.closeEdit()
+	return nil
+}
+
+// exportKey writes the CSV to --csv's path, else a new file named by the time.
+func (m *Model) exportKey() tea.Cmd {
+	path := m.opt.CSVPath
+	if path == "" {
+		path = snapshot.DefaultCSVPath(m.opt.Now())
+	}
+	return m.export(path, false)
 }
 
 // togglePane hides or shows a pane below the chart (the chart takes its
 // lines), and says in the key's help what pressing it again does.
-func (m *Model) togglePane(id paneID, b *key.Binding, name string) {
+func (m *Model) togglePane(id paneID) {
 	m.hidden[id] = !m.hidden[id]
 	if id == paneTable && m.hidden[id] && m.focus == focusRows {
 		m.switchFocus() // the row keys go back to the processes, still on screen
@@ -137,7 +132,18 @@ func (m *Model) togglePane(id paneID, b *key.Binding, name string) {
 	if m.hidden[id] {
 		verb = "show "
 	}
-	b.SetHelp(b.Help().Key, verb+name)
+	name, what := "procs", "processes"
+	if id == paneTable {
+		name, what = "table", "snapshots"
+	}
+	m.keys.setHelp(name, verb+what)
+}
+
+// quitKey quits from any mode; an open prompt closes first (when a write
+// on quit fails, the screen stays).
+func (m *Model) quitKey() tea.Cmd {
+	m.prompt.close()
+	return m.quit()
 }
 
 // quit writes the CSV first when --csv was given; if that fails the UI

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gputop/gputop/ingest"
@@ -27,7 +26,7 @@ type loading struct {
 	in     *ingest.Ingest
 	opt    Options
 	load   Load
-	keys   KeyMap
+	keys   *keyMap
 	styles Styles
 	w, h   int
 	sized  bool
@@ -40,7 +39,7 @@ type loadDoneMsg struct{}
 // NewLoading returns the program's model while load fills in's store; the
 // Model over in and opt follows once it is done.
 func NewLoading(in *ingest.Ingest, opt Options, load Load) tea.Model {
-	return loading{in: in, opt: opt, load: load, keys: DefaultKeyMap(opt.Replay), styles: DefaultStyles()}
+	return loading{in: in, opt: opt, load: load, keys: newKeyMap(opt.Replay), styles: DefaultStyles()}
 }
 
 func (l loading) Init() tea.Cmd {
@@ -57,7 +56,7 @@ func (l loading) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		l.w, l.h, l.sized = msg.Width, msg.Height, true
 	case tea.KeyPressMsg:
-		if key.Matches(msg, l.keys.Quit) {
+		if l.keys.lookup(inLoading, msg) != nil { // its one key: quit
 			return l, tea.Quit
 		}
 	case loadTickMsg:

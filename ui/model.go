@@ -64,7 +64,7 @@ type Model struct {
 	in     *ingest.Ingest // the only way the UI changes the store: a snapshot, a row edited
 	st     *store.Store   // in's store, read
 	opt    Options
-	keys   *KeyMap
+	keys   *keyMap // the key table for live or replay (keys.go)
 	styles *Styles
 	help   help.Model
 
@@ -124,19 +124,18 @@ func New(in *ingest.Ingest, opt Options) Model {
 		opt.Now = time.Now
 	}
 	styles := DefaultStyles()
-	keys := DefaultKeyMap(opt.Replay)
 	h := help.New()
 	h.Styles = styles.Help
 	m := Model{
-		in: in, st: st, opt: opt, keys: &keys, styles: &styles, help: h,
+		in: in, st: st, opt: opt, keys: newKeyMap(opt.Replay), styles: &styles, help: h,
 		tl:      newTimeline(opt.Replay, st.Start(), opt.Now().UnixNano()),
 		header:  newHeader(&styles),
 		chart:   newChart(&styles),
-		procs:   newProcs(&styles, &keys),
+		procs:   newProcs(&styles),
 		table:   newTable(&styles),
 		holders: newHolders(&styles),
 		dump:    newDump(&styles),
-		prompt:  newPrompt(&styles, &keys),
+		prompt:  newPrompt(&styles),
 		status:  newStatus(&styles),
 		frame:   &frameCache{},
 		bars:    &barCache{},

@@ -21,8 +21,8 @@ type Command struct {
 }
 
 // runModel is the TUI of `gputop run`: the Model above, the command's
-// output pane below it. The pane keeps its own keys (O, K/J; o sorts the processes) and takes the
-// first Ctrl-C for the command; everything else is the Model's.
+// output pane below it. The pane's keys (keys.go: inOutput, inRunning)
+// come before the Model's, and take the first Ctrl-C for the command.
 type runModel struct {
 	inner       Model
 	cmd         Command
@@ -80,34 +80,72 @@ func (r *runModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		r.w, r.h = msg.Width, msg.Height
 		return r, r.resize()
 	case tea.KeyPressMsg:
-		if r.inner.typing() {
-			break
-		}
-		done, _ := r.cmd.Ended()
-		switch msg.String() {
-		case "ctrl+c":
-			if done || r.interrupted {
-				break // quits
-			}
-			r.interrupted = true
-			r.note = "Ctrl-C sent to the command; Ctrl-C again quits gputop"
-			if err := r.cmd.Interrupt(); err != nil {
-				r.note = "could not send Ctrl-C to the command: " + err.Error() + "; Ctrl-C again quits gputop"
-			}
-			return r, nil
-		case "O":
-			r.show = !r.show
-			return r, r.resize()
-		case "K", "shift+up":
-			r.back++
-			r.clampBack()
-			return r, nil
-		case "J", "shift+down":
-			r.back = max(r.back-1, 0)
-			return r, nil
+		if a := r.inner.keys.lookup(r.keyMode(), msg); a != nil {
+			return r, a.run(r)
 		}
 	}
 	return r, r.forward(msg)
+}
+
+// paneMode is the output pane's mode: shown or folded.
+func (r *runModel) paneMode() keyMode {
+	if r.show {
+		return inOutput
+	}
+	return inOutputHidden
+}
+
+// keyMode is where keys act on the pane: nowhere while the Model's prompt
+// is open (they are text there); Ctrl-C only while the command runs and
+// has not had one from us.
+func (r *runModel) keyMode() keyMode {
+	if r.inner.typing() {
+		return 0
+	}
+	mode := r.paneMode()
+	if done, _ := r.cmd.Ended(); !done && !r.interrupted {
+		mode |= inRunning
+	}
+	return mode
+}
+
+func (r *runModel) interrupt() tea.Cmd {
+	r.interrupted = true
+	r.note = "Ctrl-C sent to the command; Ctrl-C again quits gputop"
+	if err := r.cmd.Interrupt(); err != nil {
+		r.note = "could not send Ctrl-C to the command: " + err.Error() + "; Ctrl-C again quits gputop"
+	}
+	return nil
+}
+
+func (r *runModel) toggleOutput() tea.Cmd {
+	r.show = !r.show
+	return r.resize()
+}
+
+func (r *runModel) scrollBack() tea.Cmd {
+	r.back++
+	r.clampBack()
+	return nil
+}
+
+func (r *runModel) scrollForward() tea.Cmd {
+	r.back = max(r.back-1, 0)
+	return nil
+}
+
+// keyHint is the title's keys: the pane's key bar, and quit once the
+// command has ended.
+func (r *runModel) keyHint(done bool) string {
+	var items []string
+	for _, b := range r.inner.keys.bar(r.paneMode()) {
+		items = append(items, b.Help().Key+" "+b.Help().Desc)
+	}
+	if done {
+		q := r.inner.keys.binding("quit").Help()
+		items = append(items, q.Key+" "+q.Desc)
+	}
+	return strings.Join(items, " · ")
 }
 
 func (r *runModel) View() tea.View {
@@ -131,13 +169,7 @@ func (r *runModel) drawPane() string {
 			state = st.Error.Render(how)
 		}
 	}
-	keys := "O show output"
-	if r.show {
-		keys = "O hide · K/J scroll"
-	}
-	if done {
-		keys += " · q quit"
-	}
+	keys := r.keyHint(done)
 	// the state first: a long command line is what gets cut
 	title := st.Title.Render("output") + " " + state
 	if r.back > 0 {

@@ -13,7 +13,6 @@ import (
 // allocator series and the holders pane follow the selection.
 type procsModel struct {
 	styles *Styles
-	keys   *KeyMap
 	w, h   int
 	rows   []view.Process
 	sel    int  // selected pid
@@ -24,8 +23,8 @@ type procsModel struct {
 	marked bool              // the pane has the focus and says so (focus.go)
 }
 
-func newProcs(st *Styles, k *KeyMap) procsModel {
-	return procsModel{styles: st, keys: k, tc: &tableCache{}, drawn: &drawnRows{}}
+func newProcs(st *Styles) procsModel {
+	return procsModel{styles: st, tc: &tableCache{}, drawn: &drawnRows{}}
 }
 
 func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }

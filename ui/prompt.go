@@ -3,23 +3,21 @@ package ui
 import (
 	"strings"
 
-	"charm.land/bubbles/v2/key"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 )
 
-// promptModel is the snapshot label prompt (bubbles/textinput).
+// promptModel is the snapshot label prompt (bubbles/textinput); Enter and
+// Esc are the key table's (keys.go), the rest edits the label.
 type promptModel struct {
 	styles *Styles
-	keys   *KeyMap
 	w      int
 	input  textinput.Model
 	open   bool
 	def    string
-	done   *string // confirmed label, until Take
 }
 
-func newPrompt(st *Styles, k *KeyMap) promptModel {
+func newPrompt(st *Styles) promptModel {
 	in := textinput.New()
 	in.Prompt = "snapshot label: "
 	in.CharLimit = 120
@@ -28,7 +26,7 @@ func newPrompt(st *Styles, k *KeyMap) promptModel {
 	s.Blurred.Prompt = st.Prompt
 	s.Cursor.Blink = false // a steady cursor: no blink timer redrawing the screen
 	in.SetStyles(s)
-	return promptModel{styles: st, keys: k, input: in}
+	return promptModel{styles: st, input: in}
 }
 
 func (m *promptModel) SetSize(w, h int) {
@@ -49,41 +47,26 @@ func (m *promptModel) close() {
 	m.input.Blur()
 }
 
-// Update handles keys while open: Enter confirms (an empty label falls back
-// to the default), Esc cancels, the rest edits the label.
+// Update edits the label while open.
 func (m promptModel) Update(msg tea.Msg) (promptModel, tea.Cmd) {
 	if !m.open {
 		return m, nil
-	}
-	if k, ok := msg.(tea.KeyPressMsg); ok {
-		switch {
-		case key.Matches(k, m.keys.Confirm):
-			label := strings.TrimSpace(m.input.Value())
-			if label == "" {
-				label = m.def
-			}
-			m.close()
-			m.done = &label
-			return m, nil
-		case key.Matches(k, m.keys.Cancel):
-			m.close()
-			return m, nil
-		}
 	}
 	var cmd tea.Cmd
 	m.input, cmd = m.input.Update(msg)
 	return m, cmd
 }
 
-// Take returns the label confirmed by the last Update, once; the root
-// records the snapshot in the same Update, so the row shows in the next frame.
-func (m *promptModel) Take() (string, bool) {
-	if m.done == nil {
-		return "", false
+// confirm closes the prompt and returns its label (an empty one falls back
+// to the default); the root records the snapshot in the same Update, so
+// the row shows in the next frame.
+func (m *promptModel) confirm() string {
+	label := strings.TrimSpace(m.input.Value())
+	if label == "" {
+		label = m.def
 	}
-	l := *m.done
-	m.done = nil
-	return l, true
+	m.close()
+	return label
 }
 
 func (m *promptModel) View() string {

@@ -23,7 +23,7 @@ func (m *Model) startRename() tea.Cmd {
 		return nil
 	}
 	m.edit = &wire.RowEdit{T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label}
-	return m.openEditPrompt("rename row to: ", "rename", r.Label)
+	return m.openEditPrompt("rename row to: ", r.Label)
 }
 
 // startDelete asks before deleting the selected row.
@@ -34,12 +34,13 @@ func (m *Model) startDelete() tea.Cmd {
 		return nil
 	}
 	m.edit = &wire.RowEdit{T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label, Delete: true}
-	return m.openEditPrompt(fmt.Sprintf("delete row %q? enter deletes it, esc keeps it ", r.Label), "delete", "")
+	return m.openEditPrompt(fmt.Sprintf("delete row %q? enter deletes it, esc keeps it ", r.Label), "")
 }
 
-func (m *Model) openEditPrompt(prompt, confirm, value string) tea.Cmd {
+// openEditPrompt opens the prompt on m.edit; while it is open the keys
+// act in its mode (keys.go: inRename or inDelete).
+func (m *Model) openEditPrompt(prompt, value string) tea.Cmd {
 	m.prompt.input.Prompt = prompt
-	m.keys.Confirm.SetHelp("enter", confirm)
 	m.prompt.SetSize(m.w, 1)
 	return m.prompt.Open(value)
 }
@@ -75,6 +76,5 @@ func (m *Model) finishEdit(text string) bool {
 func (m *Model) closeEdit() {
 	m.edit = nil
 	m.prompt.input.Prompt = snapshotPrompt
-	m.keys.Confirm.SetHelp("enter", "record")
 	m.prompt.SetSize(m.w, 1)
 }
