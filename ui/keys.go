@@ -1,8 +1,11 @@
 // The key table: each key, where it acts, what the help and the key bar
 // call it, what it does, and the README's line for it. The help (?), the
-// key bar and the output pane's title are drawn from it.
+// key bar, the output pane's title and README.md's "Keys" section are all
+// drawn from it.
 
 package ui
+
+//go:generate go test -run TestREADMEKeysAreCurrent -update-readme .
 
 import (
 	"math"

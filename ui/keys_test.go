@@ -61,6 +61,25 @@ func TestKeyTableHoldsTogether(t *testing.T) {
 			}
 		}
 	}
+	for _, s := range keySections {
+		for _, a := range keyTable {
+			if a.mode&s.modes != 0 {
+				if a.doc == "" {
+					t.Errorf("%s opens README's table %q, and has no line for it", a.name, s.lead)
+				}
+				break
+			}
+		}
+	}
+	var all keyMode
+	for _, s := range keySections {
+		all |= s.modes
+	}
+	for mode, mname := range modeNames {
+		if mode&all == 0 {
+			t.Errorf("mode %s has no table in README", mname)
+		}
+	}
 }
 
 func btoi(b bool) int {
