@@ -15,10 +15,23 @@ var modeNames = map[keyMode]string{
 	inRunning: "running command", inLoading: "loading",
 }
 
+// modeName names a set of modes.
+func modeName(mode keyMode) string {
+	var ns []string
+	for m, n := range modeNames {
+		if mode&m != 0 {
+			ns = append(ns, n)
+		}
+	}
+	slices.Sort(ns)
+	return strings.Join(ns, " + ")
+}
+
 // The key table holds together: each entry has keys, a help and the
 // handler its mode calls (the screen's model, or the output pane's); in
-// each mode, live and in replay, a key and a place in the key bar belong
-// to one entry; and each README table's first entry has its line.
+// each mode (and gputop run's pane with its command running), live and in
+// replay, a key and a place in the key bar belong to one entry; and each
+// README table's first entry has its line.
 func TestKeyTableHoldsTogether(t *testing.T) {
 	names := map[string]bool{}
 	for _, a := range keyTable {
@@ -37,7 +50,13 @@ func TestKeyTableHoldsTogether(t *testing.T) {
 			t.Errorf("%s: the screen's keys need do, the output pane's run, the loading screen's neither", a.name)
 		}
 	}
-	for mode, mname := range modeNames {
+	var modes []keyMode
+	for m := range modeNames {
+		modes = append(modes, m)
+	}
+	modes = append(modes, inOutput|inRunning, inOutputHidden|inRunning) // what runModel.keyMode gives
+	for _, mode := range modes {
+		mname := modeName(mode)
 		for _, replay := range []bool{false, true} {
 			k := newKeyMap(replay)
 			keyOwner, barOwner := map[string]string{}, map[int]string{}
@@ -160,14 +179,14 @@ func TestPromptKeyBarFollowsItsMode(t *testing.T) {
 		m := newModel(t, newFixture(), Options{Title: fixTitle}, 160, 50)
 		mm := send(t, m, press(c.keys...)...)
 		if got := mm.keyMode(); got != c.mode {
-			t.Fatalf("after %q: mode %s, want %s", c.keys, modeNames[got], modeNames[c.mode])
+			t.Fatalf("after %q: mode %s, want %s", c.keys, modeName(got), modeName(c.mode))
 		}
 		lines := strings.Split(screen(mm), "\n")
 		if bar := strings.TrimRight(lines[len(lines)-1], " "); bar != c.bar {
 			t.Errorf("after %q: key bar %q, want %q", c.keys, bar, c.bar)
 		}
 		if mm = send(t, mm, press("esc")...); mm.keyMode() != inScreen {
-			t.Errorf("after %q, esc: mode %s, want the screen", c.keys, modeNames[mm.keyMode()])
+			t.Errorf("after %q, esc: mode %s, want the screen", c.keys, modeName(mm.keyMode()))
 		}
 	}
 }
