@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ type dumpAskedMsg struct {
 
 func readDump(path string) tea.Cmd {
 	return func() tea.Msg {
-		d, err := memdump.ReadFile(path)
+		d, err := memdump.ReadFile(context.Background(), path)
 		if err != nil {
 			return dumpReadMsg{path: path, err: err}
 		}
