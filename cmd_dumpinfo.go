@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -33,7 +34,7 @@ func cmdDumpInfo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gputop dump-info: --top %d: want a number of frames, 0 for all\n", *top)
 		return 2
 	}
-	d, err := memdump.ReadFile(file)
+	d, err := memdump.ReadFile(context.Background(), file)
 	if err != nil {
 		say(stderr, "gputop dump-info:", err)
 		return 1

@@ -2,9 +2,12 @@ package memdump
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math/big"
 	"slices"
+	"strings"
+	"unsafe"
 
 	"github.com/nlpodyssey/gopickle/types"
 )
@@ -17,6 +20,9 @@ type Dump struct {
 	// History: the snapshot came with torch's allocation history on
 	// (trace entries, or stacks on its blocks).
 	History bool
+	// Cut: file names, function names and labels longer than maxText
+	// bytes (each string of the file counted once), cut to it
+	Cut int
 }
 
 // Device is one device's part of a snapshot.
@@ -75,26 +81,159 @@ func (f Frame) String() string {
 	return fmt.Sprintf("%s:%d %s", f.File, f.Line, f.Name)
 }
 
-// summarise turns an unpickled snapshot into a Dump.
-func summarise(v any) (*Dump, error) {
+// summarise turns an unpickled snapshot into a Dump, within the visit
+// budget for a file of size bytes.
+func summarise(ctx context.Context, v any, size int64, c *cost) (*Dump, error) {
+	w := &walker{ctx: ctx, size: size, limit: visitLimit(size), frameDicts: map[*types.Dict]frameInfo{},
+		stacks: map[any]int{}, ids: map[Frame]int{{}: 0}, byID: []Frame{{}}, torch: map[string]bool{}, cuts: map[cutKey]string{}}
+	defer func() { c.visits = w.visits }()
+	return w.summarise(v)
+}
+
+// walker reads an unpickled snapshot. Every list element and dict entry
+// it looks at is a visit (and a string it hashes, one more for each 256
+// bytes): a pickle can refer to the same lists again and again, so that
+// a small file holds more blocks than memory, and the visits are what
+// bounds the time it takes. Frame dicts and frames lists are read once
+// each, however many blocks share them (torch shares frames).
+type walker struct {
+	ctx           context.Context
+	size          int64
+	visits, limit int64
+	nextCheck     int64
+	frameDicts    map[*types.Dict]frameInfo
+	stacks        map[any]int     // a frames list (its pointer) -> its allocating frame's id
+	ids           map[Frame]int   // allocating frames, interned (0: none)
+	byID          []Frame         // ... and back
+	torch         map[string]bool // a file name -> torch's own
+	cuts          map[cutKey]string
+}
+
+// cutKey is a string by identity: the pickle's memo hands the same string
+// to every value that refers to it, and cutting it once each is what
+// keeps 1000 references to one long label from costing 1000 copies.
+type cutKey struct {
+	p *byte
+	n int
+}
+
+// maxText is the most of a file name, function name or label the summary
+// keeps (PATH_MAX); longer ones are cut.
+const maxText = 4096
+
+func (w *walker) visit(n int) error {
+	if w.visits += int64(n); w.visits > w.limit {
+		return &BudgetError{Size: w.size, Budget: "visits", Limit: w.limit, Offset: -1}
+	}
+	if w.visits >= w.nextCheck {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		w.nextCheck = w.visits + 1<<16
+	}
+	return nil
+}
+
+// text is a string value from the dump, cut to maxText; hashing it later
+// is paid for here.
+func (w *walker) text(v any) (string, error) {
+	s, _ := v.(string)
+	if len(s) > maxText {
+		k := cutKey{unsafe.StringData(s), len(s)}
+		c, ok := w.cuts[k]
+		if !ok {
+			c = strings.ToValidUTF8(s[:maxText], "") + "…"
+			w.cuts[k] = c
+		}
+		s = c
+	}
+	return s, w.visit(len(s) / 256)
+}
+
+// list is a list or tuple value's elements, each a visit.
+func (w *walker) list(v any, what func() string) ([]any, error) {
+	switch l := v.(type) {
+	case *types.List:
+		return *l, w.visit(len(*l))
+	case *types.Tuple:
+		return *l, w.visit(len(*l))
+	case nil:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s is %s, not a list", what(), typeName(v))
+}
+
+// fields reads a dict's string keys into f, each entry a visit; a key
+// given twice keeps its last value, as in Python.
+func (w *walker) fields(v any, what func() string, f func(key string, val any)) error {
+	d, ok := v.(*types.Dict)
+	if !ok {
+		return fmt.Errorf("%s is %s, not a dict", what(), typeName(v))
+	}
+	if err := w.visit(len(*d)); err != nil {
+		return err
+	}
+	for _, e := range *d {
+		if k, ok := e.Key.(string); ok {
+			f(k, e.Value)
+		}
+	}
+	return nil
+}
+
+// field is a value read by fields, and whether the dict had it.
+type field struct {
+	v   any
+	set bool
+}
+
+func (f *field) put(v any) { f.v, f.set = v, true }
+
+// uint is a non-negative integer field; absent, 0 unless required.
+func (f field) uint(key string, required bool, what func() string) (uint64, error) {
+	if !f.set {
+		if required {
+			return 0, fmt.Errorf("%s has no %q", what(), key)
+		}
+		return 0, nil
+	}
+	n, ok := toUint(f.v)
+	if !ok {
+		return 0, fmt.Errorf("%s: %q is %s, not a non-negative integer", what(), key, typeName(f.v))
+	}
+	return n, nil
+}
+
+func (w *walker) summarise(v any) (*Dump, error) {
 	var segments, traces []any
 	switch s := v.(type) {
 	case *types.Dict:
-		sv, ok := s.Get("segments")
-		if !ok {
+		var sv, tv field
+		if err := w.fields(s, func() string { return "the snapshot" }, func(k string, v any) {
+			switch k {
+			case "segments":
+				sv.put(v)
+			case "device_traces":
+				tv.put(v)
+			}
+		}); err != nil {
+			return nil, err
+		}
+		if !sv.set {
 			return nil, fmt.Errorf("not a torch memory snapshot: a dict without \"segments\"")
 		}
 		var err error
-		if segments, err = list(sv, "segments"); err != nil {
+		if segments, err = w.list(sv.v, func() string { return "segments" }); err != nil {
 			return nil, err
 		}
-		if tv, ok := s.Get("device_traces"); ok && tv != nil {
-			if traces, err = list(tv, "device_traces"); err != nil {
-				return nil, err
-			}
+		if traces, err = w.list(tv.v, func() string { return "device_traces" }); err != nil {
+			return nil, err
 		}
 	case *types.List:
 		segments = *s // memory_viz takes a bare list as the segments alone
+		if err := w.visit(len(segments)); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("not a torch memory snapshot: the pickle holds %s, not a dict of segments", typeName(v))
 	}
@@ -106,85 +245,11 @@ func summarise(v any) (*Dump, error) {
 		}
 		return devs[i]
 	}
-	groups := map[int]map[Frame]*Group{}
-	type liveBlock struct {
-		dev  int
-		addr uint64
-		g    *Group
-	}
-	var live []liveBlock
-	for i, sv := range segments {
-		seg, ok := sv.(*types.Dict)
-		if !ok {
-			return nil, fmt.Errorf("segment %d is %s, not a dict", i, typeName(sv))
-		}
-		di, err := intField(seg, "device", fmt.Sprintf("segment %d", i))
-		if err != nil {
-			return nil, err
-		}
-		dv := dev(int(di))
-		total, err := intField(seg, "total_size", fmt.Sprintf("segment %d", i))
-		if err != nil {
-			return nil, err
-		}
-		dv.Segments++
-		dv.Reserved += total
-		bv, _ := seg.Get("blocks")
-		blocks, err := list(bv, fmt.Sprintf("segment %d's blocks", i))
-		if err != nil {
-			return nil, err
-		}
-		for j, bv := range blocks {
-			where := fmt.Sprintf("segment %d block %d", i, j)
-			b, ok := bv.(*types.Dict)
-			if !ok {
-				return nil, fmt.Errorf("%s is %s, not a dict", where, typeName(bv))
-			}
-			size, err := intField(b, "size", where)
-			if err != nil {
-				return nil, err
-			}
-			state, _ := b.Get("state")
-			switch state {
-			case "active_allocated":
-				frames, err := framesOf(b, where)
-				if err != nil {
-					return nil, err
-				}
-				if len(frames) > 0 {
-					d.History = true
-				}
-				f := Allocating(frames)
-				if groups[dv.Index] == nil {
-					groups[dv.Index] = map[Frame]*Group{}
-				}
-				g := groups[dv.Index][f]
-				if g == nil {
-					g = &Group{Frame: f}
-					groups[dv.Index][f] = g
-				}
-				req, err := optInt(b, "requested_size", where)
-				if err != nil {
-					return nil, err
-				}
-				g.Bytes += size
-				g.Requested += req
-				g.Blocks++
-				dv.Allocated += size
-				dv.Blocks++
-				addr, _ := optInt(b, "address", where)
-				live = append(live, liveBlock{dv.Index, addr, g})
-			case "inactive":
-				dv.Free += size
-				dv.FreeBlocks++
-				dv.LargestFree = max(dv.LargestFree, size)
-			}
-		}
-	}
-	// labels: the user_metadata of each live block's latest alloc entry
+	// the history first: the label each live block was allocated under
+	// is its address's latest alloc entry's user_metadata
 	latest := map[[2]uint64]string{} // (device, address) -> user_metadata
 	for i, tv := range traces {
-		entries, err := list(tv, fmt.Sprintf("device_traces[%d]", i))
+		entries, err := w.list(tv, func() string { return fmt.Sprintf("device_traces[%d]", i) })
 		if err != nil {
 			return nil, err
 		}
@@ -195,47 +260,157 @@ func summarise(v any) (*Dump, error) {
 		dv := dev(i)
 		dv.Trace = len(entries)
 		for j, ev := range entries {
-			where := fmt.Sprintf("device_traces[%d][%d]", i, j)
-			e, ok := ev.(*types.Dict)
-			if !ok {
-				return nil, fmt.Errorf("%s is %s, not a dict", where, typeName(ev))
+			where := func() string { return fmt.Sprintf("device_traces[%d][%d]", i, j) }
+			var action, addr, size, free, frames, meta field
+			if err := w.fields(ev, where, func(k string, v any) {
+				switch k {
+				case "action":
+					action.put(v)
+				case "addr":
+					addr.put(v)
+				case "size":
+					size.put(v)
+				case "device_free":
+					free.put(v)
+				case "frames":
+					frames.put(v)
+				case "user_metadata":
+					meta.put(v)
+				}
+			}); err != nil {
+				return nil, err
 			}
-			action, _ := e.Get("action")
-			meta, _ := e.Get("user_metadata")
-			label, _ := meta.(string)
-			switch action {
+			label, err := w.text(meta.v)
+			if err != nil {
+				return nil, err
+			}
+			switch action.v {
 			case "alloc":
-				addr, err := optInt(e, "addr", where)
+				a, err := addr.uint("addr", false, where)
 				if err != nil {
 					return nil, err
 				}
-				latest[[2]uint64{uint64(i), addr}] = label
+				latest[[2]uint64{uint64(i), a}] = label
 			case "oom":
-				size, err := optInt(e, "size", where)
+				sz, err := size.uint("size", false, where)
 				if err != nil {
 					return nil, err
 				}
-				free, err := optInt(e, "device_free", where)
+				fr, err := free.uint("device_free", false, where)
 				if err != nil {
 					return nil, err
 				}
-				frames, err := framesOf(e, where)
+				id, _, err := w.allocating(frames.v, where)
 				if err != nil {
 					return nil, err
 				}
-				dv.OOM = &OOM{Requested: size, DeviceFree: free, Frame: Allocating(frames), Label: label}
+				dv.OOM = &OOM{Requested: sz, DeviceFree: fr, Frame: w.byID[id], Label: label}
 			}
 		}
 	}
-	for _, b := range live {
-		if l, ok := latest[[2]uint64{uint64(b.dev), b.addr}]; ok && l != "" && !slices.Contains(b.g.Labels, l) {
-			b.g.Labels = append(b.g.Labels, l)
+	type group struct {
+		g      *Group
+		dev    int
+		labels map[string]bool
+	}
+	groups := map[[2]int]*group{} // (device, allocating frame's id)
+	var order []*group
+	for i, sv := range segments {
+		where := func() string { return fmt.Sprintf("segment %d", i) }
+		var device, total, blocksV field
+		if err := w.fields(sv, where, func(k string, v any) {
+			switch k {
+			case "device":
+				device.put(v)
+			case "total_size":
+				total.put(v)
+			case "blocks":
+				blocksV.put(v)
+			}
+		}); err != nil {
+			return nil, err
 		}
+		di, err := device.uint("device", true, where)
+		if err != nil {
+			return nil, err
+		}
+		dv := dev(int(di))
+		tot, err := total.uint("total_size", true, where)
+		if err != nil {
+			return nil, err
+		}
+		dv.Segments++
+		dv.Reserved += tot
+		blocks, err := w.list(blocksV.v, func() string { return fmt.Sprintf("segment %d's blocks", i) })
+		if err != nil {
+			return nil, err
+		}
+		for j, bv := range blocks {
+			where := func() string { return fmt.Sprintf("segment %d block %d", i, j) }
+			var size, state, frames, req, addr field
+			if err := w.fields(bv, where, func(k string, v any) {
+				switch k {
+				case "size":
+					size.put(v)
+				case "state":
+					state.put(v)
+				case "frames":
+					frames.put(v)
+				case "requested_size":
+					req.put(v)
+				case "address":
+					addr.put(v)
+				}
+			}); err != nil {
+				return nil, err
+			}
+			sz, err := size.uint("size", true, where)
+			if err != nil {
+				return nil, err
+			}
+			switch state.v {
+			case "active_allocated":
+				id, stack, err := w.allocating(frames.v, where)
+				if err != nil {
+					return nil, err
+				}
+				d.History = d.History || stack
+				rq, err := req.uint("requested_size", false, where)
+				if err != nil {
+					return nil, err
+				}
+				k := [2]int{dv.Index, id}
+				g := groups[k]
+				if g == nil {
+					g = &group{g: &Group{Frame: w.byID[id]}, dev: dv.Index}
+					groups[k] = g
+					order = append(order, g)
+				}
+				g.g.Bytes += sz
+				g.g.Requested += rq
+				g.g.Blocks++
+				dv.Allocated += sz
+				dv.Blocks++
+				a, _ := addr.uint("address", false, where)
+				if l := latest[[2]uint64{uint64(dv.Index), a}]; l != "" && !g.labels[l] {
+					if g.labels == nil {
+						g.labels = map[string]bool{}
+					}
+					g.labels[l] = true
+					g.g.Labels = append(g.g.Labels, l)
+				}
+			case "inactive":
+				dv.Free += sz
+				dv.FreeBlocks++
+				dv.LargestFree = max(dv.LargestFree, sz)
+			}
+		}
+	}
+	for _, g := range order {
+		dv := devs[g.dev]
+		dv.Live = append(dv.Live, *g.g)
 	}
 	for _, dv := range devs {
-		for _, g := range groups[dv.Index] {
-			dv.Live = append(dv.Live, *g)
-		}
 		slices.SortFunc(dv.Live, func(a, b Group) int {
 			if c := cmp.Compare(b.Bytes, a.Bytes); c != 0 {
 				return c
@@ -243,7 +418,7 @@ func summarise(v any) (*Dump, error) {
 			if c := cmp.Compare(b.Blocks, a.Blocks); c != 0 {
 				return c
 			}
-			return cmp.Compare(a.Frame.String(), b.Frame.String())
+			return cmpFrame(a.Frame, b.Frame)
 		})
 		if dv.OOM != nil {
 			dv.OOM.LargestFree = dv.LargestFree
@@ -251,7 +426,104 @@ func summarise(v any) (*Dump, error) {
 		d.Devices = append(d.Devices, *dv)
 	}
 	slices.SortFunc(d.Devices, func(a, b Device) int { return cmp.Compare(a.Index, b.Index) })
+	d.Cut = len(w.cuts)
 	return d, nil
+}
+
+// cmpFrame orders frames by file, line and name (never through String:
+// a sort of many groups would format each twice a comparison).
+func cmpFrame(a, b Frame) int {
+	if c := cmp.Compare(a.File, b.File); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Line, b.Line); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// allocating is the id of the frame a block or an OOM is put down to
+// (allocPick's rule; 0: none), and whether it had a stack at all; a
+// frames list is read once, however many blocks share it.
+func (w *walker) allocating(v any, where func() string) (int, bool, error) {
+	switch v.(type) {
+	case nil:
+		return 0, false, nil
+	case *types.List, *types.Tuple:
+		if id, ok := w.stacks[v]; ok {
+			return id, true, nil
+		}
+	}
+	l, err := w.list(v, func() string { return where() + "'s frames" })
+	if err != nil || len(l) == 0 {
+		return 0, false, err // not kept: an empty list is a byte of the file
+	}
+	var pick allocPick
+	for k, fv := range l {
+		fd, ok := fv.(*types.Dict)
+		if !ok {
+			return 0, false, fmt.Errorf("%s frame %d is %s, not a dict", where(), k, typeName(fv))
+		}
+		fi, err := w.frame(fd)
+		if err != nil {
+			return 0, false, err
+		}
+		if pick.add(fi) {
+			break
+		}
+	}
+	f := pick.frame()
+	id, ok := w.ids[f]
+	if !ok {
+		// hashing the frame's strings: paid for when they were read
+		id = len(w.byID)
+		w.ids[f] = id
+		w.byID = append(w.byID, f)
+	}
+	w.stacks[v] = id
+	return id, true, nil
+}
+
+// frame reads a frame dict once.
+func (w *walker) frame(fd *types.Dict) (frameInfo, error) {
+	if fi, ok := w.frameDicts[fd]; ok {
+		return fi, nil
+	}
+	var file, name, line field
+	if err := w.fields(fd, func() string { return "a frame" }, func(k string, v any) {
+		switch k {
+		case "filename":
+			file.put(v)
+		case "name":
+			name.put(v)
+		case "line":
+			line.put(v)
+		}
+	}); err != nil {
+		return frameInfo{}, err
+	}
+	var fi frameInfo
+	var err error
+	if fi.File, err = w.text(file.v); err != nil {
+		return frameInfo{}, err
+	}
+	if fi.Name, err = w.text(name.v); err != nil {
+		return frameInfo{}, err
+	}
+	if n, ok := toUint(line.v); ok && n < 1<<31 {
+		fi.Line = int(n)
+	}
+	fi.python = isPython(fi.File)
+	if fi.python {
+		torch, ok := w.torch[fi.File]
+		if !ok {
+			torch = torchFile.MatchString(fi.File)
+			w.torch[fi.File] = torch
+		}
+		fi.torch = torch
+	}
+	w.frameDicts[fd] = fi
+	return fi, nil
 }
 
 func typeName(v any) string {
@@ -276,18 +548,6 @@ func typeName(v any) string {
 	return fmt.Sprintf("a %T", v)
 }
 
-func list(v any, what string) ([]any, error) {
-	switch l := v.(type) {
-	case *types.List:
-		return *l, nil
-	case *types.Tuple:
-		return *l, nil
-	case nil:
-		return nil, nil
-	}
-	return nil, fmt.Errorf("%s is %s, not a list", what, typeName(v))
-}
-
 // toUint is a non-negative integer value.
 func toUint(v any) (uint64, bool) {
 	switch n := v.(type) {
@@ -306,59 +566,4 @@ func toUint(v any) (uint64, bool) {
 		return 0, true
 	}
 	return 0, false
-}
-
-func intField(d *types.Dict, key, where string) (uint64, error) {
-	v, ok := d.Get(key)
-	if !ok {
-		return 0, fmt.Errorf("%s has no %q", where, key)
-	}
-	n, ok := toUint(v)
-	if !ok {
-		return 0, fmt.Errorf("%s: %q is %s, not a non-negative integer", where, key, typeName(v))
-	}
-	return n, nil
-}
-
-// optInt is an integer field that may be absent (0 then).
-func optInt(d *types.Dict, key, where string) (uint64, error) {
-	if _, ok := d.Get(key); !ok {
-		return 0, nil
-	}
-	return intField(d, key, where)
-}
-
-func framesOf(d *types.Dict, where string) ([]Frame, error) {
-	v, ok := d.Get("frames")
-	if !ok || v == nil {
-		return nil, nil
-	}
-	l, err := list(v, where+"'s frames")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Frame, 0, len(l))
-	for k, fv := range l {
-		fd, ok := fv.(*types.Dict)
-		if !ok {
-			return nil, fmt.Errorf("%s frame %d is %s, not a dict", where, k, typeName(fv))
-		}
-		var f Frame
-		if s, ok := field(fd, "filename").(string); ok {
-			f.File = s
-		}
-		if s, ok := field(fd, "name").(string); ok {
-			f.Name = s
-		}
-		if n, ok := toUint(field(fd, "line")); ok && n < 1<<31 {
-			f.Line = int(n)
-		}
-		out = append(out, f)
-	}
-	return out, nil
-}
-
-func field(d *types.Dict, key string) any {
-	v, _ := d.Get(key)
-	return v
 }

@@ -14,11 +14,13 @@ package memdump
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"reflect"
+	"syscall"
 
 	"github.com/nlpodyssey/gopickle/pickle"
 )
@@ -30,7 +32,7 @@ import (
 type ReadError struct {
 	Path      string
 	Offset    int64
-	Size      int64 // the file's size; -1 when not known
+	Size      int64 // the file's size
 	Truncated bool  // the file ends inside the pickle
 	Err       error
 }
@@ -41,94 +43,136 @@ func (e *ReadError) Error() string {
 		where = "snapshot"
 	}
 	if e.Truncated {
-		return fmt.Sprintf("%s: truncated at byte %d: the pickle ends before its STOP opcode (a dump cut off while it was written?)",
-			where, e.Offset)
+		why := "the pickle ends before its STOP opcode"
+		var o *overrun
+		if errors.As(e.Err, &o) {
+			why = o.Error()
+		}
+		return fmt.Sprintf("%s: truncated at byte %d: %s (a dump cut off while it was written?)", where, e.Offset, why)
 	}
 	return fmt.Sprintf("%s: not a readable pickle at byte %d: %v", where, e.Offset, e.Err)
 }
 
 func (e *ReadError) Unwrap() error { return e.Err }
 
-// countingReader counts the bytes the unpickler has taken.
-type countingReader struct {
-	r *bufio.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-func (c *countingReader) ReadByte() (byte, error) {
-	b, err := c.r.ReadByte()
-	if err == nil {
-		c.n++
-	}
-	return b, err
-}
-
-// ReadFile decodes and sums up the snapshot in path.
-func ReadFile(path string) (*Dump, error) {
-	f, err := os.Open(path)
+// ReadFile decodes and sums up the snapshot in path, within the budget
+// (budget.go); ctx ends the read early.
+func ReadFile(ctx context.Context, path string) (*Dump, error) {
+	// O_NONBLOCK: a FIFO named as a dump must not block the open
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	size := int64(-1)
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		size = st.Size()
-	}
-	v, err := decode(f, path, size)
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	d, err := summarise(v)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s): a memory dump is a file torch wrote", path, kind(st.Mode()))
 	}
-	d.Path, d.Bytes = path, size
+	// the file as it is now: a dump still growing is read to this size
+	d, err := read(ctx, io.LimitReader(f, st.Size()), path, st.Size(), nil)
+	if err != nil {
+		return nil, err
+	}
+	d.Path = path
 	return d, nil
 }
 
-// Read decodes and sums up a snapshot read from r.
-func Read(r io.Reader) (*Dump, error) {
-	v, err := decode(r, "", -1)
+func kind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return m.Type().String()
+}
+
+// cost is what a read cost: the allocation the guard estimated for
+// decoding, and the summary's visits.
+type cost struct{ estimate, visits int64 }
+
+// read decodes and sums up the size bytes of a snapshot read from r; c,
+// when given, gets what that cost.
+func read(ctx context.Context, r io.Reader, path string, size int64, c *cost) (*Dump, error) {
+	if c == nil {
+		c = &cost{}
+	}
+	v, err := decode(ctx, r, path, size, c)
 	if err != nil {
 		return nil, err
 	}
-	return summarise(v)
+	d, err := summariseSafely(ctx, v, size, c)
+	if err != nil {
+		var be *BudgetError
+		if errors.As(err, &be) {
+			be.Path = path
+			return nil, be
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	d.Bytes = size
+	return d, nil
 }
 
-// decode unpickles one value. A corrupt file can make the unpickler index
-// past what it read: that panic is an error at the offset reached, too.
-func decode(r io.Reader, path string, size int64) (v any, err error) {
-	cr := &countingReader{r: bufio.NewReaderSize(r, 1<<20)}
-	u := pickle.NewUnpickler(cr)
+// summariseSafely is summarise, with a panic (a bug: no file should make
+// one) an error rather than the end of the TUI.
+func summariseSafely(ctx context.Context, v any, size int64, c *cost) (d *Dump, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d, err = nil, fmt.Errorf("internal error summing it up (%v)", p)
+		}
+	}()
+	return summarise(ctx, v, size, c)
+}
+
+// decode unpickles one value through a guard. A corrupt file can make the
+// unpickler index past what it read: that panic is an error at the offset
+// reached, too.
+func decode(ctx context.Context, r io.Reader, path string, size int64, c *cost) (v any, err error) {
+	g := newGuard(ctx, bufio.NewReaderSize(r, int(min(max(size, 16), 1<<20))), size)
+	defer func() { c.estimate = g.cost }()
+	u := pickle.NewUnpickler(g)
 	u.FindClass = findClass
 	defer func() {
 		if p := recover(); p != nil {
-			v, err = nil, &ReadError{Path: path, Offset: stopped(cr, &u), Size: size,
+			v, err = nil, &ReadError{Path: path, Offset: stopped(g, &u), Size: size,
 				Err: fmt.Errorf("malformed data (%v)", p)}
 		}
 	}()
 	v, err = u.Load()
+	if g.err != nil { // the guard refused: it says why and where
+		switch e := g.err.(type) {
+		case *ReadError:
+			e.Path = path
+		case *BudgetError:
+			e.Path = path
+		default:
+			return nil, fmt.Errorf("%s: %w", path, g.err) // cancelled
+		}
+		return nil, g.err
+	}
 	if err == nil {
 		return v, nil
 	}
 	truncated := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		err.Error() == "pickle exhausted before end of frame"
-	off := cr.n // cut short: all of it was read
+	off := g.off // cut short: all of it was read
 	if !truncated {
-		off = stopped(cr, &u)
+		off = stopped(g, &u)
 	}
 	return nil, &ReadError{Path: path, Offset: off, Size: size, Truncated: truncated, Err: err}
 }
 
 // stopped is the offset of the last byte the unpickler decoded.
-func stopped(cr *countingReader, u *pickle.Unpickler) int64 {
-	return max(cr.n-frameLeft(u)-1, 0)
+func stopped(g *guard, u *pickle.Unpickler) int64 {
+	return max(g.off-frameLeft(u)-1, 0)
 }
 
 // frameLeft is how many bytes of the unpickler's current frame (protocol

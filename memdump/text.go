@@ -27,6 +27,10 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 	} else {
 		b.WriteString(", no allocation history (blocks have no stacks: torch.cuda.memory._record_memory_history was off)\n")
 	}
+	if d.Cut > 0 {
+		fmt.Fprintf(&b, "%d file name%s, function name%[2]s or label%[2]s longer than %s: cut to it\n",
+			d.Cut, plural(d.Cut), units.Bytes(maxText))
+	}
 	if len(d.Devices) == 0 {
 		b.WriteString("no device has memory in it\n")
 	}

@@ -1,13 +1,17 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/gputop/gputop/memdump"
+	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/view"
 )
 
@@ -28,7 +32,9 @@ func agentCell(r view.Process) string {
 const dumpTop = 20
 
 // dumpModel is the dump pane: `gputop dump-info`'s text of one memory
-// dump, read in the background (a dump can be hundreds of MB).
+// dump, read in the background (a dump can be hundreds of MB). One read
+// at a time: opening another, closing the pane or quitting cancels the
+// one in flight, and a read's answer counts only while it is the latest.
 type dumpModel struct {
 	styles  *Styles
 	w, h    int
@@ -36,6 +42,8 @@ type dumpModel struct {
 	lines   []string
 	err     string
 	loading bool
+	seq     int                // the latest read
+	cancel  context.CancelFunc // ends it; nil when none is in flight
 }
 
 func newDump(st *Styles) dumpModel { return dumpModel{styles: st} }
@@ -43,7 +51,21 @@ func newDump(st *Styles) dumpModel { return dumpModel{styles: st} }
 func (m *dumpModel) SetSize(w, h int) { m.w, m.h = w, h }
 
 // Lines is how many lines the pane wants (a title, then the text).
-func (m *dumpModel) Lines() int { return 1 + max(len(m.lines), 1) }
+func (m *dumpModel) Lines() int {
+	if m.err != "" && !m.loading {
+		return 1 + strings.Count(m.wrappedErr(), "\n") + 1
+	}
+	return 1 + max(len(m.lines), 1)
+}
+
+// wrappedErr is why the dump cannot be shown, wrapped to the pane: it
+// names the file first, and what went wrong after.
+func (m *dumpModel) wrappedErr() string {
+	if m.w <= 0 {
+		return m.err
+	}
+	return ansi.Wrap(m.err, m.w, " /")
+}
 
 func (m *dumpModel) View() string {
 	if m.h <= 0 {
@@ -53,9 +75,9 @@ func (m *dumpModel) View() string {
 	body := ""
 	switch {
 	case m.loading:
-		body = m.styles.Dim.Render("reading…")
+		body = m.styles.Dim.Render("reading… (I cancels)")
 	case m.err != "":
-		body = m.err
+		body = m.wrappedErr()
 	default:
 		body = strings.Join(m.lines, "\n")
 	}
@@ -64,7 +86,7 @@ func (m *dumpModel) View() string {
 
 // dumpReadMsg carries a dump's text, or why it could not be read.
 type dumpReadMsg struct {
-	path string
+	seq  int
 	text string
 	err  error
 }
@@ -75,16 +97,31 @@ type dumpAskedMsg struct {
 	err error
 }
 
-func readDump(path string) tea.Cmd {
+// read starts reading path, cancelling the read in flight.
+func (m *dumpModel) read(path string) tea.Cmd {
+	m.stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	m.seq++
+	m.path, m.lines, m.err, m.loading, m.cancel = path, nil, "", true, cancel
+	seq := m.seq
 	return func() tea.Msg {
-		d, err := memdump.ReadFile(path)
+		d, err := memdump.ReadFile(ctx, path)
 		if err != nil {
-			return dumpReadMsg{path: path, err: err}
+			return dumpReadMsg{seq: seq, err: err}
 		}
 		var b strings.Builder
 		err = memdump.WriteText(&b, d, dumpTop)
-		return dumpReadMsg{path: path, text: b.String(), err: err}
+		return dumpReadMsg{seq: seq, text: b.String(), err: err}
 	}
+}
+
+// stop cancels the read in flight, if any.
+func (m *dumpModel) stop() {
+	if m.cancel != nil {
+		m.cancel()
+		m.cancel = nil
+	}
+	m.loading = false
 }
 
 // dumpRow is the row whose dump the pane shows: the selected row when it
@@ -102,10 +139,12 @@ func (m *tableModel) dumpRow() (snapshot.Row, bool) {
 	return snapshot.Row{}, false
 }
 
-// toggleDump opens the dump pane on the selected row's dump (or closes it).
+// toggleDump opens the dump pane on the selected row's dump (or closes
+// it, ending a read still in flight).
 func (m *Model) toggleDump() tea.Cmd {
 	if m.showDump {
 		m.showDump = false
+		m.dump.stop()
 		return nil
 	}
 	r, ok := m.table.dumpRow()
@@ -114,8 +153,34 @@ func (m *Model) toggleDump() tea.Cmd {
 		return nil
 	}
 	m.showDump = true
-	m.dump.path, m.dump.lines, m.dump.err, m.dump.loading = r.Dump.Path, nil, "", true
-	return readDump(r.Dump.Path)
+	if host := m.rowHost(r); host != "" {
+		// the path is the remote host's: a file here of that name is
+		// another file (or nothing)
+		m.dump.stop()
+		m.dump.seq++
+		m.dump.path, m.dump.lines = r.Dump.Path, nil
+		m.dump.err = fmt.Sprintf("this dump was written on %s, not on this machine: run gputop dump-info on %s to read it", host, host)
+		return nil
+	}
+	return m.dump.read(r.Dump.Path)
+}
+
+// rowHost is the remote host (gputop --ssh, or a recording of such a
+// view) a row was taken on: its process's, else its GPU's; "" for this
+// machine.
+func (m *Model) rowHost(r snapshot.Row) string {
+	if id, _ := store.SplitPID(r.PID); id != 0 {
+		for _, h := range m.st.Hosts() {
+			if h.ID == id {
+				return h.Name
+			}
+		}
+		return "host " + strconv.Itoa(id)
+	}
+	if devs := m.st.Devices(); r.Dev >= 0 && r.Dev < len(devs) {
+		return devs[r.Dev].Host
+	}
+	return ""
 }
 
 // askDump asks the selected process's agent for a memory dump; its row
@@ -150,13 +215,14 @@ func (m *Model) onDump(msg tea.Msg) {
 			m.status.Set(fmt.Sprintf("cannot ask pid %d for a memory dump: %v", msg.pid, msg.err), true)
 		}
 	case dumpReadMsg:
-		if msg.path != m.dump.path {
-			return // the pane has moved on
+		if msg.seq != m.dump.seq || !m.showDump {
+			return // cancelled, or the pane has moved on
 		}
-		m.dump.loading = false
+		m.dump.stop() // done: releases its context
 		if msg.err != nil {
-			m.dump.err = msg.err.Error() // memdump's errors name the file and byte; drawn through fit
-			m.dump.err = strings.ReplaceAll(m.dump.err, "\n", " ")
+			// memdump's errors name the file and the byte, and may quote
+			// what the file holds (a class's name)
+			m.dump.err = printable.Clean(strings.ReplaceAll(msg.err.Error(), "\n", " "))
 			return
 		}
 		m.dump.lines = strings.Split(strings.TrimRight(msg.text, "\n"), "\n")

@@ -149,6 +149,7 @@ func (m *Model) quitKey() tea.Cmd {
 // quit writes the CSV first when --csv was given; if that fails the UI
 // stays, says why, and a second quit key leaves without writing.
 func (m *Model) quit() tea.Cmd {
+	m.dump.stop()
 	if m.opt.CSVPath != "" && m.opt.WriteCSV != nil && !m.quitArmed {
 		return m.export(m.opt.CSVPath, true)
 	}

@@ -149,7 +149,7 @@ var keyTable = []keyAction{
 		doc: "asks the selected process's agent for a memory dump (see \"Allocation history and dumps\"): a row labelled `dump` names the file"},
 	{name: "dumpinfo", mode: inScreen, keys: keys("I"), help: "dump info",
 		do:  (*Model).toggleDump,
-		doc: "dump pane: `gputop dump-info` of the selected row's dump (else the GPU's latest one); `I` again closes it"},
+		doc: "dump pane: `gputop dump-info` of the selected row's dump (else the GPU's latest one); `I` again closes it and cancels a read still running; a row from a remote host (`--ssh`) says which host holds the file instead of reading a path of this machine"},
 	{name: "help", mode: inScreen, keys: keys("?"), help: "help", always: true,
 		do:  func(m *Model) tea.Cmd { m.toggleHelp(); return nil },
 		doc: "full help, in columns that fill the width (on a small terminal in pages: `?` turns them, then closes); the other keys still act under it"},
