@@ -170,9 +170,12 @@ def _device(rec: Recording, f: dict) -> None:
 
 def _row_edit(rec: Recording, f: dict) -> None:
     """A row the user renamed or deleted in gputop: the rows follow, as
-    gputop export's do."""
+    gputop export's do. The edit names its row by id; one without an id
+    (recordings made before rows had ids) the first row that its time,
+    device, pid and label fit."""
+    key = (f["t"], f["dev"], f.get("pid", 0), f["label"])
     for i, s in enumerate(rec.snapshots):
-        if (s["t"], s["dev"], s.get("pid", 0), s["label"]) == (f["t"], f["dev"], f.get("pid", 0), f["label"]):
+        if (s["t"], s["dev"], s.get("pid", 0), s["label"]) == key and ("id" not in f or s.get("id") == f.get("id")):
             if f.get("delete"):
                 del rec.snapshots[i]
             else:

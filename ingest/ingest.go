@@ -54,8 +54,9 @@ func (in *Ingest) frame(f wire.Frame) {
 
 // Apply applies frame f of agent process pid (as gputop files it: the
 // kernel's pid for a live peer, the frame's for a recording) to the store,
-// and returns the snapshot rows it made (a mark's), or the row an edit
-// changed, as it was (none: the edit named no row). Frames that are about
+// and returns the snapshot rows it made (a mark's, an OOM's, a snapshot
+// frame's), or the row an edit changed, as it was (none: the edit named no
+// row). Frames that are about
 // no process (procs, device_error, host, snapshot rows, NVML batches)
 // ignore pid. A batch (wire.NVML, wire.Samples) must have been checked
 // whole: its lists as long as its dt. A frame type the store has no use
@@ -84,8 +85,9 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Snapshot {
 		in.rows(rows)
 		return rows
 	case wire.OOM:
-		if o, ok := st.AgentOOM(pid, v); ok {
+		if o, row, ok := st.AgentOOM(pid, v); ok {
 			in.frame(o) // its row is the event's: not recorded apart
+			return []wire.Snapshot{row}
 		}
 	case wire.Holders:
 		if h, given, ok := st.AgentHolders(pid, v); ok {
@@ -104,7 +106,9 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Snapshot {
 			return []wire.Snapshot{row}
 		}
 	case wire.Snapshot:
-		in.rows([]wire.Snapshot{st.AddSnapshot(v)})
+		rows := []wire.Snapshot{st.AddSnapshot(v)}
+		in.rows(rows)
+		return rows
 	case wire.Procs:
 		procs := st.SetProcs(v.Dev, v.T, v.Procs)
 		in.frame(wire.Procs{Type: wire.TypeProcs, T: v.T, Dev: v.Dev, Procs: procs})

@@ -38,6 +38,9 @@ type Decoder struct {
 	// Start and End are the earliest and latest times in the frames
 	// returned (0 before any).
 	Start, End int64
+	// Joined counts the headers after the first (recordings joined with
+	// cat): the frames after one are another recording's.
+	Joined int
 }
 
 // NewDecoder returns a decoder of the recording read from r; name appears
@@ -319,6 +322,7 @@ func (d *Decoder) headerFrame(body []byte) (wire.Frame, *FormatError) {
 		return nil, d.errf("recording header: start %d is not a time", h.Start)
 	}
 	if d.header {
+		d.Joined++
 		return nil, nil // a second header (recordings joined with cat) only has to agree on v
 	}
 	d.header, d.hdr = true, h

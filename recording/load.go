@@ -117,6 +117,7 @@ type loader struct {
 		pid int
 		t   int64
 	}
+	rows rowIDs // the recording's row ids -> the store's (load_rows.go)
 }
 
 func (l *loader) run() error {
@@ -147,6 +148,7 @@ func (l *loader) apply(f wire.Frame) error {
 	oom := l.oom
 	l.oom.set = false
 	l.info.Frames++
+	l.rows.recording(l.dec.Joined)
 	switch v := f.(type) {
 	case wire.Device:
 		l.devs = append(l.devs, v)
@@ -165,19 +167,16 @@ func (l *loader) apply(f wire.Frame) error {
 			l.info.Frames-- // AgentOOM already made this row
 			return nil
 		}
-		l.in.Apply(v.PID, v)
+		l.rows.made(v.ID, l.in.Apply(v.PID, v))
 	case wire.OOM:
-		l.in.Apply(v.PID, v)
+		l.rows.made(v.Row, l.in.Apply(v.PID, v))
 		l.oom.set, l.oom.pid, l.oom.t = true, v.PID, v.T
 	case Dropped:
 		l.info.Dropped.add(v.Drops)
 	case wire.Host:
 		l.in.Apply(0, v)
 	case wire.RowEdit:
-		if l.in.Apply(v.PID, v) == nil {
-			return l.dec.errLast("row_edit frame: row_edit names no snapshot row: none labelled %q of pid %d on device %d at t %d",
-				wire.Clip(v.Label, 60), v.PID, v.Dev, v.T)
-		}
+		return l.edit(v)
 	case wire.Owned:
 		l.in.Apply(v.FramePID(), v) // holders, bye, ended, held
 	case wire.Samples:

@@ -178,10 +178,11 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 }
 
 // AgentOOM records an out-of-memory event as a red marker and a table row.
-// It returns the event as kept (its process and the device's total filled
-// in) and whether it was (its process and device known). The row is the
-// event's: a recording holds the event, and loading it makes the row again.
-func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, bool) {
+// It returns the event as kept (its process, the device's total and its
+// row's ID filled in), the row, and whether it was kept (its process and
+// device known). The row is the event's: a recording holds the event, and
+// loading it makes the row again.
+func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Snapshot, bool) {
 	o.Dump = cleanDump(o.Dump)
 	if o.Dump != nil {
 		defer func() { s.log(DumpLine(pid, wire.LabelOOM, o.Dump)) }()
@@ -190,11 +191,11 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, bool) {
 	defer s.mu.Unlock()
 	a := s.agents[pid]
 	if a == nil {
-		return o, false
+		return o, wire.Snapshot{}, false
 	}
 	dev, ok := a.DevMap[o.Dev]
 	if !ok {
-		return o, false
+		return o, wire.Snapshot{}, false
 	}
 	a.OOMs++
 	s.agentsVer++
@@ -204,8 +205,10 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, bool) {
 			o.DeviceTotal = ad.Total
 		}
 	}
-	s.addSnapshot(wire.OOMRow(o, dev), wire.MarkOOM)
-	return o, true
+	o.Row = 0
+	row := s.addSnapshot(wire.OOMRow(o, dev), wire.MarkOOM)
+	o.Row = row.ID
+	return o, row, true
 }
 
 // AgentHolders stores the latest holders report of a process. It returns

@@ -6,6 +6,7 @@ package store
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gputop/gputop/wire"
 )
@@ -51,6 +52,12 @@ func (s *Store) ExtremesFrom(k Key, t int64) Extremes {
 func (s *Store) LastSnapshots(n int) []wire.Snapshot {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	n = max(min(n, len(s.snapshots)), 0)
-	return append([]wire.Snapshot(nil), s.snapshots[len(s.snapshots)-n:]...)
+	var rows []wire.Snapshot
+	for i := len(s.snapshots) - 1; i >= 0 && len(rows) < n; i-- {
+		if r := s.snapshots[i]; !isHole(&r) {
+			rows = append(rows, r)
+		}
+	}
+	slices.Reverse(rows)
+	return rows
 }

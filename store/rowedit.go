@@ -3,48 +3,57 @@
 package store
 
 import (
-	"slices"
+	"sort"
 
 	"github.com/gputop/gputop/wire"
 )
 
-// EditRow applies a rename or a delete (wire.RowEdit) to the snapshot row
-// of e.PID on device e.Dev at e.T labelled e.Label: a renamed row and its
-// chart marker take the new label; a deleted row and its marker go, so the
-// deltas, verdicts and the CSV are worked out from the rows that are left.
+// EditRow applies a rename or a delete (wire.RowEdit) to the row it names:
+// the row whose ID is e.ID, which must still be the row of e.PID on
+// device e.Dev at e.T labelled e.Label; without an ID (a recording made
+// before rows had ids), the first row in time order that those fit. A
+// renamed row takes the new label, and so does its chart marker; a deleted row and its marker go, so the deltas,
+// verdicts and the CSV are worked out from the rows that are left. The
+// row is found through a map of IDs (or, without one, a search by time),
+// so that a recording of many edits loads in time linear in its length.
 // It returns the row as it was, the edit as applied (its text made
-// printable) and whether the row was there.
+// printable, the row's ID filled in) and whether the row was there.
 func (s *Store) EditRow(e wire.RowEdit) (wire.Snapshot, wire.RowEdit, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.Type = wire.TypeRowEdit
 	e.Label, e.Rename = CleanText(e.Label), CleanText(e.Rename)
-	i := slices.IndexFunc(s.snapshots, func(r wire.Snapshot) bool {
-		return r.Dev == e.Dev && r.PID == e.PID && r.T == e.T && r.Label == e.Label
-	})
+	i := s.findRow(&e)
 	if i < 0 {
 		return wire.Snapshot{}, e, false
 	}
 	row := s.snapshots[i]
-	kind := row.Kind
-	if kind == "" {
-		kind = wire.MarkSnapshot
-	}
-	j := slices.IndexFunc(s.markers, func(m Marker) bool {
-		return m.Dev == e.Dev && m.PID == e.PID && m.T == e.T && m.Label == e.Label && m.Kind == kind
-	})
+	e.ID = row.ID
 	if e.Delete {
-		s.snapshots = slices.Delete(s.snapshots, i, i+1)
-		if j >= 0 {
-			s.markers = slices.Delete(s.markers, j, j+1)
-		}
+		s.deleteRow(i)
 	} else {
 		s.snapshots[i].Label = e.Rename
-		if j >= 0 {
-			s.markers[j].Label = e.Rename
-		}
+		s.rowsVer++
 	}
 	s.gen++
-	s.rowsVer++
 	return row, e, true
+}
+
+// findRow returns the index of the row e names, or -1.
+func (s *Store) findRow(e *wire.RowEdit) int {
+	fits := func(r *wire.Snapshot) bool {
+		return !isHole(r) && r.Dev == e.Dev && r.PID == e.PID && r.T == e.T && r.Label == e.Label
+	}
+	if e.ID != 0 {
+		if i, ok := s.rowIndex[e.ID]; ok && fits(&s.snapshots[i]) {
+			return i
+		}
+		return -1
+	}
+	for i := sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T >= e.T }); i < len(s.snapshots) && s.snapshots[i].T == e.T; i++ {
+		if fits(&s.snapshots[i]) {
+			return i
+		}
+	}
+	return -1
 }

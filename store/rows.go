@@ -4,6 +4,7 @@
 package store
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/gputop/gputop/wire"
@@ -45,7 +46,7 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 	}
 	for i := range s.snapshots {
 		r := &s.snapshots[i]
-		if r.PID == pid && r.Dev == dev && r.T == t && r.End && r.Held == nil {
+		if !isHole(r) && r.PID == pid && r.Dev == dev && r.T == t && r.End && r.Held == nil {
 			r.Held = h
 			s.gen++
 			s.rowsVer++
@@ -66,7 +67,9 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 
 // AddSnapshot completes a row (NVML used at its time and the highest NVML
 // used since the device's previous snapshot, where NVML is known; values
-// already set are kept) and appends it. It returns the completed row.
+// already set are kept) and appends it with an ID of the store's (the
+// row's own is not kept: a recording's names a row of that recording). It
+// returns the completed row.
 // The peak covers [previous snapshot's time, row.T] (from the store's start
 // for the first row) and is exact while that range is inside the raw window.
 func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
@@ -110,13 +113,8 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 			s.nvmlFigures(&row, sr, len(s.snapshots))
 		}
 	}
-	// keep rows in time order (replay may add a row before later recorded ones)
-	i := sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > row.T })
-	s.snapshots = append(s.snapshots, wire.Snapshot{})
-	copy(s.snapshots[i+1:], s.snapshots[i:])
-	s.snapshots[i] = row
-	s.rowsVer++
-	s.addMarker(Marker{T: row.T, Dev: row.Dev, PID: row.PID, Label: row.Label, Kind: kind})
+	row = s.putRow(row)
+	s.lastMarker = max(s.lastMarker, row.T) // the row is a marker too
 	s.touch(row.T)
 	return row
 }
@@ -133,7 +131,7 @@ func (s *Store) nvmlFigures(row *wire.Snapshot, sr *series, before int) {
 	if row.NVMLPeak == nil {
 		from := s.start
 		for i := before - 1; i >= 0; i-- {
-			if r := &s.snapshots[i]; r.Dev == row.Dev && r.T <= row.T {
+			if r := &s.snapshots[i]; !isHole(r) && r.Dev == row.Dev && r.T <= row.T {
 				from = r.T
 				break
 			}
@@ -174,7 +172,7 @@ func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
 		return
 	}
 	for i := range rows {
-		if r := &rows[i]; r.Dev == d.dev && r.T == d.t && r.NVMLUsed == nil && r.NVMLPeak == nil {
+		if r := &rows[i]; !isHole(r) && r.Dev == d.dev && r.T == d.t && r.NVMLUsed == nil && r.NVMLPeak == nil {
 			s.nvmlFigures(r, sr, i)
 		}
 	}
@@ -300,6 +298,9 @@ func (s *Store) Snapshots() []wire.Snapshot {
 	for _, d := range s.nvmlDue {
 		s.fillRows(rows, d)
 	}
+	if s.holes > 0 {
+		rows = slices.DeleteFunc(rows, func(r wire.Snapshot) bool { return isHole(&r) })
+	}
 	return rows
 }
 
@@ -307,5 +308,20 @@ func (s *Store) Snapshots() []wire.Snapshot {
 func (s *Store) CountSnapshots(t int64) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > t })
+	return s.countRows(t)
+}
+
+// countRows is how many rows have a time at or before t; the caller holds
+// the lock.
+func (s *Store) countRows(t int64) int {
+	n := sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > t })
+	if s.holes > 0 {
+		k := n
+		for i := range k {
+			if isHole(&s.snapshots[i]) {
+				n--
+			}
+		}
+	}
+	return n
 }

@@ -104,8 +104,13 @@ type Store struct {
 	agentsVer uint64 // moves on every change of an agent's state (Shape)
 	rowsVer   uint64 // moves on every change to the snapshot rows (Shape)
 	gone      []int  // processes whose series may be dropped, longest gone first (KeepGone)
+	// the snapshot rows, in time order; a deleted row leaves a hole (ID 0)
+	// until compactRows takes the holes out together (rowkeep.go)
 	snapshots []wire.Snapshot
-	markers   []Marker
+	rowIndex  map[uint64]int // a row's ID -> its index in snapshots
+	lastRow   uint64         // the ID of the newest row made: how many were
+	holes     int            // deleted rows still in snapshots
+	markers   []Marker       // markers that are no row's (a row's is the row, markers.go)
 	// the newest marker's time (every snapshot row has one): End
 	lastMarker int64
 	// snapshot rows whose NVML figures wait for the NVML sample of their
@@ -147,6 +152,7 @@ func New(opt Options) *Store {
 		procNames: map[int]string{},
 		agents:    map[int]*Agent{},
 		awaiting:  map[int][]awaitRow{},
+		rowIndex:  map[uint64]int{},
 	}
 }
 
@@ -175,7 +181,8 @@ type Shape struct {
 func (s *Store) Shape() Shape {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return Shape{Snapshots: len(s.snapshots), Markers: len(s.markers),
+	rows := len(s.snapshots) - s.holes
+	return Shape{Snapshots: rows, Markers: rows + len(s.markers),
 		Devices: len(s.devices), Agents: s.agentsVer, Rows: s.rowsVer, Hosts: s.hostsVer}
 }
 

@@ -446,11 +446,11 @@ func TestAgentOOM(t *testing.T) {
 	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
 	nvmlRun(st, 0, 0, sec, func(int64) uint64 { return 77 })
 	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
-	oom, kept := st.AgentOOM(9, wire.OOM{Type: wire.TypeOOM, T: 500 * ms, Dev: 0, Requested: 1 << 30, Allocated: 10, Reserved: 20, Peak: 30})
-	if _, ok := st.AgentOOM(9, wire.OOM{T: 600 * ms, Dev: 3}); ok { // unmapped device: ignored
+	oom, _, kept := st.AgentOOM(9, wire.OOM{Type: wire.TypeOOM, T: 500 * ms, Dev: 0, Requested: 1 << 30, Allocated: 10, Reserved: 20, Peak: 30})
+	if _, _, ok := st.AgentOOM(9, wire.OOM{T: 600 * ms, Dev: 3}); ok { // unmapped device: ignored
 		t.Fatal("an oom on an unmapped device was kept")
 	}
-	if _, ok := st.AgentOOM(8, wire.OOM{T: 600 * ms, Dev: 0}); ok { // unknown pid: ignored
+	if _, _, ok := st.AgentOOM(8, wire.OOM{T: 600 * ms, Dev: 0}); ok { // unknown pid: ignored
 		t.Fatal("an oom of an unknown pid was kept")
 	}
 	if a := st.Agents()[0]; a.OOMs != 1 {

@@ -12,12 +12,11 @@ import (
 	"github.com/gputop/gputop/snapshot"
 )
 
-// rowPick names a row to select once the table's data holds it (a marker
-// jump selects the marker's row, which a replay shows only from then on).
+// rowPick names a row (by its ID) to select once the table's data holds
+// it (a marker jump selects the marker's row, which a replay shows only
+// from then on).
 type rowPick struct {
-	t     int64
-	pid   int
-	label string
+	id uint64
 }
 
 // takePick selects the picked row when the data has it.
@@ -27,7 +26,7 @@ func (m *tableModel) takePick() {
 		return
 	}
 	for i, r := range m.d.Dev.Rows {
-		if r.T == p.t && r.PID == p.pid && r.Label == p.label {
+		if r.ID == p.id {
 			m.sel, m.pick = i, nil
 			return
 		}

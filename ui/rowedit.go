@@ -22,7 +22,7 @@ func (m *Model) startRename() tea.Cmd {
 		m.status.Set("no snapshot row selected: tab to the rows, ↑/↓ to pick one, then r", true)
 		return nil
 	}
-	m.edit = &wire.RowEdit{T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label}
+	m.edit = &wire.RowEdit{ID: r.ID, T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label}
 	return m.openEditPrompt("rename row to: ", r.Label)
 }
 
@@ -33,7 +33,7 @@ func (m *Model) startDelete() tea.Cmd {
 		m.status.Set("no snapshot row selected: tab to the rows, ↑/↓ to pick one, then x", true)
 		return nil
 	}
-	m.edit = &wire.RowEdit{T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label, Delete: true}
+	m.edit = &wire.RowEdit{ID: r.ID, T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label, Delete: true}
 	return m.openEditPrompt(fmt.Sprintf("delete row %q? enter deletes it, esc keeps it ", r.Label), "")
 }
 
@@ -67,7 +67,7 @@ func (m *Model) finishEdit(text string) bool {
 		m.status.Set(fmt.Sprintf("deleted row %q (the CSV and a recording leave it out)", e.Label), false)
 	} else {
 		m.status.Set(fmt.Sprintf("renamed row %q to %q", e.Label, store.CleanText(e.Rename)), false)
-		m.table.pick = &rowPick{t: e.T, pid: e.PID, label: store.CleanText(e.Rename)}
+		m.table.pick = &rowPick{id: e.ID}
 	}
 	return true
 }

@@ -63,7 +63,10 @@ func (m *Model) jumpMarker(dir int, now int64) {
 		return
 	}
 	m.tl.jumpTo(mk.T)
-	m.table.pick = &rowPick{t: mk.T, pid: mk.PID, label: mk.Label}
+	m.table.pick = nil
+	if mk.Row != 0 {
+		m.table.pick = &rowPick{id: mk.Row}
+	}
 	m.focus = focusRows
 	m.status.Set(fmt.Sprintf("marker %q at %s (n: next, p: previous)", mk.Label, elapsed(time.Duration(mk.T-start))), false)
 }

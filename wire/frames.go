@@ -227,6 +227,10 @@ type OOM struct {
 	Reserved  uint64 `json:"reserved"`
 	Peak      uint64 `json:"peak"`
 	Dump      *Dump  `json:"dump,omitempty"` // the dump written from torch's OOM observer
+	// Row is the id of the table row the store made of this frame (see
+	// Snapshot.ID): filled in by gputop, so that a recording's row_edit of
+	// that row names it. An agent's is ignored.
+	Row uint64 `json:"row,omitempty"`
 	// torch's total memory of the device, from the process's hello: never
 	// sent, the store fills it in. A Limit below it is a memory fraction;
 	// a Limit equal to it is no limit at all, though it is less than
@@ -377,8 +381,15 @@ type DevError struct {
 // for the agent's answer to its request); on a row of no agent process
 // (PID 0), Procs, the processes NVML listed on the device then that have no
 // agent.
+//
+// ID is the row's identity, given by the store that made the row and
+// unique among its rows: two rows may share time, label, process and
+// device. A recording's rows carry it so that its row_edit frames name one
+// row; it is a name inside one recording, and a store that loads the row
+// gives it an id of its own. 0: none (rows recorded before ids).
 type Snapshot struct {
 	Type      string  `json:"type"`
+	ID        uint64  `json:"id,omitempty"`
 	T         int64   `json:"t"`
 	Label     string  `json:"label"`
 	Dev       int     `json:"dev"`
@@ -450,12 +461,16 @@ type RowHeld struct {
 }
 
 // RowEdit is what the user did to a snapshot row in the TUI: renamed it
-// (Rename, the new label) or deleted it (Delete). The row is the one of
-// process PID (0: the row of no agent process) on (store) device Dev at
-// time T, labelled Label when edited. A recording holds it after the row,
-// so a replay and an export show the rows as the user left them.
+// (Rename, the new label) or deleted it (Delete). The row is the one whose
+// ID is ID, which is the row of process PID (0: the row of no agent
+// process) on (store) device Dev at time T, labelled Label when edited. A
+// recording holds it after the row, so a replay and an export show the
+// rows as the user left them. Without an ID (recordings made before rows
+// had ids) it names the first row, in time order, that T, Dev, PID and
+// Label fit.
 type RowEdit struct {
 	Type   string `json:"type"`
+	ID     uint64 `json:"id,omitempty"`
 	T      int64  `json:"t"`
 	Dev    int    `json:"dev"`
 	PID    int    `json:"pid,omitempty"`

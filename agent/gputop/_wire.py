@@ -79,6 +79,7 @@ SCHEMAS: dict[str, tuple] = {
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("dev", "i"),
         _f("requested", "i", True), _f("free", "i", True), _f("limit", "i", True),
         _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"), _f("dump", "O", True, DUMP),
+        _f("row", "i", True),
     ),
     "holders": (
         _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("id", "i", True),
@@ -114,7 +115,7 @@ SCHEMAS: dict[str, tuple] = {
     ),
     "device_error": (_f("type", "s"), _f("t", "i"), _f("dev", "i"), _f("error", "s")),
     "snapshot": (
-        _f("type", "s"), _f("t", "i"), _f("label", "s"), _f("dev", "i"),
+        _f("type", "s"), _f("id", "i", True), _f("t", "i"), _f("label", "s"), _f("dev", "i"),
         _f("pid", "i", True), _f("source", "s"), _f("kind", "s", True),
         _f("allocated", "p", True), _f("reserved", "p", True), _f("peak", "p", True),
         _f("nvml_used", "p", True), _f("nvml_peak", "p", True),
@@ -128,7 +129,7 @@ SCHEMAS: dict[str, tuple] = {
         _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("dev", "i"), _f("held", "O", False, HELD),
     ),
     "row_edit": (
-        _f("type", "s"), _f("t", "i"), _f("dev", "i"), _f("pid", "i", True), _f("label", "s"),
+        _f("type", "s"), _f("id", "i", True), _f("t", "i"), _f("dev", "i"), _f("pid", "i", True), _f("label", "s"),
         _f("rename", "s", True), _f("delete", "b", True),
     ),
     "host": (

@@ -227,6 +227,26 @@ def test_rec_follows_row_edits_as_gputop_export(gputop_bin: str, tmp_path: Path)
     assert labels[0] == "Renamed start" and last["label"] not in labels[-1:], labels
 
 
+def test_rec_follows_row_edits_by_id_as_gputop_export(gputop_bin: str, tmp_path: Path):
+    """Twin rows (one time, device, pid and label, told apart by their ids
+    and figures): an edit by id of the second deletes the second, in rec.py
+    as in export."""
+    lines = (REPO / "demo" / "demo.gputop").read_text().splitlines()
+    i = next(i for i, x in enumerate(lines) if x.startswith('{"type":"snapshot"'))
+    first = {**json.loads(lines[i]), "id": 1}
+    twin = {**first, "id": 2, "allocated": first["allocated"] + 1}
+    lines[i:i + 1] = [json.dumps(first), json.dumps(twin)]
+    ref = {k: first[k] for k in ("t", "dev", "pid", "label")}
+    lines += [json.dumps({"type": "row_edit", "id": 2, **ref, "delete": True}),
+              json.dumps({"type": "row_edit", "id": 1, **ref, "rename": "the first"})]
+    path = tmp_path / "twins.gputop"
+    path.write_text("\n".join(lines) + "\n")
+    assert same_rows(gputop_bin, path, tmp_path) == 6
+    rows = rec.load(str(path)).snapshots
+    assert rows[0]["label"] == "the first" and rows[0]["allocated"] == first["allocated"], rows[0]
+    assert all(r.get("id") != 2 for r in rows)
+
+
 def test_rec_nvml_series_is_gputops(gputop_bin: str, tmp_path: Path):
     # the H200 spikes recording (version 1, NVML at 1 kHz, twenty 4 GiB
     # spikes of 5 ms) with rows added that carry no NVML figures: gputop

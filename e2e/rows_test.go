@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputop/gputop/wire"
+)
+
+// rowAgent is a fake agent on gputop's socket: pid 4242 with torch
+// devices cuda:0..devs-1, one GPU each.
+func rowAgent(t *testing.T, sock string, devs int) *json.Encoder {
+	t.Helper()
+	var c net.Conn
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err = net.Dial("unix", sock); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	go io.Copy(io.Discard, bufio.NewReader(c)) // answers, if any, are not the test's
+	h := wire.Hello{Type: wire.TypeHello, V: wire.Version, PID: 4242, Argv: []string{"train.py"}, T: time.Now().UnixNano()}
+	for i := range devs {
+		h.Devices = append(h.Devices, wire.AgentDevice{Index: i, UUID: fmt.Sprintf("GPU-fake-%d", i), Name: "Fake GPU", Total: 80 << 30})
+	}
+	enc := json.NewEncoder(c)
+	if err := enc.Encode(h); err != nil {
+		t.Fatal(err)
+	}
+	return enc
+}
+
+// csvColumn is the values of one column of a CSV file, joined by commas.
+func csvColumn(t *testing.T, path, col string) string {
+	t.Helper()
+	recs := readCSV(t, path)
+	j := -1
+	for i, h := range recs[0] {
+		if h == col {
+			j = i
+		}
+	}
+	if j < 0 {
+		t.Fatalf("%s has no column %q", path, col)
+	}
+	var out []string
+	for _, r := range recs[1:] {
+		out = append(out, r[j])
+	}
+	return strings.Join(out, ",")
+}
+
+// Three rows of one process on one GPU at one time, all labelled "step":
+// x on the second deletes the second, r on the third renames the third,
+// in the TUI's CSV and in its recording's export alike.
+func TestEditTwinRowsInTerminal(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	rec := filepath.Join(dir, "live.gputop")
+	out := filepath.Join(dir, "live.csv")
+	tm := startTerm(t, 160, 50, "--source", "agent", "--socket", sock, "--record", rec, "--csv", out)
+	tm.waitFor("listening on")
+	enc := rowAgent(t, sock, 1)
+	at := time.Now().UnixNano()
+	for i := range 3 {
+		m := wire.Mark{Type: wire.TypeMark, T: at, Label: "step", Devs: []wire.DevStats{{Dev: 0, Allocated: uint64(i+1) << 30, Reserved: 4 << 30, Peak: 4 << 30}}}
+		if err := enc.Encode(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tm.waitFor("3072.00")
+	tm.keys("Tab", "Up") // the second
+	tm.waitFor("selected row 2 of 3: step")
+	tm.keys("x")
+	tm.waitFor(`delete row "step"?`)
+	tm.keys("Enter")
+	tm.waitFor(`deleted row "step"`)
+	tm.keys("Down")
+	tm.waitFor("selected row 2 of 2: step")
+	tm.keys("r", "C-u")
+	tm.keys("-l", "third")
+	tm.keys("Enter")
+	tm.waitFor(`renamed row "step" to "third"`)
+	tm.keys("q")
+	tm.waitExit()
+	const want = "step=1024.00,third=3072.00"
+	pairs := func(path string) string {
+		labels, mib := strings.Split(csvColumn(t, path, "label"), ","), strings.Split(csvColumn(t, path, "allocated_mb"), ",")
+		var out []string
+		for i := range labels {
+			out = append(out, labels[i]+"="+mib[i])
+		}
+		return strings.Join(out, ",")
+	}
+	if got := pairs(out); got != want {
+		t.Fatalf("the TUI's CSV: %s, want %s", got, want)
+	}
+	exported := filepath.Join(dir, "export.csv")
+	if o, code := run(t, "export", rec, "--csv", exported); code != 0 {
+		t.Fatalf("export: %d %s", code, o)
+	}
+	if got := pairs(exported); got != want {
+		t.Fatalf("the recording's export: %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,184 @@
+package store
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/gputop/gputop/wire"
+)
+
+// agentStore has device 0 and agent pid 9 on it (cuda:i = GPU i for the
+// devices given).
+func agentStore(opt Options, devs int) (*Store, *[]string) {
+	var log []string
+	opt.Log = func(l string) { log = append(log, l) }
+	st := New(opt)
+	h := wire.Hello{Type: wire.TypeHello, V: 1, PID: 9, T: 1}
+	for i := range devs {
+		uuid := fmt.Sprintf("GPU-%d", i)
+		st.SetDevice(Device{Index: i, UUID: uuid, Name: "g", Total: 1 << 30})
+		h.Devices = append(h.Devices, wire.AgentDevice{Index: i, UUID: uuid})
+	}
+	st.AgentHello(h)
+	return st, &log
+}
+
+func twinMark(st *Store, t int64, label string, allocs ...uint64) []wire.Snapshot {
+	var rows []wire.Snapshot
+	for _, a := range allocs {
+		rows = append(rows, st.AgentMark(9, wire.Mark{Type: wire.TypeMark, T: t, Label: label,
+			Devs: []wire.DevStats{{Dev: 0, Allocated: a}}})...)
+	}
+	return rows
+}
+
+func allocs(rows []wire.Snapshot) []uint64 {
+	var out []uint64
+	for _, r := range rows {
+		out = append(out, *r.Allocated)
+	}
+	return out
+}
+
+// Two rows of one process on one device at one time with one label are
+// two rows: an edit by ID changes the one it names, and its marker with
+// it. An edit without an ID (a recording made before ids) names the first.
+func TestEditRowTwins(t *testing.T) {
+	st, _ := agentStore(DefaultOptions(), 1)
+	rows := twinMark(st, 100*ms, "step", 1, 2, 3)
+	if rows[0].ID == 0 || rows[0].ID == rows[1].ID || rows[1].ID == rows[2].ID {
+		t.Fatalf("row ids %d %d %d", rows[0].ID, rows[1].ID, rows[2].ID)
+	}
+	second := wire.RowEdit{ID: rows[1].ID, T: 100 * ms, Dev: 0, PID: 9, Label: "step", Delete: true}
+	if old, e, ok := st.EditRow(second); !ok || *old.Allocated != 2 || e.ID != rows[1].ID {
+		t.Fatalf("delete of the second: %v %+v", ok, old)
+	}
+	if got := allocs(st.Snapshots()); !slices.Equal(got, []uint64{1, 3}) {
+		t.Fatalf("after deleting the second twin: %v, want [1 3]", got)
+	}
+	if _, _, ok := st.EditRow(second); ok {
+		t.Fatal("a deleted row was deleted again")
+	}
+	if _, _, ok := st.EditRow(wire.RowEdit{ID: rows[2].ID, T: 100 * ms, Dev: 0, PID: 9, Label: "step", Rename: "third"}); !ok {
+		t.Fatal("rename of the third found nothing")
+	}
+	// the ID names the row only with its time, device, process and label
+	for _, e := range []wire.RowEdit{
+		{ID: rows[0].ID, T: 100*ms + 1, Dev: 0, PID: 9, Label: "step", Delete: true},
+		{ID: rows[0].ID, T: 100 * ms, Dev: 1, PID: 9, Label: "step", Delete: true},
+		{ID: rows[0].ID, T: 100 * ms, Dev: 0, PID: 8, Label: "step", Delete: true},
+		{ID: rows[0].ID, T: 100 * ms, Dev: 0, PID: 9, Label: "third", Delete: true},
+	} {
+		if _, _, ok := st.EditRow(e); ok {
+			t.Errorf("edit %+v found a row", e)
+		}
+	}
+	var labels []string
+	for _, m := range st.Markers() {
+		labels = append(labels, fmt.Sprintf("%s#%d", m.Label, m.Row))
+	}
+	if want := []string{fmt.Sprintf("step#%d", rows[0].ID), fmt.Sprintf("third#%d", rows[2].ID)}; !slices.Equal(labels, want) {
+		t.Fatalf("markers %v, want %v", labels, want)
+	}
+	// without an ID: the first row that fits, in time order
+	twinMark(st, 200*ms, "again", 4, 5)
+	if old, _, ok := st.EditRow(wire.RowEdit{T: 200 * ms, Dev: 0, PID: 9, Label: "again", Delete: true}); !ok || *old.Allocated != 4 {
+		t.Fatalf("delete without an id: %v %+v", ok, old)
+	}
+	if got := allocs(st.Snapshots()); !slices.Equal(got, []uint64{1, 3, 5}) {
+		t.Fatalf("rows %v, want [1 3 5]", got)
+	}
+}
+
+// The rows, their markers and counts stay what a plain list of rows would
+// give, through rows added out of time order, renames and deletes (holes
+// taken out together).
+func TestRowsFollowAModel(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	st := New(DefaultOptions())
+	st.SetDevice(Device{Index: 0, UUID: "GPU-0", Name: "g", Total: 1 << 30})
+	st.SetDevice(Device{Index: 1, UUID: "GPU-1", Name: "g", Total: 1 << 30})
+	var model []wire.Snapshot // what the store should hold, in its order
+	for step := range 1500 {
+		switch op := rng.Intn(10); {
+		case op < 5 || len(model) == 0:
+			r := st.AddSnapshot(wire.Snapshot{T: int64(1 + rng.Intn(200)), Label: fmt.Sprintf("r%d", step),
+				Dev: rng.Intn(2), PID: rng.Intn(3), Source: "key", End: rng.Intn(8) == 0})
+			i, _ := slices.BinarySearchFunc(model, r.T+1, func(m wire.Snapshot, t int64) int { return int(m.T - t) })
+			for i < len(model) && model[i].T <= r.T {
+				i++
+			}
+			model = slices.Insert(model, i, r)
+		default:
+			i := rng.Intn(len(model))
+			r := model[i]
+			e := wire.RowEdit{ID: r.ID, T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label}
+			if op < 8 {
+				e.Delete = true
+				model = slices.Delete(model, i, i+1)
+			} else {
+				e.Rename = fmt.Sprintf("renamed %d", step)
+				model[i].Label = e.Rename
+			}
+			if _, _, ok := st.EditRow(e); !ok {
+				t.Fatalf("step %d: the edit of row %d found nothing", step, r.ID)
+			}
+		}
+		if got := st.Snapshots(); !slices.Equal(rowKeys(got), rowKeys(model)) {
+			t.Fatalf("step %d: rows\n%v\nwant\n%v", step, ids(got), ids(model))
+		}
+		at := int64(rng.Intn(210))
+		want := 0
+		for _, r := range model {
+			if r.T <= at {
+				want++
+			}
+		}
+		if got := st.CountSnapshots(at); got != want {
+			t.Fatalf("step %d: CountSnapshots(%d) = %d, want %d", step, at, got, want)
+		}
+		if got := st.CountMarkers(at); got != want {
+			t.Fatalf("step %d: CountMarkers(%d) = %d, want %d", step, at, got, want)
+		}
+		var marks []Marker
+		for i := range model {
+			marks = append(marks, rowMarker(&model[i]))
+		}
+		if got := st.Markers(); !slices.Equal(got, marks) {
+			t.Fatalf("step %d: markers differ from the rows", step)
+		}
+		if got, want := st.LastSnapshots(3), model[max(len(model)-3, 0):]; !slices.Equal(rowKeys(got), rowKeys(want)) {
+			t.Fatalf("step %d: last rows %v, want %v", step, ids(got), ids(want))
+		}
+		if sh := st.Shape(); sh.Snapshots != len(model) || sh.Markers != len(model) {
+			t.Fatalf("step %d: shape %+v, %d rows", step, sh, len(model))
+		}
+	}
+}
+
+// rowKey is what tells rows apart in a comparison.
+type rowKey struct {
+	id       uint64
+	t        int64
+	label    string
+	dev, pid int
+	end      bool
+}
+
+func rowKeys(rows []wire.Snapshot) []rowKey {
+	out := make([]rowKey, len(rows))
+	for i, r := range rows {
+		out[i] = rowKey{r.ID, r.T, r.Label, r.Dev, r.PID, r.End}
+	}
+	return out
+}
+
+func ids(rows []wire.Snapshot) []uint64 {
+	var out []uint64
+	for _, r := range rows {
+		out = append(out, r.ID)
+	}
+	return out
+}
