@@ -14,6 +14,15 @@ import (
 	"github.com/gputop/gputop/store"
 )
 
+// loadWarnings are a load's warnings, with how many more there were.
+func loadWarnings(info recording.Info) []string {
+	ws := info.Warnings
+	if n := info.Warned - len(ws); n > 0 {
+		ws = append(ws[:len(ws):len(ws)], fmt.Sprintf("%d more warnings like these", n))
+	}
+	return ws
+}
+
 // droppedNote says what a recording lacks: what its recorder dropped when it
 // fell behind, and frames too long for a recording line.
 func droppedNote(d recording.Drops) string {
@@ -73,6 +82,9 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 			say(stderr, "gputop export:", err)
 			code = 1
 		}
+	}
+	for _, w := range loadWarnings(info) {
+		say(stderr, "gputop export: warning:", w)
 	}
 	if err := snapshot.WriteStoreCSV(*out, st); err != nil {
 		say(stderr, "gputop export:", err)

@@ -36,6 +36,9 @@ func startReplay(ctx context.Context, path string, in *ingest.Ingest, log *logbo
 		if r.info.Dropped.Any() {
 			log.Add(droppedNote(r.info.Dropped))
 		}
+		for _, w := range loadWarnings(r.info) {
+			log.Add(w)
+		}
 	}()
 	// the store's generation moves with the first frame ingested
 	tick := time.NewTicker(5 * time.Millisecond)

@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,5 +115,100 @@ func TestEditTwinRowsInTerminal(t *testing.T) {
 	}
 	if got := pairs(exported); got != want {
 		t.Fatalf("the recording's export: %s, want %s", got, want)
+	}
+}
+
+// A TUI --record whose output stalled drops the rows it cannot queue;
+// the user's rename of such a row is not recorded either (counted as
+// dropped), so the recording still loads to its end: export keeps the
+// renames of the rows it has.
+func TestTUIRecordDropsEditOfDroppedRow(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	fifo := filepath.Join(dir, "rec.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// a reader that opens the FIFO and reads nothing yet: the recorder
+	// fills the pipe, then its queue, then drops
+	opened := make(chan *os.File, 1)
+	go func() {
+		f, err := os.Open(fifo)
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- f
+	}()
+	tm := startTerm(t, 160, 50, "--source", "agent", "--socket", sock, "--record", fifo)
+	r := <-opened
+	defer r.Close()
+	tm.waitFor("listening on")
+	enc := rowAgent(t, sock, 1)
+	const marks = 10_000 // more rows than the pipe and the recorder's queue hold
+	at := time.Now().UnixNano()
+	for i := 1; i <= marks; i++ {
+		m := wire.Mark{Type: wire.TypeMark, T: at + int64(i)*1000, Label: fmt.Sprintf("m%05d", i), Devs: []wire.DevStats{{Dev: 0, Allocated: uint64(i)}}}
+		if err := enc.Encode(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tm.waitFor(fmt.Sprintf("m%05d", marks))
+	// the output reads again; a snapshot after it all shows when the
+	// recorder has caught up
+	copied := filepath.Join(dir, "rec.gputop")
+	cf, err := os.Create(copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := io.Copy(cf, r); cf.Close(); done <- err }()
+	tm.keys("s")
+	tm.waitFor("snapshot label:")
+	tm.keys("C-u")
+	tm.keys("-l", "caught up")
+	tm.keys("Enter")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if b, _ := os.ReadFile(copied); bytes.Contains(b, []byte(`"label":"caught up"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the recorder never caught up")
+		}
+	}
+	tm.keys("Tab", "Up") // the last mark, which the recorder dropped
+	tm.waitFor(fmt.Sprintf("m%05d", marks) + " at")
+	tm.keys("r", "C-u")
+	tm.keys("-l", "late")
+	tm.keys("Enter")
+	tm.waitFor(`renamed row "m10000" to "late"`)
+	tm.keys("g") // the first mark, which it wrote
+	tm.waitFor("selected row 1 of")
+	tm.keys("r", "C-u")
+	tm.keys("-l", "first")
+	tm.keys("Enter")
+	tm.waitFor(`renamed row "m00001" to "first"`)
+	tm.keys("q")
+	tm.waitExit()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(copied)
+	written := false
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		written = written || bytes.Contains(l, []byte(`"type":"snapshot"`)) && bytes.Contains(l, []byte(`"label":"m10000"`))
+	}
+	if !bytes.Contains(data, []byte(`"type":"dropped"`)) || written {
+		t.Fatalf("the recorder did not drop the last mark's row (%d bytes)", len(data))
+	}
+	exported := filepath.Join(dir, "export.csv")
+	o, code := run(t, "export", copied, "--csv", exported)
+	if code != 0 || strings.Contains(o, "skipped a row_edit") {
+		t.Fatalf("export: %d %s", code, o)
+	}
+	if labels := csvColumn(t, exported, "label"); !strings.HasPrefix(labels, "first,m00002,") || strings.Contains(labels, "late") {
+		t.Fatalf("exported labels %.200s", labels)
+	}
+	if !strings.Contains(o, "the recorder dropped") {
+		t.Errorf("export does not say what the recorder dropped: %s", o)
 	}
 }

@@ -21,16 +21,15 @@ import (
 // than the line it returns, so a live stream's frames come out as soon as
 // their line is whole.
 type Decoder struct {
-	lastOff int64 // the byte the line of the frame Next returned last starts at
-	name    string
-	br      *bufio.Reader
-	long    []byte // a line longer than the bufio buffer
-	off     int64  // start of the current line
-	line    int    // current line number
-	header  bool
-	hdr     wire.Recording
-	batch   wire.NVML // reused by the batch fast path
-	err     error     // sticky: once a line is bad, every later Next returns it
+	name   string
+	br     *bufio.Reader
+	long   []byte // a line longer than the bufio buffer
+	off    int64  // start of the current line
+	line   int    // current line number
+	header bool
+	hdr    wire.Recording
+	batch  wire.NVML // reused by the batch fast path
+	err    error     // sticky: once a line is bad, every later Next returns it
 
 	// Skipped counts frames skipped: unknown types (from a newer writer)
 	// and frames that do not belong in a recording.
@@ -118,7 +117,6 @@ func (d *Decoder) next() (wire.Frame, error) {
 			}
 			return nil, ferr
 		}
-		d.lastOff = d.off
 		d.off += int64(len(line))
 		if f != nil {
 			return f, nil
@@ -133,11 +131,8 @@ func (d *Decoder) errf(format string, args ...any) *FormatError {
 	return &FormatError{File: d.name, Offset: d.off, Line: d.line, Msg: fmt.Sprintf(format, args...)}
 }
 
-// errLast is an error about the frame Next returned last, at its line, for
-// what only applying it can find.
-func (d *Decoder) errLast(format string, args ...any) *FormatError {
-	return &FormatError{File: d.name, Offset: d.lastOff, Line: d.line, Msg: fmt.Sprintf(format, args...)}
-}
+// Line is the line number of the frame Next returned last.
+func (d *Decoder) Line() int { return d.line }
 
 // frame decodes one line. It returns nil, nil for a line that holds no
 // frame to hand on: blank, a repeated header, a skipped type.

@@ -163,3 +163,51 @@ func countDropped(st *Stats, it item) {
 
 func (f Dropped) FrameType() string { return TypeDropped }
 func (f Dropped) Typed() wire.Frame { f.Type = TypeDropped; return f }
+
+// maxUnwritten bounds the row ids a Writer remembers as not written.
+const maxUnwritten = 1 << 16
+
+// unwritten are the rows (by ID) a Writer dropped: an edit of one is
+// dropped too, since the file has no row for it to name. Past
+// maxUnwritten ids, every row up to the newest dropped counts as dropped
+// (an edit of one of them is dropped though its row may be in the file).
+type unwritten struct {
+	ids     map[uint64]bool
+	through uint64
+}
+
+// add notes the row of f (a snapshot row, an OOM's) as not written.
+func (u *unwritten) add(f any) {
+	var id uint64
+	switch v := f.(type) {
+	case wire.Snapshot:
+		id = v.ID
+	case wire.OOM:
+		id = v.Row
+	}
+	switch {
+	case id == 0:
+	case len(u.ids) < maxUnwritten:
+		if u.ids == nil {
+			u.ids = map[uint64]bool{}
+		}
+		u.ids[id] = true
+	default:
+		u.through = max(u.through, id)
+	}
+}
+
+// has reports whether the row with this id was not written.
+func (u *unwritten) has(id uint64) bool { return id != 0 && (u.ids[id] || id <= u.through) }
+
+// editOfUnwritten reports whether it is an edit of a row not written
+// (dropped while the edit waited in the queue).
+func (w *Writer) editOfUnwritten(it item) bool {
+	e, ok := it.f.(wire.RowEdit)
+	if !ok {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rows.has(e.ID)
+}

@@ -32,6 +32,11 @@ type Info struct {
 	End     int64 // latest time in the frames loaded
 	Bytes   int64 // bytes consumed: the whole input, or up to the bad line
 	Dropped Drops // what the recorder could not write: its dropped lines, summed
+	// Warnings are about lines loaded with something left out (a row_edit
+	// of a row the recording lacks), each naming its line: the first
+	// maxWarnings of them; Warned counts them all.
+	Warnings []string
+	Warned   int
 }
 
 // FormatError is a recording line that could not be loaded. Everything
@@ -135,8 +140,7 @@ func (l *loader) run() error {
 	}
 }
 
-// apply loads one decoded frame. Its error is about what only the store
-// can tell (an edit of a row it does not hold).
+// apply loads one decoded frame.
 func (l *loader) apply(f wire.Frame) error {
 	typ := f.FrameType()
 	if typ == wire.TypeRecording {
@@ -176,7 +180,7 @@ func (l *loader) apply(f wire.Frame) error {
 	case wire.Host:
 		l.in.Apply(0, v)
 	case wire.RowEdit:
-		return l.edit(v)
+		l.edit(v)
 	case wire.Owned:
 		l.in.Apply(v.FramePID(), v) // holders, bye, ended, held
 	case wire.Samples:

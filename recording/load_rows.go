@@ -4,7 +4,14 @@
 
 package recording
 
-import "github.com/gputop/gputop/wire"
+import (
+	"fmt"
+
+	"github.com/gputop/gputop/wire"
+)
+
+// maxWarnings bounds the warnings Info keeps (Info.Warned counts all).
+const maxWarnings = 20
 
 // rowIDs maps a recording's row ids to the store's.
 type rowIDs struct {
@@ -35,26 +42,47 @@ func (r *rowIDs) made(id uint64, rows []wire.Snapshot) {
 // edit applies a row_edit to the row it names: by the recording's id for
 // it, or, without one (recordings made before rows had ids), by its time,
 // device, process and label. An edit whose row the store does not hold is
-// an error of its line.
-func (l *loader) edit(e wire.RowEdit) error {
+// skipped with a warning naming its line, whether or not the recorder
+// dropped lines: an edit without its row changes nothing, and refusing the
+// line would lose every line after it.
+func (l *loader) edit(e wire.RowEdit) {
 	fileID := e.ID
 	if fileID != 0 {
 		id, ok := l.rows.ids[fileID]
 		if !ok {
-			return l.missing(e)
+			l.skipEdit(e)
+			return
 		}
 		e.ID = id
 	}
 	if len(l.in.Apply(e.PID, e)) == 0 {
-		return l.missing(e)
+		l.skipEdit(e)
+		return
 	}
 	if e.Delete && fileID != 0 {
 		delete(l.rows.ids, fileID)
 	}
-	return nil
 }
 
-func (l *loader) missing(e wire.RowEdit) error {
-	return l.dec.errLast("row_edit frame: row_edit names no snapshot row: none labelled %q of pid %d on device %d at t %d",
-		wire.Clip(e.Label, 60), e.PID, e.Dev, e.T)
+// skipEdit warns of an edit whose row is not in the store.
+func (l *loader) skipEdit(e wire.RowEdit) {
+	why := "the recording has no such row before it"
+	switch {
+	case l.info.Dropped.Any():
+		why = fmt.Sprintf("its row is not in the recording: the recorder dropped %s before this line (its output did not keep up), the row likely among them", l.info.Dropped)
+	}
+	what := "rename"
+	if e.Delete {
+		what = "delete"
+	}
+	l.warn(fmt.Sprintf("%s: line %d: skipped a row_edit (%s of the row %q of pid %d on device %d at t %d): %s",
+		l.dec.name, l.dec.Line(), what, wire.Clip(e.Label, 60), e.PID, e.Dev, e.T, why))
+}
+
+// warn adds a warning to Info.
+func (l *loader) warn(w string) {
+	l.info.Warned++
+	if len(l.info.Warnings) < maxWarnings {
+		l.info.Warnings = append(l.info.Warnings, w)
+	}
 }

@@ -3,6 +3,7 @@ package recording
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -65,14 +66,13 @@ func TestRowEditsLoadBack(t *testing.T) {
 	}
 }
 
-// A row_edit that names no row, or does neither or both, is refused with
-// the line and the reason; what came before it is kept.
+// A row_edit that does neither or both is refused with the line and the
+// reason; what came before it is kept.
 func TestRowEditRefused(t *testing.T) {
 	for _, tc := range []struct {
 		edit wire.RowEdit
 		want string
 	}{
-		{wire.RowEdit{T: base + 5, Dev: 0, Label: "nope", Delete: true}, `names no snapshot row: none labelled "nope" of pid 0 on device 0`},
 		{wire.RowEdit{T: base + 5, Dev: 0, Label: "a"}, `neither "rename" (a new label) nor "delete" given`},
 		{wire.RowEdit{T: base + 5, Dev: 0, Label: "a", Rename: "b", Delete: true}, `"rename" and "delete" both given`},
 	} {
@@ -91,6 +91,117 @@ func TestRowEditRefused(t *testing.T) {
 		if rows := st.Snapshots(); len(rows) != 1 || rows[0].Label != "a" {
 			t.Errorf("rows before the bad line: %s", js(rows))
 		}
+	}
+}
+
+// A writer that could not write a row (its output fell behind) does not
+// write the user's later edit of that row either: it counts the edit as
+// dropped, and the recording loads to its end, with the edits of the rows
+// it has.
+func TestWriterDropsEditsOfRowsItDropped(t *testing.T) {
+	path := tempPath(t, "run.gputop")
+	w := NewWriter(header())
+	live := tap(store.New(liveOptions()), w)
+	live.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30, Source: "nvml"})
+	live.TakeSnapshot("kept", 0, base+1*ms, "key", nil)
+	// before Start the writer queues up to maxQueue lines, as it does
+	// behind an output that does not keep up; past them it drops
+	for i := 0; w.Stats().DroppedFrames == 0; i++ {
+		live.SetProcs(0, base+2*ms+int64(i), nil)
+	}
+	live.TakeSnapshot("lost", 0, base+3*ms, "key", nil)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(f, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := w.Stats().DroppedFrames
+	// the output keeps up again; the user renames both rows
+	if _, ok := live.EditRow(wire.RowEdit{T: base + 3*ms, Dev: 0, Label: "lost", Rename: "lost, renamed"}); !ok {
+		t.Fatal("the live store has no row lost")
+	}
+	if _, ok := live.EditRow(wire.RowEdit{T: base + 1*ms, Dev: 0, Label: "kept", Rename: "kept, renamed"}); !ok {
+		t.Fatal("the live store has no row kept")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := w.Stats().DroppedFrames - before; d != 1 {
+		t.Fatalf("%d frames dropped after the output kept up, want 1 (the edit of the row not written)", d)
+	}
+	if n := bytes.Count(readFile(t, path), []byte(`"type":"row_edit"`)); n != 1 {
+		t.Fatalf("%d row_edit lines, want 1", n)
+	}
+	st := store.New(replayOptions())
+	info, err := Load(path, st)
+	if err != nil {
+		t.Fatalf("the recording does not load to its end: %v", err)
+	}
+	if rows := st.Snapshots(); len(rows) != 1 || rows[0].Label != "kept, renamed" {
+		t.Fatalf("loaded rows %s", js(rows))
+	}
+	if !info.Dropped.Any() {
+		t.Fatal("the recording does not say what was dropped")
+	}
+}
+
+// A row_edit whose row the recording lacks is skipped with a warning
+// naming its line, whether the recorder dropped lines before it (the row
+// likely among them) or not; the lines after it load.
+func TestLoadSkipsEditsOfMissingRows(t *testing.T) {
+	row := func(id uint64, ms_ int64, label string) wire.Snapshot {
+		return wire.Snapshot{Type: wire.TypeSnapshot, ID: id, T: base + ms_*ms, Label: label, Dev: 0, Source: "key"}
+	}
+	edit := func(id uint64, ms_ int64, label, rename string) wire.RowEdit {
+		return wire.RowEdit{Type: wire.TypeRowEdit, ID: id, T: base + ms_*ms, Dev: 0, Label: label, Rename: rename}
+	}
+	for _, tc := range []struct {
+		name    string
+		dropped bool
+		missing wire.RowEdit
+		why     string
+	}{
+		{"dropped before", true, edit(3, 3, "c", "C"), "the recorder dropped 1 other frame before this line"},
+		{"nothing dropped", false, edit(3, 3, "c", "C"), "the recording has no such row before it"},
+		{"an edit without an id", false, edit(0, 3, "c", "C"), "the recording has no such row before it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			frames := []any{header(), wire.Device{Type: wire.TypeDevice, Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30},
+				row(1, 1, "a"), row(2, 2, "b")}
+			if tc.dropped {
+				frames = append(frames, Dropped{Type: TypeDropped, T: base + 3*ms, Drops: Drops{Frames: 1}})
+			}
+			frames = append(frames, tc.missing, edit(2, 2, "b", "B"), row(4, 4, "d"))
+			writeLines(&buf, frames...)
+			line := len(frames) - 2
+			st := store.New(store.DefaultOptions())
+			info, err := LoadReader("edits", &buf, st)
+			if err != nil {
+				t.Fatalf("the recording does not load to its end: %v", err)
+			}
+			var labels []string
+			for _, r := range st.Snapshots() {
+				labels = append(labels, r.Label)
+			}
+			if got := strings.Join(labels, ","); got != "a,B,d" {
+				t.Fatalf("rows %s, want a,B,d", got)
+			}
+			if info.Warned != 1 || len(info.Warnings) != 1 {
+				t.Fatalf("warnings %d %q", info.Warned, info.Warnings)
+			}
+			w := info.Warnings[0]
+			for _, want := range []string{fmt.Sprintf("edits: line %d: skipped a row_edit", line), `rename of the row "c"`, tc.why} {
+				if !strings.Contains(w, want) {
+					t.Errorf("warning %q lacks %q", w, want)
+				}
+			}
+		})
 	}
 }
 

@@ -78,6 +78,7 @@ type Writer struct {
 	next     int
 	err      error
 	stats    Stats
+	rows     unwritten // rows not written, so that their edits are not either (drops.go)
 
 	wake   chan struct{}
 	quit   chan struct{}
@@ -230,6 +231,10 @@ func (w *Writer) Frame(f wire.Frame) {
 		w.sample(v)
 		return
 	}
+	if e, ok := f.(wire.RowEdit); ok && w.rows.has(e.ID) {
+		w.stats.DroppedFrames++ // its row is not in the file: the edit would name none
+		return
+	}
 	if o, ok := f.(wire.Owned); ok && o.FramePID() > 0 {
 		// a process's samples go before what it said next (a bye, an
 		// ended, a new hello), as they arrived
@@ -251,6 +256,7 @@ func (w *Writer) Frame(f wire.Frame) {
 	}
 	if !w.push(item{f: f}) {
 		w.stats.DroppedFrames++
+		w.rows.add(f)
 	}
 }
 
@@ -434,7 +440,8 @@ func (w *Writer) drain() {
 		for i := range q {
 			var n int
 			var err error
-			if !failed {
+			skip := w.editOfUnwritten(q[i])
+			if !failed && !skip {
 				n, err = w.writeItem(q[i])
 			}
 			w.mu.Lock()
@@ -449,7 +456,7 @@ func (w *Writer) drain() {
 			}
 			switch {
 			case n < 0: // counted above
-			case failed || err != nil || n == 0: // n == 0: could not be encoded
+			case failed || skip || err != nil || n == 0: // n == 0: could not be encoded
 				countDropped(&w.stats, q[i])
 			default:
 				w.stats.Lines++
@@ -460,6 +467,9 @@ func (w *Writer) drain() {
 				if q[i].s != nil {
 					w.stats.AgentSamples += uint64(len(q[i].s.dt))
 				}
+			}
+			if n <= 0 {
+				w.rows.add(q[i].f) // a row not written: its edits are not either
 			}
 			if err != nil && w.err == nil {
 				w.err = err
