@@ -86,6 +86,10 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 	for _, w := range loadWarnings(info) {
 		say(stderr, "gputop export: warning:", w)
 	}
+	if b := st.Bounds(); b.RowsDropped > 0 {
+		say(stderr, fmt.Sprintf("gputop export: warning: %s has more rows than gputop keeps (%d): %d of the oldest are not in the CSV (each process's first row on a GPU and its end rows are kept while others can go)",
+			file, b.MaxRows, b.RowsDropped))
+	}
 	if err := snapshot.WriteStoreCSV(*out, st); err != nil {
 		say(stderr, "gputop export:", err)
 		return 1

@@ -212,3 +212,38 @@ func TestTUIRecordDropsEditOfDroppedRow(t *testing.T) {
 		t.Errorf("export does not say what the recorder dropped: %s", o)
 	}
 }
+
+// A label of a megabyte is cut where it comes in, and a mark across 100
+// GPUs makes rows for the first wire.MaxMarkRows: the TUI says both, and
+// its recording stays small.
+func TestLongLabelAndWideMarkInTerminal(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	rec := filepath.Join(dir, "live.gputop")
+	tm := startTerm(t, 200, 50, "--source", "agent", "--socket", sock, "--record", rec)
+	tm.waitFor("listening on")
+	const devs = 100
+	enc := rowAgent(t, sock, devs)
+	m := wire.Mark{Type: wire.TypeMark, T: time.Now().UnixNano(), Label: "wide " + strings.Repeat("y", wire.MaxFrameBytes-20_000)}
+	for i := range devs {
+		m.Devs = append(m.Devs, wire.DevStats{Dev: i, Allocated: 1 << 30})
+	}
+	if err := enc.Encode(m); err != nil {
+		t.Fatal(err)
+	}
+	tm.waitFor(fmt.Sprintf("%d devices of marks past %d got no row", devs-wire.MaxMarkRows, wire.MaxMarkRows))
+	tm.waitFor("1 labels cut to 256 bytes (…)")
+	tm.keys("q")
+	tm.waitExit()
+	exported := filepath.Join(dir, "export.csv")
+	if o, code := run(t, "export", rec, "--csv", exported); code != 0 {
+		t.Fatalf("export: %d %s", code, o)
+	}
+	labels := strings.Split(csvColumn(t, exported, "label"), ",")
+	if len(labels) != wire.MaxMarkRows || len(labels[0]) > wire.MaxLabelBytes || !strings.HasSuffix(labels[0], wire.LabelCut) {
+		t.Fatalf("%d rows exported, the first labelled %d bytes", len(labels), len(labels[0]))
+	}
+	if fi, err := os.Stat(rec); err != nil || fi.Size() > 200<<10 {
+		t.Fatalf("the recording: %v bytes, %v", fi.Size(), err)
+	}
+}

@@ -209,7 +209,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	counter(descSnapshots, float64(c.st.Shape().Snapshots))
+	counter(descSnapshots, float64(c.st.Shape().RowsMade))
 	for _, s := range newestLabels(c.st.LastSnapshots(snapshotRowsRead), SnapshotLabels) {
 		gauge(descSnapTime, float64(s.T)/1e9, labelText(s.Label))
 	}

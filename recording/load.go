@@ -171,9 +171,9 @@ func (l *loader) apply(f wire.Frame) error {
 			l.info.Frames-- // AgentOOM already made this row
 			return nil
 		}
-		l.rows.made(v.ID, l.in.Apply(v.PID, v))
+		l.rows.made(v.ID, l.in.Apply(v.PID, v), l.st)
 	case wire.OOM:
-		l.rows.made(v.Row, l.in.Apply(v.PID, v))
+		l.rows.made(v.Row, l.in.Apply(v.PID, v), l.st)
 		l.oom.set, l.oom.pid, l.oom.t = true, v.PID, v.T
 	case Dropped:
 		l.info.Dropped.add(v.Drops)

@@ -7,6 +7,7 @@ package recording
 import (
 	"fmt"
 
+	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -29,7 +30,7 @@ func (r *rowIDs) recording(joined int) {
 
 // made notes the store's id of the row (rows, as Apply made it) that the
 // recording calls id (0: the recording gave it none).
-func (r *rowIDs) made(id uint64, rows []wire.Snapshot) {
+func (r *rowIDs) made(id uint64, rows []wire.Snapshot, st *store.Store) {
 	if id == 0 || len(rows) != 1 {
 		return
 	}
@@ -37,6 +38,15 @@ func (r *rowIDs) made(id uint64, rows []wire.Snapshot) {
 		r.ids = map[uint64]uint64{}
 	}
 	r.ids[id] = rows[0].ID
+	// forget the rows the store no longer keeps (store.Options.MaxRows),
+	// so that the map stays about as small as the store's rows
+	if len(r.ids) > 2*st.Shape().Snapshots+1024 {
+		for k, v := range r.ids {
+			if !st.HasRow(v) {
+				delete(r.ids, k)
+			}
+		}
+	}
 }
 
 // edit applies a row_edit to the row it names: by the recording's id for
@@ -50,13 +60,13 @@ func (l *loader) edit(e wire.RowEdit) {
 	if fileID != 0 {
 		id, ok := l.rows.ids[fileID]
 		if !ok {
-			l.skipEdit(e)
+			l.skipEdit(e, false)
 			return
 		}
 		e.ID = id
 	}
 	if len(l.in.Apply(e.PID, e)) == 0 {
-		l.skipEdit(e)
+		l.skipEdit(e, fileID != 0)
 		return
 	}
 	if e.Delete && fileID != 0 {
@@ -64,10 +74,14 @@ func (l *loader) edit(e wire.RowEdit) {
 	}
 }
 
-// skipEdit warns of an edit whose row is not in the store.
-func (l *loader) skipEdit(e wire.RowEdit) {
+// skipEdit warns of an edit whose row is not in the store; loaded says the
+// recording had the row (so the store has let it go since: a store that
+// has let rows go forgets their ids too).
+func (l *loader) skipEdit(e wire.RowEdit, loaded bool) {
 	why := "the recording has no such row before it"
 	switch {
+	case loaded || l.st.Bounds().RowsDropped > 0:
+		why = fmt.Sprintf("its row is no longer kept (gputop keeps the newest %d rows)", l.st.Bounds().MaxRows)
 	case l.info.Dropped.Any():
 		why = fmt.Sprintf("its row is not in the recording: the recorder dropped %s before this line (its output did not keep up), the row likely among them", l.info.Dropped)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,7 +201,9 @@ func sameRecorded(t *testing.T, a, b *store.Store) {
 	if a.Start() != b.Start() || a.End() != b.End() {
 		t.Errorf("span: live %d..%d, loaded %d..%d", a.Start(), a.End(), b.Start(), b.End())
 	}
-	if al, bl := logOf(a).Lines(), logOf(b).Lines(); !reflect.DeepEqual(al, bl) {
+	// a label cut on the way in is recorded cut: loading has nothing to cut
+	al := slices.DeleteFunc(logOf(a).Lines(), func(l string) bool { return strings.Contains(l, "wire.MaxLabelBytes") })
+	if bl := logOf(b).Lines(); !slices.Equal(al, bl) {
 		t.Errorf("log: live %q, loaded %q", al, bl)
 	}
 }

@@ -287,3 +287,38 @@ func TestJoinedRecordingsKeepTheirRowIDs(t *testing.T) {
 		t.Fatalf("rows %s", got)
 	}
 }
+
+// A store that keeps fewer rows than a recording has loads its edits of
+// the rows it keeps; the edits of rows it let go are skipped, counted,
+// with the first warnings kept.
+func TestLoadEditsPastMaxRows(t *testing.T) {
+	var buf bytes.Buffer
+	frames := []any{header(), wire.Device{Type: wire.TypeDevice, Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30}}
+	const n = 5000
+	for i := range n {
+		frames = append(frames, wire.Snapshot{Type: wire.TypeSnapshot, ID: uint64(i + 1), T: base + int64(i)*ms, Label: "r", Dev: 0, Source: "key"})
+	}
+	for i := range n {
+		frames = append(frames, wire.RowEdit{Type: wire.TypeRowEdit, ID: uint64(i + 1), T: base + int64(i)*ms, Label: "r", Rename: fmt.Sprint(i)})
+	}
+	writeLines(&buf, frames...)
+	opt := replayOptions()
+	opt.MaxRows = 100
+	st := store.New(opt)
+	info, err := LoadReader("many", &buf, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := st.Snapshots()
+	if len(rows) > 100 || rows[len(rows)-1].Label != fmt.Sprint(n-1) || rows[0].Label != "0" {
+		t.Fatalf("%d rows kept, first %q, last %q", len(rows), rows[0].Label, rows[len(rows)-1].Label)
+	}
+	for _, r := range rows {
+		if r.Label == "r" {
+			t.Fatalf("a row kept was not renamed: %s", js(r))
+		}
+	}
+	if info.Warned != n-len(rows) || len(info.Warnings) != maxWarnings || !strings.Contains(info.Warnings[0], "no longer kept (gputop keeps the newest 100 rows)") {
+		t.Fatalf("%d warnings (%d rows kept), first %q", info.Warned, len(rows), info.Warnings[0])
+	}
+}

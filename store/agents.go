@@ -132,28 +132,37 @@ func (s *Store) AgentSample(pid int, smp wire.Sample) bool {
 	return true
 }
 
-// AgentMark turns a mark from code into one snapshot row per device.
+// AgentMark turns a mark from code into one snapshot row per device it
+// lists, for at most wire.MaxMarkRows devices (the rest are counted in
+// Bounds). Each row keeps the mark's dump, without the list of older
+// dumps removed, which only the log line of the mark names.
 func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
+	defer s.writeNotes()
 	dump := cleanDump(m.Dump)
-	if dump != nil {
-		defer func() { s.log(DumpLine(pid, m.Label, dump)) }() // after the lock is let go
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if dump != nil {
+		label, _ := cutLabel(m.Label, wire.MaxLabelBytes)
+		s.note(DumpLine(pid, label, dump))
+		d := *dump
+		d.Removed = nil
+		dump = &d
+	}
 	a := s.agents[pid]
 	if a == nil {
 		return nil
 	}
-	label, kind := m.Label, m.Kind
+	kind, suffix := m.Kind, ""
 	if kind == "" {
 		kind = wire.MarkSnapshot
 	}
 	switch kind {
 	case wire.MarkPhaseStart:
-		label += " (start)"
+		suffix = " (start)"
 	case wire.MarkPhaseEnd:
-		label += " (end)"
+		suffix = " (end)"
 	}
+	label := s.labelEnding(m.Label, suffix)
 	end := wire.IsEndLabel(label)
 	if m.End != nil {
 		end = *m.End
@@ -162,6 +171,14 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 	for _, ds := range m.Devs {
 		dev, ok := a.DevMap[ds.Dev]
 		if !ok {
+			continue
+		}
+		if len(rows) == wire.MaxMarkRows {
+			if s.bounds.MarkDevs == 0 {
+				s.note(fmt.Sprintf("pid %d: a mark listed more than %d devices: the devices past that (wire.MaxMarkRows) get no row; the snapshot pane counts them",
+					pid, wire.MaxMarkRows))
+			}
+			s.bounds.MarkDevs++
 			continue
 		}
 		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak

@@ -12,17 +12,24 @@ import (
 // the row whose ID is e.ID, which must still be the row of e.PID on
 // device e.Dev at e.T labelled e.Label; without an ID (a recording made
 // before rows had ids), the first row in time order that those fit. A
-// renamed row takes the new label, and so does its chart marker; a deleted row and its marker go, so the deltas,
+// renamed row takes the new label (as AddSnapshot keeps labels), and so
+// does its chart marker; a deleted row and its marker go, so the deltas,
 // verdicts and the CSV are worked out from the rows that are left. The
 // row is found through a map of IDs (or, without one, a search by time),
 // so that a recording of many edits loads in time linear in its length.
 // It returns the row as it was, the edit as applied (its text made
 // printable, the row's ID filled in) and whether the row was there.
 func (s *Store) EditRow(e wire.RowEdit) (wire.Snapshot, wire.RowEdit, bool) {
+	defer s.writeNotes()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.Type = wire.TypeRowEdit
-	e.Label, e.Rename = CleanText(e.Label), CleanText(e.Rename)
+	e.Label, _ = cutLabel(e.Label, wire.MaxLabelBytes) // as the row keeps it
+	if e.Delete {
+		e.Rename = CleanText(e.Rename)
+	} else {
+		e.Rename = s.label(e.Rename)
+	}
 	i := s.findRow(&e)
 	if i < 0 {
 		return wire.Snapshot{}, e, false

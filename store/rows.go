@@ -73,6 +73,7 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 // The peak covers [previous snapshot's time, row.T] (from the store's start
 // for the first row) and is exact while that range is inside the raw window.
 func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
+	defer s.writeNotes()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	kind := row.Kind
@@ -84,7 +85,7 @@ func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
 
 func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 	row.Type = wire.TypeSnapshot
-	row.Label, row.Source, kind = CleanText(row.Label), CleanText(row.Source), CleanText(kind)
+	row.Label, row.Source, kind = s.label(row.Label), CleanText(row.Source), CleanText(kind)
 	row.Held = cleanHeld(row.Held)
 	if row.Procs != nil {
 		ps := append([]wire.Proc{}, (*row.Procs)...)
@@ -192,9 +193,11 @@ func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
 // device also has processes without an agent, an end row without a process
 // lists them (Procs) as NVML saw them, for their verdict.
 func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool) ([]wire.Snapshot, []HolderAsk) {
+	defer s.writeNotes()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	isEnd := wire.IsEndLabel(CleanText(label))
+	label = s.label(label)
+	isEnd := wire.IsEndLabel(label)
 	if end != nil {
 		isEnd = *end
 	}

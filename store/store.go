@@ -55,6 +55,9 @@ type Options struct {
 	// snapshot rows, markers and names stay. 0 keeps every series (replay:
 	// a recording is shown whole).
 	KeepGone int
+	// MaxRows bounds the snapshot rows kept (0 or less: DefaultMaxRows):
+	// past it the oldest go, counted in Bounds (see keepRows).
+	MaxRows int
 	// Log receives the store's notes for the user (e.g. an agent's device
 	// past MaxDevices); nil drops them. Usually a logbook.Book's Add.
 	Log func(string)
@@ -73,6 +76,7 @@ func DefaultOptions() Options {
 			{time.Minute, 10_080},
 		},
 		KeepGone: 32,
+		MaxRows:  DefaultMaxRows,
 	}
 }
 
@@ -110,6 +114,8 @@ type Store struct {
 	rowIndex  map[uint64]int // a row's ID -> its index in snapshots
 	lastRow   uint64         // the ID of the newest row made: how many were
 	holes     int            // deleted rows still in snapshots
+	bounds    Bounds         // what the bounds on rows left out
+	notes     []string       // lines for Log, written once the lock is let go
 	markers   []Marker       // markers that are no row's (a row's is the row, markers.go)
 	// the newest marker's time (every snapshot row has one): End
 	lastMarker int64
@@ -136,6 +142,9 @@ func New(opt Options) *Store {
 	// A ring of zero slots or a zero-width bucket would panic on the first
 	// sample; an unsorted tier list would break the finest-first lookups.
 	opt.RawCapacity = max(opt.RawCapacity, 1)
+	if opt.MaxRows <= 0 {
+		opt.MaxRows = DefaultMaxRows
+	}
 	var tiers []TierSpec
 	for _, t := range opt.Tiers {
 		if t.Width > 0 && t.Buckets > 0 {
@@ -172,6 +181,7 @@ func (s *Store) Gen() uint64 { s.mu.RLock(); defer s.mu.RUnlock(); return s.gen 
 // compares it at every frame, so it copies nothing.
 type Shape struct {
 	Snapshots, Markers, Devices int
+	RowsMade                    uint64 // snapshot rows ever made, those deleted or dropped since included
 	Agents                      uint64 // moves on every hello, end, OOM and holders report
 	Rows                        uint64 // moves on every change to a snapshot row: added, completed, given its attribution
 	Hosts                       uint64 // moves on every change of a remote host's state
@@ -182,7 +192,7 @@ func (s *Store) Shape() Shape {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	rows := len(s.snapshots) - s.holes
-	return Shape{Snapshots: rows, Markers: rows + len(s.markers),
+	return Shape{Snapshots: rows, Markers: rows + len(s.markers), RowsMade: s.lastRow,
 		Devices: len(s.devices), Agents: s.agentsVer, Rows: s.rowsVer, Hosts: s.hostsVer}
 }
 
@@ -203,6 +213,21 @@ func CleanText(s string) string { return printable.Clean(s) }
 func (s *Store) log(line string) {
 	if s.opt.Log != nil {
 		s.opt.Log(line)
+	}
+}
+
+// note keeps a line for Log until writeNotes; the caller holds the lock.
+func (s *Store) note(line string) { s.notes = append(s.notes, line) }
+
+// writeNotes hands the lines note kept to Log. A mutator that may note
+// defers it before it takes the lock, so that it runs after the unlock.
+func (s *Store) writeNotes() {
+	s.mu.Lock()
+	notes := s.notes
+	s.notes = nil
+	s.mu.Unlock()
+	for _, l := range notes {
+		s.log(l)
 	}
 }
 

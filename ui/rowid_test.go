@@ -57,3 +57,25 @@ func TestEditsActOnTheSelectedTwin(t *testing.T) {
 		t.Errorf("the renamed row should stay selected:\n%s", ansi.Strip(m.table.View()))
 	}
 }
+
+// The snapshot pane says what the bounds on rows left out.
+func TestSnapshotPaneSaysWhatBoundsLeftOut(t *testing.T) {
+	opt := store.DefaultOptions()
+	opt.MaxRows = 16
+	st := twinStore(opt)
+	for i := range 40 {
+		st.AgentMark(9, wire.Mark{Type: wire.TypeMark, T: fixtureNow.UnixNano() - 4e8 + int64(i), Label: strings.Repeat("x", 300),
+			Devs: []wire.DevStats{{Dev: 0, Allocated: 1}}})
+	}
+	m := newModel(t, st, Options{}, 200, 50)
+	scr := screen(m)
+	b := st.Bounds()
+	for _, want := range []string{
+		fmt.Sprintf("%d older rows dropped (at most 16 kept; not in the CSV, a recording has them)", b.RowsDropped),
+		"40 labels cut to 256 bytes (…)",
+	} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("the pane does not say %q:\n%s", want, scr)
+		}
+	}
+}

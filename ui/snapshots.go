@@ -8,6 +8,8 @@ import (
 	"charm.land/lipgloss/v2"
 
 	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // summaryData is what the snapshot table shows.
@@ -21,6 +23,7 @@ type summaryData struct {
 	TorchPID string   // the process, as the process pane shows its pid
 	OOM      *oomNote // the selected device's latest OOM, explained under the table
 	Total    uint64   // the selected device's memory (0: unknown), for a selected OOM row
+	Bounds   store.Bounds
 }
 
 // tableModel is the summary: the reference tracker's table made live, with
@@ -102,7 +105,7 @@ func (m *tableModel) missing() (allocAll, allocAny, nvmlAll, nvmlAny bool) {
 
 func (m *tableModel) footnote() string {
 	_, allocAny, _, nvmlAny := m.missing()
-	var notes []string
+	notes := boundNotes(m.d.Bounds) // rows the table lacks come first
 	if allocAny {
 		notes = append(notes, dash+" allocated/reserved/peak: no agent attached at that moment (torch's allocator is only visible from inside the process)")
 	}
@@ -110,6 +113,21 @@ func (m *tableModel) footnote() string {
 		notes = append(notes, dash+" NVML used/peak: not sampled for this GPU then (an agent-only GPU, or --source agent)")
 	}
 	return strings.Join(notes, "; ")
+}
+
+// boundNotes say what the bounds on rows left out, every GPU's.
+func boundNotes(b store.Bounds) []string {
+	var notes []string
+	if b.RowsDropped > 0 {
+		notes = append(notes, fmt.Sprintf("%d older rows dropped (at most %d kept; not in the CSV, a recording has them)", b.RowsDropped, b.MaxRows))
+	}
+	if b.LabelsCut > 0 {
+		notes = append(notes, fmt.Sprintf("%d labels cut to %d bytes (%s)", b.LabelsCut, wire.MaxLabelBytes, wire.LabelCut))
+	}
+	if b.MarkDevs > 0 {
+		notes = append(notes, fmt.Sprintf("%d devices of marks past %d got no row", b.MarkDevs, wire.MaxMarkRows))
+	}
+	return notes
 }
 
 func (m *tableModel) View() string {

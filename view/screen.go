@@ -66,6 +66,7 @@ type Screen struct {
 
 	Rows     snapshot.DevRows // Dev's summary rows visible at the cursor
 	AllRows  int              // rows in all, every GPU
+	Bounds   store.Bounds     // what the bounds on rows left out
 	Start    int64            // the run's start
 	NVMLPeak *uint64          // Dev's highest NVML used up to the cursor
 	// the highest torch peak of the agent processes on Dev up to the
@@ -117,6 +118,7 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 	s.Selected, s.Picked = pick(s.Procs, q.PID, q.Picked)
 
 	s.Rows, s.AllRows = p.rows.Get(st, q.Replay, q.Cursor, devs, s.Dev)
+	s.Bounds = st.Bounds()
 	end := st.End() + 1
 	if q.atCursor() {
 		end = q.Cursor + 1
