@@ -50,10 +50,11 @@ func (s *Server) request(pid int, what string, dev *int) error {
 
 // snap takes a snapshot of every known device for `gputop snap LABEL`.
 func (s *Server) snap(c *client, f wire.Snap) {
+	label := wire.Clip(f.Label, wire.MaxLabelBytes) // the log line is drawn at every frame
 	devs := s.st.Devices()
 	if len(devs) == 0 {
 		s.reply(c, wire.Reply{Type: wire.TypeReply, Error: "no devices known yet"})
-		s.log(fmt.Sprintf("snapshot %q from the shell refused: no devices known yet", f.Label))
+		s.log(fmt.Sprintf("snapshot %q from the shell refused: no devices known yet", label))
 		s.finish(c, false, 0, "", "")
 		return
 	}
@@ -62,7 +63,7 @@ func (s *Server) snap(c *client, f wire.Snap) {
 		s.in.TakeSnapshot(f.Label, d.Index, t, "cli", f.End)
 	}
 	s.reply(c, wire.Reply{Type: wire.TypeReply, OK: true})
-	s.log(fmt.Sprintf("snapshot %q from the shell on %d device(s)", f.Label, len(devs)))
+	s.log(fmt.Sprintf("snapshot %q from the shell on %d device(s)", label, len(devs)))
 	s.finish(c, false, 0, "", "")
 }
 

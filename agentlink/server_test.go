@@ -643,6 +643,27 @@ func TestSnapRoundTrip(t *testing.T) {
 	}
 }
 
+// A snapshot from the shell with a label of nearly a megabyte makes rows
+// labelled with its first wire.MaxLabelBytes, and a log line (drawn at
+// every frame) as short.
+func TestSnapLongLabel(t *testing.T) {
+	st := newStore(t, true)
+	srv := startServer(t, st, nil)
+	long := strings.Repeat("z", wire.MaxFrameBytes-200)
+	if err := Snap(srv.Path(), long, nil, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range st.Snapshots() {
+		if len(r.Label) > wire.MaxLabelBytes || !strings.HasSuffix(r.Label, wire.LabelCut) {
+			t.Fatalf("row labelled %d bytes: %.80q", len(r.Label), r.Label)
+		}
+	}
+	line := srv.logs.wait(t, "from the shell on 2 device(s)")
+	if len(line) > 2*wire.MaxLabelBytes {
+		t.Fatalf("log line of %d bytes", len(line))
+	}
+}
+
 func TestSnapNoDevices(t *testing.T) {
 	srv := startServer(t, newStore(t, false), nil)
 	err := Snap(srv.Path(), "Epoch 5", nil, 5*time.Second)
