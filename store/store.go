@@ -55,6 +55,11 @@ type Options struct {
 	// snapshot rows, markers and names stay. 0 keeps every series (replay:
 	// a recording is shown whole).
 	KeepGone int
+	// KeepEnded bounds the ended agents kept: past it, the agent that
+	// ended longest ago is forgotten (its hello, its series; its rows
+	// and markers stay, and its place in a job while a row names it) and
+	// counted (EndedForgotten). 0 keeps every agent (replay).
+	KeepEnded int
 	// Log receives the store's notes for the user (e.g. an agent's device
 	// past MaxDevices); nil drops them. Usually a logbook.Book's Add.
 	Log func(string)
@@ -72,7 +77,8 @@ func DefaultOptions() Options {
 			{10 * time.Second, 8_640},
 			{time.Minute, 10_080},
 		},
-		KeepGone: 32,
+		KeepGone:  32,
+		KeepEnded: 64,
 	}
 }
 
@@ -101,9 +107,12 @@ type Store struct {
 	procsAt   map[int]int64
 	procNames map[int]string // pid -> last known name
 	agents    map[int]*Agent
-	agentsVer uint64 // moves on every change of an agent's state (Shape)
-	rowsVer   uint64 // moves on every change to the snapshot rows (Shape)
-	gone      []int  // processes whose series may be dropped, longest gone first (KeepGone)
+	agentsVer uint64             // moves on every change of an agent's state (Shape)
+	ended     []int              // agents that ended, longest ended first (KeepEnded)
+	forgotten map[int]int        // ended agents forgotten, by store device (KeepEnded)
+	places    map[int]wire.Place // the places of forgotten agents whose rows are kept
+	rowsVer   uint64             // moves on every change to the snapshot rows (Shape)
+	gone      []int              // processes whose series may be dropped, longest gone first (KeepGone)
 	snapshots []wire.Snapshot
 	markers   []Marker
 	// the newest marker's time (every snapshot row has one): End
@@ -146,6 +155,8 @@ func New(opt Options) *Store {
 		procsAt:   map[int]int64{},
 		procNames: map[int]string{},
 		agents:    map[int]*Agent{},
+		forgotten: map[int]int{},
+		places:    map[int]wire.Place{},
 		awaiting:  map[int][]awaitRow{},
 	}
 }
