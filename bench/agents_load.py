@@ -229,17 +229,21 @@ def phase_concurrent(binary: str, a: argparse.Namespace) -> dict:
     try:
         before = g.usage()
         c0, t0 = cpu_ticks(g.pid), time.monotonic()
-        failed, why = 0, ""
+        failed, early, why = 0, 0, ""
         for i in range(a.concurrent):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 s.connect(g.sock)
-                s.sendall(hello(300_000 + i, ["python", "train.py"]))
-                conns.append(s)
             except OSError as e:
                 failed += 1
                 why = why or f"{type(e).__name__}: {e}"
                 s.close()
+                continue
+            try:
+                s.sendall(hello(300_000 + i, ["python", "train.py"]))
+            except OSError:
+                early += 1  # closed before the hello went out: refused, its reply read below
+            conns.append(s)
         time.sleep(3)
         held = refused = closed = 0
         reason = ""
@@ -259,6 +263,7 @@ def phase_concurrent(binary: str, a: argparse.Namespace) -> dict:
             else:
                 closed += 1
         r = {"attempted": a.concurrent, "connect_failed": failed, "connect_error": why, "held": held, "refused": refused,
+             "refused_before_hello_sent": early,
              "closed_otherwise": closed, "reason": reason,
              "cpu_pct_while_opening": round((cpu_ticks(g.pid) - c0) / CLK_TCK / (time.monotonic() - t0) * 100, 1)}
         r["idle_cpu_pct_holding"] = g.cpu_pct(a.idle)
