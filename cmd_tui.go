@@ -179,6 +179,6 @@ func logTo(o store.Options, log *logbook.Book) store.Options {
 func replayOptions() store.Options {
 	o := store.DefaultOptions()
 	o.RawCapacity = 2_000_000
-	o.KeepGone = 0 // a recording is shown whole
+	o.KeepGone, o.KeepEnded = 0, 0 // a recording is shown whole
 	return o
 }

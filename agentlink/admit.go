@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -15,8 +16,13 @@ import (
 // encoding again can still make it longer (`{}` for a holders group comes
 // back with all its fields), and recording.MaxLineBytes is set from this
 // bound. Samples and byes are small and fixed in form, so only their time
-// is checked.
+// is checked. A hello must be one a training process can send (checkHello).
 func admit(f any, now time.Time) error {
+	if h, ok := f.(wire.Hello); ok {
+		if err := checkHello(h); err != nil {
+			return err
+		}
+	}
 	if t, ok := frameTime(f); ok {
 		if d := time.Duration(t - now.UnixNano()); d > wire.MaxClockSkew || d < -wire.MaxClockSkew {
 			return fmt.Errorf("%s: \"t\" %d (%s) is more than %v from gputop's clock (%s)",
@@ -55,4 +61,30 @@ func frameTime(f any) (int64, bool) {
 		return f.T, true
 	}
 	return 0, false
+}
+
+// What one process's hello may list: more devices than any machine gives a
+// process, or a UUID longer than NVML's, is no training process's, and
+// the store keeps a hello per agent.
+const (
+	MaxHelloDevices = 64
+	maxUUIDBytes    = 96 // NVML_DEVICE_UUID_V2_BUFFER_SIZE, its NUL included
+)
+
+// checkHello refuses a hello no training process sends: a pid above Linux's
+// (those are the keys of remote hosts' processes, store.HostPID), more
+// than MaxHelloDevices devices, a UUID longer than NVML's.
+func checkHello(h wire.Hello) error {
+	if h.PID >= 1<<store.PIDBits {
+		return fmt.Errorf(`hello: "pid" %d is not a Linux process id (at most %d)`, h.PID, 1<<store.PIDBits-1)
+	}
+	if len(h.Devices) > MaxHelloDevices {
+		return fmt.Errorf(`hello: %d "devices"; gputop takes at most %d from one process`, len(h.Devices), MaxHelloDevices)
+	}
+	for i, d := range h.Devices {
+		if len(d.UUID) >= maxUUIDBytes {
+			return fmt.Errorf(`hello: devices[%d]: "uuid" is %d bytes long; NVML's are shorter than %d`, i, len(d.UUID), maxUUIDBytes)
+		}
+	}
+	return nil
 }

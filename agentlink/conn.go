@@ -14,14 +14,15 @@ import (
 	"time"
 
 	"github.com/gputop/gputop/printable"
+	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
 // client is one connection.
 type client struct {
 	conn    *net.UnixConn
-	peerPID int          // from SO_PEERCRED, for logs before a hello
-	pid     int          // from the hello, as NVML counts it (hostPID); 0 before it
+	peerPID int          // from SO_PEERCRED, for logs before a hello; 0: not visible from here
+	pid     int          // the key it is filed under (agentKey); 0 before its hello
 	name    string       // argv[0]'s base name, for logs
 	devs    map[int]bool // torch indices listed in the hello
 	warned  map[int]bool // unknown torch indices already logged
@@ -65,7 +66,10 @@ func (c *client) write(b []byte, timeout time.Duration) error {
 
 func (c *client) who() string {
 	if c.pid != 0 {
-		return fmt.Sprintf("pid %d (%s)", c.pid, c.name)
+		return fmt.Sprintf("pid %s (%s)", store.PIDText(c.pid), c.name)
+	}
+	if c.peerPID == 0 {
+		return "a client in another pid namespace"
 	}
 	return fmt.Sprintf("client pid %d", c.peerPID)
 }
@@ -80,6 +84,7 @@ func checkPeerUID(peer, ours int) error {
 
 func (s *Server) handle(nc *net.UnixConn) {
 	defer s.wg.Done()
+	defer s.open.Add(-1)
 	c := &client{conn: nc, done: make(chan struct{}), out: make(chan []byte, s.pending)}
 	s.mu.Lock()
 	if s.closing {
@@ -189,7 +194,6 @@ func (c *client) known(s *Server, dev int, what string) bool {
 func (s *Server) hello(c *client, h wire.Hello) bool {
 	first := c.pid == 0
 	inner := h.PID
-	h.PID = hostPID(c.peerPID, h.PID)
 	c.devs = map[int]bool{}
 	for _, d := range h.Devices {
 		c.devs[d.Index] = true
@@ -202,9 +206,12 @@ func (s *Server) hello(c *client, h wire.Hello) bool {
 		s.mu.Unlock()
 		return false
 	}
+	if first {
+		c.pid = s.agentKey(c.peerPID, h.PID)
+	}
+	h.PID = c.pid // a later hello has the same pid (session)
 	old := s.agents[h.PID]
 	s.agents[h.PID] = c
-	c.pid = h.PID
 	// Under s.mu, so that the old connection's end cannot be recorded after
 	// this hello and mark the new connection ended.
 	s.in.Apply(h.PID, h)
@@ -238,26 +245,55 @@ func (s *Server) hello(c *client, h wire.Hello) bool {
 	if !first {
 		verb = "updated its devices"
 	}
-	if inner != h.PID {
+	switch {
+	case store.NamespaceConn(h.PID) > 0:
+		verb += fmt.Sprintf(" from a pid namespace gputop cannot see (pid %d is its own there; NVML's pid for it is unknown), filed as %s",
+			inner, store.PIDText(h.PID))
+	case inner != h.PID:
 		verb += fmt.Sprintf(" from another pid namespace (pid %d inside it; NVML counts it as %d)", inner, h.PID)
 	}
 	s.log(fmt.Sprintf("%s: %s (torch %s; %s)", c.who(), verb, torch, where))
 	return true
 }
 
-// hostPID is the pid gputop and NVML know a process by. An agent in a
-// container says hello with its pid inside the container; the kernel gives
-// gputop the peer's pid in gputop's own namespace, and NVML's process list
-// uses that one, so the two can only be joined on it. The hello's pid is
-// kept unless the peer is in a nested pid namespace in which it is that
-// pid: several agents simulated from one process (tests) stay apart.
+// agentKey is the key an agent is filed under; called under s.mu.
+func (s *Server) agentKey(peer, hello int) int {
+	switch hostPID(peer, hello) {
+	case 0:
+		s.nextNS = s.nextNS%(1<<32-1) + 1
+		return store.NamespacePID(s.nextNS, hello)
+	case peer:
+		return peer
+	}
+	return hello
+}
+
+// hostPID is the pid gputop and NVML know a process by, or 0 when gputop
+// cannot tell it. An agent in a container says hello with its pid inside
+// the container; the kernel gives gputop the peer's pid in gputop's own
+// namespace (SO_PEERCRED), and NVML's process list uses that one, so the
+// two can only be joined on it:
+//   - a peer in a nested pid namespace in which it has the hello's pid
+//     (NSpid) is that peer's pid;
+//   - a peer the kernel cannot name (0: it lives in a pid namespace that
+//     is neither gputop's nor below it, such as another container sharing
+//     the socket), or one in a nested namespace in which the hello's pid
+//     is not its own, is 0: its pid may be any other container's too;
+//   - otherwise the peer is in gputop's namespace and the hello's pid is
+//     kept: several agents simulated from one process (tests) stay apart.
 func hostPID(peer, hello int) int {
-	if peer <= 0 || peer == hello {
+	if peer <= 0 {
+		return 0
+	}
+	if peer == hello {
 		return hello
 	}
 	ns := nsPID(peer)
-	if len(ns) >= 2 && ns[0] == peer && ns[len(ns)-1] == hello {
-		return peer
+	if len(ns) >= 2 && ns[0] == peer {
+		if ns[len(ns)-1] == hello {
+			return peer
+		}
+		return 0
 	}
 	return hello
 }

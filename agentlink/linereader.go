@@ -13,7 +13,13 @@ var (
 	errCutOff = errors.New("connection ended in the middle of a line")
 )
 
-const lineBufSize = 64 << 10
+// lineBufSize is what a reader may hold of a line without asking the
+// server's lineBudget; it starts at lineStartSize, which holds an agent's
+// usual frames, so that an idle connection costs little.
+const (
+	lineBufSize   = 64 << 10
+	lineStartSize = 4 << 10
+)
 
 // lineReader reads "\n"-terminated lines of at most limit bytes (newline not
 // counted). It reports a line as too long as soon as limit+1 bytes without a
@@ -36,7 +42,7 @@ type lineReader struct {
 }
 
 func newLineReader(r io.Reader, limit int) *lineReader {
-	return &lineReader{r: r, limit: limit, buf: make([]byte, min(lineBufSize, limit+1))}
+	return &lineReader{r: r, limit: limit, buf: make([]byte, min(lineStartSize, limit+1))}
 }
 
 // next returns the next line without its newline; the slice is valid until

@@ -18,11 +18,13 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // Options configure a Server.
@@ -33,7 +35,16 @@ type Options struct {
 	// Log receives one line per event worth telling the user (an agent
 	// attached, detached, was closed and why). The store's Log when nil.
 	Log func(string)
+	// MaxConns bounds the connections held at once (agents and snap
+	// clients); one more is answered with a reply saying so and closed.
+	// DefaultMaxConns when 0.
+	MaxConns int
 }
+
+// DefaultMaxConns is how many connections a server holds at once: far more
+// than the training processes of one node, few enough that their
+// goroutines and buffers stay a few tens of MiB.
+const DefaultMaxConns = 1024
 
 // Server accepts agent and snap connections on one socket.
 type Server struct {
@@ -51,12 +62,18 @@ type Server struct {
 	firstFrameTimeout time.Duration // a peer must send hello or snap within this
 	pending           int           // requests queued per agent before RequestHolders refuses
 	lines             *lineBudget   // memory of unfinished lines, shared by all connections
+	maxConns          int           // connections held at once (Options.MaxConns)
+
+	open     atomic.Int64  // connections held: accepted and not yet ended
+	refused  atomic.Uint64 // connections refused for maxConns
+	loggedAt time.Time     // when a refusal was last logged (Serve's goroutine only)
 
 	mu      sync.Mutex
 	conns   map[*client]struct{}
-	agents  map[int]*client // by pid as NVML counts it (hostPID)
+	agents  map[int]*client // by pid key (agentKey)
 	closing bool
 	nextID  int
+	nextNS  int // the last namespace-local connection's number (agentKey)
 	wg      sync.WaitGroup
 }
 
@@ -115,6 +132,7 @@ func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 		firstFrameTimeout: 10 * time.Second,
 		pending:           16,
 		lines:             newLineBudget(defaultLineBudget),
+		maxConns:          opt.MaxConns,
 		conns:             map[*client]struct{}{},
 		agents:            map[int]*client{},
 	}
@@ -123,6 +141,9 @@ func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 	}
 	if s.log == nil {
 		s.log = func(string) {}
+	}
+	if s.maxConns <= 0 {
+		s.maxConns = DefaultMaxConns
 	}
 	// end rows taken from the store (a key, gputop snap) ask their agents
 	// for a holders walk through this server
@@ -190,10 +211,37 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		backoff = 5 * time.Millisecond
+		if s.open.Load() >= int64(s.maxConns) {
+			s.refuseFull(nc)
+			continue
+		}
+		s.open.Add(1)
 		s.wg.Add(1)
 		go s.handle(nc)
 	}
 }
+
+// refuseFull answers a connection past maxConns with the reason, closes
+// it and counts it; the log says so at most every 10 s, with the count.
+// The reply is one short line into an empty socket buffer: it does not
+// wait on the peer.
+func (s *Server) refuseFull(nc *net.UnixConn) {
+	n := s.refused.Add(1)
+	reason := fmt.Sprintf("gputop holds %d connections, its limit; try again later", s.maxConns)
+	if b, err := encodeLine(wire.Reply{Type: wire.TypeReply, Error: reason}); err == nil {
+		nc.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		nc.Write(b)
+	}
+	nc.Close()
+	if now := s.now(); n == 1 || now.Sub(s.loggedAt) >= 10*time.Second {
+		s.loggedAt = now
+		s.log(fmt.Sprintf("agent socket: refused a connection: it holds %d, its limit (%d refused so far)", s.maxConns, n))
+	}
+}
+
+// Refused is how many connections were refused because the server held
+// MaxConns.
+func (s *Server) Refused() uint64 { return s.refused.Load() }
 
 func (s *Server) shutdown() {
 	s.ln.Close()

@@ -184,8 +184,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if !ok {
 				continue
 			}
-			_, ownPID := store.SplitPID(pid) // a remote host's process: its own pid, its host in Hostname
-			l := append(append(make([]string, 0, len(procLabels)), gl...), strconv.Itoa(ownPID), rank, local, labelText(p.Job))
+			// a remote host's process: its own pid, its host in Hostname;
+			// one in a pid namespace gputop cannot see: "ns3:1", as no two
+			// such processes may share a label set
+			l := append(append(make([]string, 0, len(procLabels)), gl...), store.PIDText(pid), rank, local, labelText(p.Job))
 			if smp, ok := a.Last[dev]; ok {
 				gauge(descAllocated, float64(smp.Allocated), l...)
 				gauge(descReserved, float64(smp.Reserved), l...)

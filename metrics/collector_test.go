@@ -331,3 +331,24 @@ func TestCollectorRemoteHost(t *testing.T) {
 		t.Fatal("no allocated series")
 	}
 }
+
+// Two processes in pid namespaces gputop cannot see, both pid 1 and the
+// same rank of the same job: two label sets (a pid label of their keys),
+// so a scrape does not fail on a duplicate series.
+func TestCollectorNamespaceLocalAgents(t *testing.T) {
+	st := newStore()
+	for conn := 1; conn <= 2; conn++ {
+		key := store.NamespacePID(conn, 1)
+		st.AgentHello(rankHello(key, "0"))
+		st.AgentSample(key, wire.Sample{T: t0, Dev: 0, Allocated: uint64(conn)})
+	}
+	var got []string
+	for _, l := range scrape(t, NewCollector(st, Options{Hostname: "node1"})) {
+		if strings.HasPrefix(l, "gputop_torch_allocated_bytes{") {
+			got = append(got, l)
+		}
+	}
+	if len(got) != 2 || !strings.Contains(got[0], `pid="ns1:1"`) || !strings.Contains(got[1], `pid="ns2:1"`) {
+		t.Fatalf("allocated series:\n%s", strings.Join(got, "\n"))
+	}
+}

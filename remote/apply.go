@@ -30,8 +30,8 @@ func newConn(s *Source) *conn { return &conn{s: s, devs: map[int]int{}} }
 
 // key is the local pid key of the remote's pid.
 func (c *conn) key(pid int) (int, error) {
-	if pid <= 0 || pid >= 1<<store.PIDBits {
-		return 0, fmt.Errorf("%s: pid %d is not a process id of a Linux host (0 < pid < 2^%d)", c.s.opt.Host, pid, store.PIDBits)
+	if !store.MachineKey(pid) {
+		return 0, fmt.Errorf("%s: pid %d is not a process id of a Linux host (0 < pid < 2^%d) or a namespace-local key (store.NamespacePID)", c.s.opt.Host, pid, store.PIDBits)
 	}
 	return store.HostPID(c.s.id, pid), nil
 }

@@ -27,18 +27,6 @@ func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
 	return RecordsWithPlaces(snaps, devs, nil)
 }
 
-// Places maps each agent process to its place in a job (the rank and job
-// columns).
-func Places(agents []store.Agent) map[int]wire.Place {
-	m := make(map[int]wire.Place, len(agents))
-	for _, a := range agents {
-		if a.Place.Known() {
-			m[a.Hello.PID] = a.Place
-		}
-	}
-	return m
-}
-
 // RecordsWithPlaces is Records with each row's rank and job from places,
 // by the row's pid (nil: those columns stay empty).
 func RecordsWithPlaces(snaps []wire.Snapshot, devs []store.Device, places map[int]wire.Place) [][]string {
@@ -77,7 +65,7 @@ func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device) error {
 // WriteStoreCSV writes the summary CSV of everything st holds, as WriteCSV
 // does, with each row's rank and job.
 func WriteStoreCSV(path string, st *store.Store) error {
-	return writeRecords(path, RecordsWithPlaces(st.Snapshots(), st.Devices(), Places(st.Agents())))
+	return writeRecords(path, RecordsWithPlaces(st.Snapshots(), st.Devices(), st.Places()))
 }
 
 func writeRecords(path string, recs [][]string) error {

@@ -6,8 +6,10 @@ package store
 import (
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gputop/gputop/wire"
 )
@@ -24,6 +26,8 @@ type Agent struct {
 	Last      map[int]wire.Sample // by store device index
 	Holders   *wire.Holders
 	OOMs      int
+
+	rows bool // a snapshot row names it: its place outlives it (KeepEnded)
 }
 
 // AgentHello registers an agent process and maps its torch device indices
@@ -38,26 +42,27 @@ func (s *Store) AgentHello(h wire.Hello) (wire.Hello, []Device) {
 	h, problems := wire.CheckPlace(h)
 	defer func() {
 		for _, p := range problems {
-			s.log(fmt.Sprintf("pid %d: hello: %s", h.PID, p))
+			s.log(fmt.Sprintf("pid %s: hello: %s", PIDText(h.PID), p))
 		}
 		if len(full) > 0 {
-			s.log(fmt.Sprintf("pid %d (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
-				h.PID, helloName(h), listClipped(full, 8), MaxDevices))
+			s.log(fmt.Sprintf("pid %s (%s): %s not added: gputop keeps at most %d devices; their samples are ignored",
+				PIDText(h.PID), helloName(h), listClipped(full, 8), MaxDevices))
 		}
 	}()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h.Host, h.Torch, h.Python = CleanText(h.Host), CleanText(h.Torch), CleanText(h.Python)
-	h.HistoryError = CleanText(h.HistoryError)
-	h.Job = CleanText(h.Job)
-	h.Argv = append([]string(nil), h.Argv...)
-	for i := range h.Argv {
-		h.Argv[i] = CleanText(h.Argv[i])
+	h.Host, h.Torch, h.Python = helloText(h.Host), helloText(h.Torch), helloText(h.Python)
+	h.HistoryError = helloText(h.HistoryError)
+	h.Job = CleanText(h.Job) // wire.CheckPlace bounds it
+	var clipped string
+	h.Argv, clipped = keptArgv(h.Argv)
+	if clipped != "" {
+		problems = append(problems, clipped)
 	}
 	h.Devices = append([]wire.AgentDevice(nil), h.Devices...)
 	for i := range h.Devices {
-		h.Devices[i].Name = CleanText(h.Devices[i].Name)
+		h.Devices[i].Name = helloText(h.Devices[i].Name)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var added []Device
 	a := &Agent{Hello: h, Place: h.Place(), DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
 	old := s.agents[h.PID]
@@ -87,8 +92,68 @@ func (s *Store) AgentHello(h wire.Hello) (wire.Hello, []Device) {
 	s.agents[h.PID] = a
 	s.agentsVer++
 	s.revive(h.PID)
+	if i := slices.Index(s.ended, h.PID); i >= 0 {
+		s.ended = slices.Delete(s.ended, i, i+1) // back: not ended any more
+	}
 	s.touch(h.T)
 	return h, added
+}
+
+// What a hello keeps of its text. Its command line names the process in a
+// pane and a log line; its other text describes it. A peer may send a
+// hello of a MiB, and the store keeps a hello per agent (KeepEnded of
+// them after they end), so each is kept small where it enters.
+const (
+	MaxArgvBytes = 4096 // argv's arguments together, a byte each between them
+	MaxArgs      = 128  // arguments of argv
+	MaxHelloText = 256  // host, torch, python, history_error, a device's name
+)
+
+// helloText is a hello's text made printable and cut to MaxHelloText.
+func helloText(s string) string { return clipText(CleanText(s), MaxHelloText) }
+
+// clipText cuts s to at most n bytes on a character boundary, "…" last
+// when it cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "…"
+	cut := max(n-len(more), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
+}
+
+// keptArgv is what the store keeps of a hello's argv: each argument made
+// printable, the first MaxArgs of them, MaxArgvBytes in all (the argument
+// that crosses it cut, "…" last). It says what it cut, for the log, or "".
+func keptArgv(argv []string) ([]string, string) {
+	out := make([]string, 0, min(len(argv), MaxArgs))
+	total, left := 0, MaxArgvBytes
+	cut := false
+	for _, a := range argv {
+		total += len(a) + 1
+		if cut {
+			continue
+		}
+		a = CleanText(a)
+		if len(out) == MaxArgs || left <= 0 {
+			cut = true
+			continue
+		}
+		if len(a) > left {
+			a, cut = clipText(a, left), true
+		}
+		left -= len(a) + 1
+		out = append(out, a)
+	}
+	if !cut {
+		return out, ""
+	}
+	return out, fmt.Sprintf("argv of %d arguments (%d bytes) kept to %d arguments (%d bytes): gputop keeps at most %d arguments and %d bytes",
+		len(argv), max(total-1, 0), len(out), max(MaxArgvBytes-left-1, 0), MaxArgs, MaxArgvBytes)
 }
 
 // helloName is the base name of a hello's argv[0], for log lines.
@@ -320,7 +385,65 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) (string,
 		}
 	}
 	s.touch(t)
+	s.ended = append(s.ended, pid)
+	if s.opt.KeepEnded > 0 && len(s.ended) > s.opt.KeepEnded {
+		s.forget(s.ended[0])
+		s.ended = s.ended[1:]
+	}
 	return reason, given, true
+}
+
+// forget drops an ended agent past KeepEnded: its hello, its series and
+// what waits for it. What the rows need stays: the rows themselves, their
+// markers, and the agent's place in a job while a row names it (the CSV's
+// rank and job). The count of forgotten agents per device is what the
+// process pane says is no longer listed.
+func (s *Store) forget(pid int) {
+	a := s.agents[pid]
+	if a == nil {
+		return
+	}
+	if a.rows && a.Place.Known() {
+		s.places[pid] = a.Place
+	}
+	seen := map[int]bool{}
+	for _, dev := range a.DevMap {
+		if !seen[dev] {
+			seen[dev] = true
+			s.forgotten[dev]++
+		}
+	}
+	delete(s.agents, pid)
+	delete(s.awaiting, pid)
+	s.dropSeries(pid)
+	s.agentsVer++
+	s.gen++
+}
+
+// EndedForgotten is how many ended agents that used store device dev the
+// store has forgotten (KeepEnded).
+func (s *Store) EndedForgotten(dev int) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.forgotten[dev]
+}
+
+// Places maps each agent process's key to its place in a job (the CSV's
+// rank and job columns), forgotten agents' included while a row names
+// them; processes that gave none are left out.
+func (s *Store) Places() map[int]wire.Place {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m := make(map[int]wire.Place, len(s.agents)+len(s.places))
+	for pid, p := range s.places {
+		m[pid] = p
+	}
+	for pid, a := range s.agents {
+		if a.Place.Known() {
+			m[pid] = a.Place
+		}
+	}
+	return m
 }
 
 // Agents returns copies of all agents known, by pid order.

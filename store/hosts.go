@@ -19,11 +19,51 @@ const (
 	MaxHosts = 1<<(31-PIDBits) - 1
 )
 
-// HostPID is the key of process pid on host (0: this machine).
+// HostPID is the key of process pid on host (0: this machine); pid may be
+// a namespace-local key of that host (NamespacePID).
 func HostPID(host, pid int) int { return host<<PIDBits | pid }
 
-// SplitPID returns the host and the host's own pid of a pid key.
-func SplitPID(key int) (host, pid int) { return key >> PIDBits, key & (1<<PIDBits - 1) }
+// SplitPID returns the host and the host's own pid of a pid key (for a
+// namespace-local key, the pid the process gave: its own in its namespace).
+func SplitPID(key int) (host, pid int) {
+	return key >> PIDBits & MaxHosts, key & (1<<PIDBits - 1)
+}
+
+// An agent whose pid gputop cannot see (it lives in a pid namespace that is
+// neither gputop's nor one below it: another container sharing the socket)
+// has only the pid it gave, its own inside that namespace, which another
+// container's process may share (both pid 1). Such an agent is filed under
+// a key of its connection: NamespacePID(conn, pid) = conn<<NSConnShift |
+// pid, conn numbering those connections from 1. The bits above a host's
+// keep it apart from every real pid and every host's keys, and the pid
+// bits still hold what the process calls itself.
+const NSConnShift = PIDBits + 9 // above the host bits
+
+// NamespacePID is the key of the agent on connection conn (1..) that says
+// it is pid in a pid namespace gputop cannot see.
+func NamespacePID(conn, pid int) int { return conn<<NSConnShift | pid }
+
+// NamespaceConn is the connection number of a namespace-local key; 0 for a
+// key of a pid gputop (or a remote host) can see.
+func NamespaceConn(key int) int { return key >> NSConnShift }
+
+// MachineKey reports whether key can be a key of one machine's own
+// process: a pid (0 < pid < 2^PIDBits) or a namespace-local key, with no
+// host part. A remote host's stream must send only these.
+func MachineKey(key int) bool {
+	host, pid := SplitPID(key)
+	return key > 0 && host == 0 && pid > 0
+}
+
+// PIDText is how a key is shown without its host: "1234", or "ns3:1" for
+// pid 1 inside a namespace gputop cannot see, on its third such connection.
+func PIDText(key int) string {
+	_, pid := SplitPID(key)
+	if c := NamespaceConn(key); c > 0 {
+		return "ns" + strconv.Itoa(c) + ":" + strconv.Itoa(pid)
+	}
+	return strconv.Itoa(pid)
+}
 
 // Host is a remote host gputop streams from.
 type Host struct {
@@ -65,12 +105,13 @@ func (s *Store) Hosts() []Host {
 	return hs
 }
 
-// PIDLabel is how a pid key is shown: the pid, and for a remote host's
-// process "host:pid".
+// PIDLabel is how a pid key is shown: the pid, for a remote host's
+// process "host:pid", and for a namespace-local one "ns3:1" (PIDText).
 func (s *Store) PIDLabel(key int) string {
-	host, pid := SplitPID(key)
+	host, _ := SplitPID(key)
+	pid := PIDText(key)
 	if host == 0 {
-		return strconv.Itoa(pid)
+		return pid
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -78,7 +119,7 @@ func (s *Store) PIDLabel(key int) string {
 	if host <= len(s.hosts) && s.hosts[host-1].Name != "" {
 		name = s.hosts[host-1].Name
 	}
-	return name + ":" + strconv.Itoa(pid)
+	return name + ":" + pid
 }
 
 // HostDevice adds a remote host's device, or updates the one it added

@@ -35,12 +35,18 @@ func (s *Store) markGone(pid int) {
 	for len(s.gone) > s.opt.KeepGone {
 		old := s.gone[0]
 		s.gone = s.gone[1:]
-		for k := range s.series {
-			if k.PID == old {
-				delete(s.series, k)
-			}
-		}
+		s.dropSeries(old)
+		delete(s.procNames, old)
 		s.gen++
+	}
+}
+
+// dropSeries deletes every series of a process.
+func (s *Store) dropSeries(pid int) {
+	for k := range s.series {
+		if k.PID == pid {
+			delete(s.series, k)
+		}
 	}
 }
 

@@ -94,6 +94,9 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 		}
 		row.Procs = &ps
 	}
+	if a := s.agents[row.PID]; a != nil && row.PID > 0 {
+		a.rows = true
+	}
 	if row.End && row.Awaiting && row.Held == nil && row.PID > 0 {
 		if a := s.agents[row.PID]; a != nil {
 			for td, d := range a.DevMap {

@@ -58,6 +58,11 @@ type Options struct {
 	// MaxRows bounds the snapshot rows kept (0 or less: DefaultMaxRows):
 	// past it the oldest go, counted in Bounds (see keepRows).
 	MaxRows int
+	// KeepEnded bounds the ended agents kept: past it, the agent that
+	// ended longest ago is forgotten (its hello, its series; its rows
+	// and markers stay, and its place in a job while a row names it) and
+	// counted (EndedForgotten). 0 keeps every agent (replay).
+	KeepEnded int
 	// Log receives the store's notes for the user (e.g. an agent's device
 	// past MaxDevices); nil drops them. Usually a logbook.Book's Add.
 	Log func(string)
@@ -75,8 +80,9 @@ func DefaultOptions() Options {
 			{10 * time.Second, 8_640},
 			{time.Minute, 10_080},
 		},
-		KeepGone: 32,
-		MaxRows:  DefaultMaxRows,
+		KeepGone:  32,
+		KeepEnded: 64,
+		MaxRows:   DefaultMaxRows,
 	}
 }
 
@@ -105,9 +111,12 @@ type Store struct {
 	procsAt   map[int]int64
 	procNames map[int]string // pid -> last known name
 	agents    map[int]*Agent
-	agentsVer uint64 // moves on every change of an agent's state (Shape)
-	rowsVer   uint64 // moves on every change to the snapshot rows (Shape)
-	gone      []int  // processes whose series may be dropped, longest gone first (KeepGone)
+	agentsVer uint64             // moves on every change of an agent's state (Shape)
+	ended     []int              // agents that ended, longest ended first (KeepEnded)
+	forgotten map[int]int        // ended agents forgotten, by store device (KeepEnded)
+	places    map[int]wire.Place // the places of forgotten agents whose rows are kept
+	rowsVer   uint64             // moves on every change to the snapshot rows (Shape)
+	gone      []int              // processes whose series may be dropped, longest gone first (KeepGone)
 	// the snapshot rows, in time order; a deleted row leaves a hole (ID 0)
 	// until compactRows takes the holes out together (rowkeep.go)
 	snapshots []wire.Snapshot
@@ -160,6 +169,8 @@ func New(opt Options) *Store {
 		procsAt:   map[int]int64{},
 		procNames: map[int]string{},
 		agents:    map[int]*Agent{},
+		forgotten: map[int]int{},
+		places:    map[int]wire.Place{},
 		awaiting:  map[int][]awaitRow{},
 		rowIndex:  map[uint64]int{},
 	}

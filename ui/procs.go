@@ -15,6 +15,7 @@ type procsModel struct {
 	styles *Styles
 	w, h   int
 	rows   []view.Process
+	hidden int  // ended processes not listed (view.Screen.EndedHidden)
 	sel    int  // selected pid
 	chosen bool // the user picked sel; else it follows the default
 	tc     *tableCache
@@ -31,18 +32,42 @@ func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
 
 // SetRows replaces the rows and the selection (an index into rows, -1 for
 // none) view chose: the pid the user picked while it is there (picked),
-// else its default; then sorts the rows in the pane's order.
-func (m *procsModel) SetRows(rows []view.Process, sel int, picked bool) {
+// else its default; then sorts the rows in the pane's order. hidden counts
+// the ended processes view left out.
+func (m *procsModel) SetRows(rows []view.Process, sel int, picked bool, hidden int) {
 	m.chosen, m.sel = picked, 0
 	if sel >= 0 {
 		m.sel = rows[sel].PID
 	}
 	view.SortProcesses(rows, m.order)
-	m.rows = rows
+	m.rows, m.hidden = rows, hidden
 }
 
-// Lines is how many lines the pane wants (header + rows).
-func (m *procsModel) Lines() int { return 1 + max(len(m.rows), 1) }
+// Lines is how many lines the pane wants (header + rows, and a line of
+// notes when it has any).
+func (m *procsModel) Lines() int {
+	n := 1 + max(len(m.rows), 1)
+	if len(m.notes()) > 0 {
+		n++
+	}
+	return n
+}
+
+// notes say what the rows cannot: ended processes left out, and what a
+// namespace-local pid is.
+func (m *procsModel) notes() []string {
+	var out []string
+	if m.hidden > 0 {
+		out = append(out, fmt.Sprintf("… and %d ended", m.hidden))
+	}
+	for _, r := range m.rows {
+		if r.NSLocal {
+			out = append(out, "nsN:PID: its own pid inside a pid namespace gputop cannot see (N: its connection)")
+			break
+		}
+	}
+	return out
+}
 
 func (m *procsModel) index() int {
 	for i, r := range m.rows {
@@ -84,8 +109,9 @@ func (m *procsModel) View() string {
 	if m.h <= 0 {
 		return ""
 	}
+	notes := m.notes()
 	if len(m.rows) == 0 {
-		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render("no process on this GPU"), m.w, m.h)
+		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render(strings.Join(append([]string{"no process on this GPU"}, notes...), "  ")), m.w, m.h)
 	}
 	cols := []column{
 		{Title: m.sortTitle("PID", view.ByPID), Right: true, Priority: 9},
@@ -105,13 +131,14 @@ func (m *procsModel) View() string {
 			break
 		}
 	}
-	// keep the selected row in view; when rows are hidden the last line
-	// says how many
+	// keep the selected row in view; when rows are hidden, or there are
+	// notes, the last line says how many and what
 	first, n := 0, m.h-1
-	more := len(m.rows) > n && n >= 2
-	if more {
+	foot := (len(notes) > 0 || len(m.rows) > n) && n >= 2
+	if foot {
 		n--
 	}
+	more := foot && len(m.rows) > n
 	sel := m.index()
 	if len(m.rows) > n && n > 0 {
 		first = min(max(sel-n+1, 0), len(m.rows)-n)
@@ -161,8 +188,11 @@ func (m *procsModel) View() string {
 			}
 			return lipgloss.Style{}, false
 		}})
-	if more {
-		out += "\n" + st.Dim.Render(fmt.Sprintf("  %d-%d of %d processes (↑/↓)", first+1, first+n, len(m.rows)))
+	if foot {
+		if more {
+			notes = append([]string{fmt.Sprintf("%d-%d of %d processes (↑/↓)", first+1, first+n, len(m.rows))}, notes...)
+		}
+		out += "\n" + st.Dim.Render("  "+strings.Join(notes, "  "))
 	}
 	return fit(out, m.w, m.h)
 }

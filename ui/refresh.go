@@ -89,7 +89,7 @@ func (m *Model) setScreen(s view.Screen, now int64) {
 	m.header.SetData(s.Devices, m.dev)
 	m.header.SetHosts(s.Hosts)
 	sel, selOK := s.SelectedProcess() // before the pane sorts the rows
-	m.procs.SetRows(s.Procs, s.Selected, s.Picked)
+	m.procs.SetRows(s.Procs, s.Selected, s.Picked, s.EndedHidden)
 
 	sd := summaryData{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel, Bounds: s.Bounds}
 	m.nRows = s.AllRows

@@ -28,9 +28,14 @@ type Process struct {
 	Agent     bool
 	Status    string // attached, ended (killed), exited
 	Ended     bool
-	OOMs      int
-	Holders   *wire.Holders
-	Rank      string // the agent's place in its job: "rank 3/8"; "" when it gave none
+	EndedAt   int64 // when its agent ended (Ended)
+	// NSLocal: its agent lives in a pid namespace gputop cannot see (another
+	// container): PID is a key of its connection, and the pid it gave is
+	// its own inside that namespace, not one NVML or this machine knows
+	NSLocal bool
+	OOMs    int
+	Holders *wire.Holders
+	Rank    string // the agent's place in its job: "rank 3/8"; "" when it gave none
 	// History: the agent records torch's allocation history (its
 	// max_entries; 0: off); HistoryError: why history asked for is off.
 	History      int
@@ -51,10 +56,18 @@ func agentOn(a *store.Agent, dev int) bool {
 // before it counts the process as gone (procs are sampled at about 10/s).
 const ProcsSpan = 3 * time.Second
 
+// MaxEndedListed bounds the processes listed whose agent has ended and
+// that NVML no longer lists: the most recently ended are listed, the
+// rest counted, so a node that ran thousands of short jobs lists a pane's
+// worth.
+const MaxEndedListed = 32
+
 // Processes joins the NVML process list of dev with the agents on dev.
 // Live, it uses the latest lists and each agent's last sample; in replay it
-// reads every value at the cursor t, so the pane shows that moment.
-func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
+// reads every value at the cursor t, so the pane shows that moment. Ended
+// agent processes past MaxEndedListed are left out, and so are those the
+// store has forgotten (store.Options.KeepEnded): it returns how many.
+func Processes(st *store.Store, dev int, t int64, replay bool) ([]Process, int) {
 	byPID := map[int]*Process{}
 	get := func(pid int) *Process {
 		r := byPID[pid]
@@ -122,6 +135,10 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 		default:
 			r.Status, r.Ended = "exited", true
 		}
+		if r.Ended {
+			r.EndedAt = a.EndedAt
+		}
+		r.NSLocal = store.NamespaceConn(pid) > 0
 		if replay {
 			if v, ok := st.ValueAt(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}, t); ok {
 				r.Allocated = &v
@@ -135,16 +152,37 @@ func Processes(st *store.Store, dev int, t int64, replay bool) []Process {
 		}
 	}
 	rows := make([]Process, 0, len(byPID))
+	var ended []*Process // gone from NVML's list too
 	for _, r := range byPID {
+		if r.Ended && r.Used == nil {
+			ended = append(ended, r)
+			continue
+		}
+		rows = append(rows, *r)
+	}
+	sort.Slice(ended, func(i, j int) bool {
+		if ended[i].EndedAt != ended[j].EndedAt {
+			return ended[i].EndedAt > ended[j].EndedAt
+		}
+		return ended[i].PID < ended[j].PID
+	})
+	hidden := max(len(ended)-MaxEndedListed, 0)
+	for _, r := range ended[:len(ended)-hidden] {
+		rows = append(rows, *r)
+	}
+	for i := range rows {
+		r := &rows[i]
 		r.Label = st.PIDLabel(r.PID)
 		if r.Used != nil && r.Reserved != nil && !r.UsedLast {
 			d := int64(*r.Used) - int64(*r.Reserved)
 			r.NonTorch = &d
 		}
-		rows = append(rows, *r)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].PID < rows[j].PID })
-	return rows
+	if !replay {
+		hidden += st.EndedForgotten(dev)
+	}
+	return rows, hidden
 }
 
 // ProcName is a short name for an agent process, from its Python

@@ -57,12 +57,15 @@ type Series struct {
 
 // Screen is everything a frame shows, joined: the same for live and replay.
 type Screen struct {
-	Devices  []Device
-	Hosts    []store.Host // the remote hosts (gputop --ssh), with their state
-	Dev      int          // the selected GPU (the query's, or 0 when it was out of range)
-	Procs    []Process    // the processes on Dev, by pid
-	Selected int          // index into Procs, -1 when there is none
-	Picked   bool         // the query's pick is still on this GPU
+	Devices []Device
+	Hosts   []store.Host // the remote hosts (gputop --ssh), with their state
+	Dev     int          // the selected GPU (the query's, or 0 when it was out of range)
+	Procs   []Process    // the processes on Dev, by pid
+	// ended agent processes on Dev not in Procs: past MaxEndedListed, or
+	// forgotten by the store (KeepEnded)
+	EndedHidden int
+	Selected    int  // index into Procs, -1 when there is none
+	Picked      bool // the query's pick is still on this GPU
 
 	Rows     snapshot.DevRows // Dev's summary rows visible at the cursor
 	AllRows  int              // rows in all, every GPU
@@ -114,7 +117,7 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 	}
 
 	s.Hosts = st.Hosts()
-	s.Procs = Processes(st, s.Dev, q.Cursor, q.Replay)
+	s.Procs, s.EndedHidden = Processes(st, s.Dev, q.Cursor, q.Replay)
 	s.Selected, s.Picked = pick(s.Procs, q.PID, q.Picked)
 
 	s.Rows, s.AllRows = p.rows.Get(st, q.Replay, q.Cursor, devs, s.Dev)
@@ -125,6 +128,17 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 	}
 	if v, ok := p.nvmlPeak.get(st, store.Key{Dev: s.Dev, Metric: store.NVMLUsed}, s.Start, end); ok {
 		s.NVMLPeak = &v
+	}
+	// the peaks of processes no longer listed go, or a node that ran
+	// thousands of jobs would keep one for each
+	listed := make(map[int]bool, len(s.Procs))
+	for _, r := range s.Procs {
+		listed[r.PID] = r.Agent
+	}
+	for pid := range p.torchPeaks {
+		if !listed[pid] {
+			delete(p.torchPeaks, pid)
+		}
 	}
 	for _, r := range s.Procs {
 		if !r.Agent {
@@ -180,6 +194,9 @@ func (s *Screen) chart(st *store.Store, q *Query) {
 		k.Metric = store.Allocated
 		series(TorchAllocated, "allocated (torch)", k)
 		note += "pid " + sel.Label
+		if sel.NSLocal {
+			note += " (pid inside another pid namespace)"
+		}
 		if sel.Ended {
 			note += " " + sel.Status
 		}
