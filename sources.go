@@ -146,6 +146,9 @@ func (s *sourceFlags) start(ctx context.Context, in *ingest.Ingest, log *logbook
 			closeMetrics()
 			return nil, nil, err
 		}
+		// end rows (a key, gputop snap) ask their agents for a holders
+		// walk through this server
+		in.SetAsker(srv.RequestHeld)
 	}
 	var wg sync.WaitGroup
 	hosts, _ := s.hosts()

@@ -19,7 +19,7 @@ func (s *Server) RequestHolders(pid int) error { return s.request(pid, wire.Requ
 func (s *Server) RequestDump(pid int) error { return s.request(pid, wire.RequestDump, nil) }
 
 // RequestHeld asks the agent of pid for a holders walk whose attribution
-// is of torch device dev: the answer to an end row (store.SetAsker).
+// is of torch device dev: the answer to an end row (an ingest.Asker).
 func (s *Server) RequestHeld(pid, dev int) error { return s.request(pid, wire.RequestHolders, &dev) }
 
 func (s *Server) request(pid int, what string, dev *int) error {

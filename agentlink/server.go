@@ -145,9 +145,6 @@ func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 	if s.maxConns <= 0 {
 		s.maxConns = DefaultMaxConns
 	}
-	// end rows taken from the store (a key, gputop snap) ask their agents
-	// for a holders walk through this server
-	s.st.SetAsker(s.RequestHeld)
 	return s, nil
 }
 

@@ -34,7 +34,14 @@ type Ingest struct {
 	mu  sync.Mutex
 	st  *store.Store
 	tap Tap
+	// ask is the end-row asker (SetAsker); nil: nothing can be asked
+	ask Asker
 }
+
+// Asker asks agent process pid for a holders walk of its torch device
+// torchDev, without waiting for the answer (it comes as a holders frame
+// through Apply): an end row's question. An agent socket's RequestHeld.
+type Asker func(pid, torchDev int) error
 
 // New returns an Ingest for st, with no Tap.
 func New(st *store.Store) *Ingest { return &Ingest{st: st} }
@@ -44,6 +51,11 @@ func (in *Ingest) Store() *store.Store { return in.st }
 
 // SetTap installs the Tap; call it before sources start.
 func (in *Ingest) SetTap(t Tap) { in.mu.Lock(); in.tap = t; in.mu.Unlock() }
+
+// SetAsker installs how an end row asks its agent for a holders walk (the
+// agent socket's RequestHeld); call it before sources start. Without one,
+// an end row says there is no agent socket to ask through.
+func (in *Ingest) SetAsker(a Asker) { in.mu.Lock(); in.ask = a; in.mu.Unlock() }
 
 // frame reports f to the Tap; the caller holds in.mu.
 func (in *Ingest) frame(f wire.Frame) {
@@ -191,18 +203,21 @@ func (in *Ingest) Rate(dev int, hz float64) { in.st.SetRate(dev, hz) }
 
 // TakeSnapshot takes the snapshot rows of device dev at time t from what
 // the store holds (see store.TakeSnapshot) and asks the agents of its end
-// rows for their holders walks, with no lock held (an agent server takes
-// its own locks, and calls Apply under them).
+// rows for their holders walks through the asker (SetAsker), with no lock
+// held (an agent server takes its own locks, and calls Apply under them).
 func (in *Ingest) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
 	in.mu.Lock()
-	rows, asks := in.st.TakeSnapshot(label, dev, t, source, end)
+	ask := in.ask
+	rows, asks := in.st.TakeSnapshot(label, dev, t, source, end, ask != nil)
 	in.rows(rows)
 	in.mu.Unlock()
-	if len(asks) > 0 {
-		given := in.st.AskWalks(asks)
-		in.mu.Lock()
-		in.held(given)
-		in.mu.Unlock()
+	for _, a := range asks {
+		if err := ask(a.PID, a.TorchDev); err != nil {
+			// the row says why it will get no walk
+			in.mu.Lock()
+			in.held(in.st.SetHeld(a.PID, a.Dev, a.T, &wire.Held{T: a.T, Skipped: "could not ask for a holders walk: " + err.Error()}))
+			in.mu.Unlock()
+		}
 	}
 	return rows
 }

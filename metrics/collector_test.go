@@ -75,7 +75,7 @@ func TestCollectorSeriesAndLabels(t *testing.T) {
 	st.AgentSample(4242, wire.Sample{T: t0 + ms, Dev: 0, Allocated: 1000, Reserved: 4096, Peak: 3000, Inactive: 96, AllocRetries: 2, OOMs: 1})
 	st.SetProcs(0, t0+ms, []wire.Proc{{PID: 4242, Name: "python", Used: 6000}})
 	st.AddNVML(0, t0+2*ms, 7000, 0)
-	st.TakeSnapshot("Epoch 1", 0, t0+3*ms, "key", nil)
+	st.TakeSnapshot("Epoch 1", 0, t0+3*ms, "key", nil, false)
 	c := NewCollector(st, Options{Hostname: "node1", Now: func() time.Time { return time.Unix(0, t0+time.Second.Nanoseconds()) }})
 	got := scrape(t, c)
 	gpu := `gpu="0",UUID="` + uuid + `",modelName="NVIDIA H200",Hostname="node1"`
@@ -282,9 +282,9 @@ func TestCollectorSnapshotLabels(t *testing.T) {
 	st := newStore()
 	st.AddNVML(0, t0, 1, 0)
 	for i := 0; i < 30; i++ {
-		st.TakeSnapshot(fmt.Sprintf("epoch %d", i%15), 0, t0+int64(i+1)*ms, "cli", nil)
+		st.TakeSnapshot(fmt.Sprintf("epoch %d", i%15), 0, t0+int64(i+1)*ms, "cli", nil, false)
 	}
-	st.TakeSnapshot(strings.Repeat("é", 80)+"\xff", 0, t0+100*ms, "cli", nil)
+	st.TakeSnapshot(strings.Repeat("é", 80)+"\xff", 0, t0+100*ms, "cli", nil, false)
 	var labels []string
 	for _, l := range scrape(t, NewCollector(st, Options{})) {
 		if strings.HasPrefix(l, "gputop_snapshot_timestamp_seconds") {

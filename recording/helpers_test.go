@@ -323,6 +323,7 @@ func (s tapped) SetProcs(dev int, t int64, procs []wire.Proc) {
 func (s tapped) SetDeviceError(dev int, t int64, err string) {
 	s.in.Apply(0, wire.DevError{Type: wire.TypeDevError, T: t, Dev: dev, Error: err})
 }
+func (s tapped) SetAsker(a ingest.Asker) { s.in.SetAsker(a) }
 func (s tapped) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
 	return s.in.TakeSnapshot(label, dev, t, source, end)
 }

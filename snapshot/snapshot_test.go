@@ -369,7 +369,7 @@ func TestCSVRankAndJobColumns(t *testing.T) {
 	st.AgentMark(9, wire.Mark{T: 100, Label: "Epoch 1", Devs: []wire.DevStats{{Dev: 0, Allocated: 1}}})
 	st.AgentMark(10, wire.Mark{T: 110, Label: "Epoch 1", Devs: []wire.DevStats{{Dev: 0, Allocated: 1}}})
 	st.AddNVML(0, 120, 5, 0)
-	st.TakeSnapshot("key", 0, 130, "key", nil)
+	st.TakeSnapshot("key", 0, 130, "key", nil, false)
 	path := filepath.Join(t.TempDir(), "rank.csv")
 	if err := WriteStoreCSV(path, st); err != nil {
 		t.Fatal(err)

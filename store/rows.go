@@ -190,12 +190,14 @@ func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
 // process (PID 0) when no agent process is there.
 //
 // end says whether the rows end a run (nil: the label decides, see
-// wire.IsEndLabel). Each end row of an agent process is to ask its agent
+// wire.IsEndLabel). With ask (the caller has a way to reach the agents:
+// an agent socket), each end row of an agent process is to ask its agent
 // for a holders walk of that device (Awaiting until the answer): the asks
-// are returned, for AskWalks, so that they go out with no lock held. When the
-// device also has processes without an agent, an end row without a process
-// lists them (Procs) as NVML saw them, for their verdict.
-func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool) ([]wire.Snapshot, []HolderAsk) {
+// are returned for the caller to send, with no lock held (ingest's
+// asker); without, the row says there is nothing to ask through. When the
+// device also has processes without an agent, an end row without a
+// process lists them (Procs) as NVML saw them, for their verdict.
+func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool, ask bool) ([]wire.Snapshot, []HolderAsk) {
 	defer s.writeNotes()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,7 +238,7 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 		case !isEnd:
 		case !a.Connected:
 			row.Held = &wire.Held{T: t, Skipped: "its agent was no longer attached to walk its holders"}
-		case s.asker == nil:
+		case !ask:
 			row.Held = &wire.Held{T: t, Skipped: "no agent socket here to ask for a holders walk"}
 		default:
 			for td, d := range a.DevMap {
@@ -272,26 +274,6 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 type HolderAsk struct {
 	PID, Dev, TorchDev int
 	T                  int64
-}
-
-// AskWalks sends TakeSnapshot's asks through the asker SetAsker installed; it
-// must be called with no lock held that the asker may need. A row whose
-// ask could not be sent is given that as its attribution; AskWalks returns
-// those.
-func (s *Store) AskWalks(asks []HolderAsk) []Attribution {
-	s.mu.RLock()
-	asker := s.asker
-	s.mu.RUnlock()
-	var given []Attribution
-	for _, a := range asks {
-		if asker == nil {
-			continue // TakeSnapshot asks only when there is an asker
-		}
-		if err := asker(a.PID, a.TorchDev); err != nil {
-			given = append(given, s.SetHeld(a.PID, a.Dev, a.T, &wire.Held{T: a.T, Skipped: "could not ask for a holders walk: " + err.Error()})...)
-		}
-	}
-	return given
 }
 
 // Snapshots returns the summary rows in time order.

@@ -138,9 +138,6 @@ type Store struct {
 	// end rows waiting for their process's holders walk, by pid: the
 	// agent's next answer with an attribution of the row's device gives it
 	awaiting map[int][]awaitRow
-	// asks an agent for a holders walk of one torch device (nil: no agent
-	// server, so nothing can be asked)
-	asker func(pid, torchDev int) error
 }
 
 // New returns an empty store.
@@ -174,15 +171,6 @@ func New(opt Options) *Store {
 		awaiting:  map[int][]awaitRow{},
 		rowIndex:  map[uint64]int{},
 	}
-}
-
-// SetAsker installs how an end row asks its agent for a holders walk of a
-// torch device (the agent server's RequestHeld). It is called without the
-// store's lock held.
-func (s *Store) SetAsker(ask func(pid, torchDev int) error) {
-	s.mu.Lock()
-	s.asker = ask
-	s.mu.Unlock()
 }
 
 // Gen changes whenever the store changes; the UI skips redraws when it has not.

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -261,19 +260,14 @@ func TestTakeSnapshotRowPerProcess(t *testing.T) {
 // that device that started after it.
 func TestEndRowAwaitsHolders(t *testing.T) {
 	st, at := agentSetup(t)
-	var asked []string
-	st.SetAsker(func(pid, dev int) error {
-		asked = append(asked, fmt.Sprintf("%d/%d", pid, dev))
-		return nil
-	})
 	// pid 200's agent left at 6 s: at 5.5 s its row can only say so
-	rs := takeSnapshot(st, "After cleanup", 0, at(5.5), "key", nil)
+	rs, asks := st.TakeSnapshot("After cleanup", 0, at(5.5), "key", nil, true)
 	if len(rs) != 2 || !rs[0].End || !rs[0].Awaiting || rs[1].Awaiting ||
 		rs[1].Held == nil || !strings.Contains(rs[1].Held.Skipped, "no longer attached") {
 		t.Fatalf("rows %+v", rs)
 	}
-	if strings.Join(asked, " ") != "100/0" {
-		t.Fatalf("asked %v", asked)
+	if len(asks) != 1 || asks[0] != (HolderAsk{PID: 100, Dev: 0, TorchDev: 0, T: at(5.5)}) {
+		t.Fatalf("asks %+v", asks)
 	}
 	// a walk that started before the row answers nothing; one after does
 	h := &wire.Held{T: at(5.4), Allocated: 1, Python: 1}
@@ -319,20 +313,16 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 	}
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 100, T: at(9.6), Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
 	st.AgentSample(100, wire.Sample{T: at(9.7), Dev: 0, Allocated: 1})
-	// a request that cannot be sent is said on the row
-	st.SetAsker(func(pid, dev int) error { return errors.New("pid 100 is not reading requests") })
-	rs = takeSnapshot(st, "x", 0, at(7), "key", &[]bool{true}[0])
-	for _, r := range st.Snapshots() {
-		if r.T == at(7) && (r.Held == nil || !strings.Contains(r.Held.Skipped, "not reading requests")) {
-			t.Fatalf("row with a failed request: %+v", r)
-		}
+	// with no way to ask (no agent socket), the row says so instead of
+	// waiting
+	rs, asks = st.TakeSnapshot("x", 0, at(7), "key", &[]bool{true}[0], false)
+	if len(asks) != 0 || rs[0].Awaiting || rs[0].Held == nil || !strings.Contains(rs[0].Held.Skipped, "no agent socket here") {
+		t.Fatalf("without an asker: %+v, asks %+v", rs[0], asks)
 	}
 	// end=false: no end row, nothing asked, whatever the label
-	asked = nil
-	st.SetAsker(func(pid, dev int) error { asked = append(asked, "x"); return nil })
-	rs = takeSnapshot(st, "Training end", 0, at(8), "key", &[]bool{false}[0])
-	if rs[0].End || len(asked) != 0 {
-		t.Fatalf("end=false: %+v, asked %v", rs[0], asked)
+	rs, asks = st.TakeSnapshot("Training end", 0, at(8), "key", &[]bool{false}[0], true)
+	if rs[0].End || len(asks) != 0 {
+		t.Fatalf("end=false: %+v, asks %+v", rs[0], asks)
 	}
 }
 
@@ -875,9 +865,9 @@ func TestEndReachesRowsAfterTheLastSample(t *testing.T) {
 	}
 }
 
-// takeSnapshot is TakeSnapshot with its asks sent (AskWalks), as ingest does.
+// takeSnapshot is TakeSnapshot by a caller that can ask agents for their
+// walks (ingest with an agent socket); the asks are left unsent.
 func takeSnapshot(st *Store, label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
-	rows, asks := st.TakeSnapshot(label, dev, t, source, end)
-	st.AskWalks(asks)
+	rows, _ := st.TakeSnapshot(label, dev, t, source, end, true)
 	return rows
 }

@@ -134,7 +134,7 @@ func fillFixture(st *store.Store) {
 			st.SetProcs(0, t, procs)
 		}
 		if ms == 62_000 {
-			st.TakeSnapshot("manual check", 0, t, "key", nil)
+			st.TakeSnapshot("manual check", 0, t, "key", nil, false)
 		}
 		if ms == 67_000 {
 			st.AgentHolders(fixPID, wire.Holders{Type: wire.TypeHolders, T: t, ID: 1, Dev: 0, Total: 1*gib + 256*mib, Skipped: 2, TookMS: 41,

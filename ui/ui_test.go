@@ -12,6 +12,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -285,7 +286,7 @@ func TestAgentOnlyDeviceAndNoAgent(t *testing.T) {
 		st.AddNVML(0, at(time.Duration(ms)*time.Millisecond), 600*mib, 0)
 	}
 	st.SetProcs(0, at(10*time.Second), []wire.Proc{{PID: 11, Name: "python3", Used: 100 * mib}})
-	st.TakeSnapshot("before", 0, at(5*time.Second), "key", nil)
+	st.TakeSnapshot("before", 0, at(5*time.Second), "key", nil, false)
 	// a GPU NVML does not know, seen only through an agent
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 99, Argv: []string{"python", "nb.py"},
 		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-zzzz", Name: "NVIDIA A100", Total: 40 * gib}}, T: at(time.Second)})
@@ -586,8 +587,9 @@ func TestSelectedRowShowsItsVerdict(t *testing.T) {
 func TestEndRowKeyAsksTheAgent(t *testing.T) {
 	st := newFixture()
 	var asked []int
-	st.SetAsker(func(pid, dev int) error { asked = append(asked, pid, dev); return nil })
-	m := newModel(t, st, Options{}, 160, 50)
+	in := ingest.New(st)
+	in.SetAsker(func(pid, dev int) error { asked = append(asked, pid, dev); return nil })
+	m := newModelIn(t, in, Options{}, 160, 50)
 	m = send(t, m, press("c")...)
 	if !strings.Contains(screen(m), "After cleanup") {
 		t.Fatalf("c should open the prompt prefilled:\n%s", screen(m))
@@ -650,7 +652,7 @@ func TestIdleFramesCostNothing(t *testing.T) {
 	}
 	// a new snapshot row (from the agent, a shell) is drawn at the next tick
 	v = m.version
-	st.TakeSnapshot("from a shell", 0, later.UnixNano(), "cli", nil)
+	st.TakeSnapshot("from a shell", 0, later.UnixNano(), "cli", nil, false)
 	m = send(t, m, tickMsg(later))
 	if m.version == v || !strings.Contains(screen(m), "from a shell") {
 		t.Errorf("a new row should show at the next tick, not after valueInterval")
