@@ -4,141 +4,111 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
-	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/session"
 )
 
+// recordFlags are gputop record's flags.
+type recordFlags struct {
+	sources      sourceFlags
+	out, comment string
+	duration     time.Duration
+	force        bool
+}
+
+func (f *recordFlags) register(fs *flag.FlagSet) {
+	f.sources.register(fs)
+	f.sources.registerSSH(fs)
+	fs.StringVar(&f.out, "o", "", "recording `FILE` to write (required)")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after `D`, a duration such as 90s or 5m (default: until Ctrl-C)")
+	fs.StringVar(&f.comment, "comment", "", "free `TEXT` stored in the recording's header")
+	fs.BoolVar(&f.force, "force", false, "replace FILE if it already holds data (without it an existing file is never truncated)")
+}
+
+// check says what is wrong with the command line as a whole.
+func (f *recordFlags) check(fs *flag.FlagSet) error {
+	if f.out == "" || fs.NArg() > 0 {
+		return usageError("-o FILE is required and takes no other arguments")
+	}
+	if err := f.sources.validate(); err != nil {
+		return err
+	}
+	if given(fs, "duration") && f.duration <= 0 {
+		return fmt.Errorf("--duration %v: want a positive duration such as 90s or 5m (leave it out to record until Ctrl-C)", f.duration)
+	}
+	return nil
+}
+
 func cmdRecord(args []string, stderr io.Writer) int {
-	fs := newFlagSet("gputop record", stderr, "\ngputop record -o FILE [flags]\n")
-	var sf sourceFlags
-	sf.register(fs)
-	sf.registerSSH(fs)
-	out := fs.String("o", "", "recording `FILE` to write (required)")
-	duration := fs.Duration("duration", 0, "stop after `D`, a duration such as 90s or 5m (default: until Ctrl-C)")
-	comment := fs.String("comment", "", "free `TEXT` stored in the recording's header")
-	force := fs.Bool("force", false, "replace FILE if it already holds data (without it an existing file is never truncated)")
-	if code := parse(fs, args); code >= 0 {
+	var f recordFlags
+	if _, code := parseCommand("gputop record", "\ngputop record -o FILE [flags]\n", &f, args, stderr); code >= 0 {
 		return code
 	}
-	if *out == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "gputop record: -o FILE is required and takes no other arguments")
-		fs.Usage()
-		return 2
+	ctx, cancel := interrupted()
+	defer cancel()
+	if f.duration > 0 {
+		var c context.CancelFunc
+		ctx, c = context.WithTimeout(ctx, f.duration)
+		defer c()
 	}
-	if err := sf.validate(); err != nil {
-		fmt.Fprintln(stderr, "gputop record:", err)
-		return 2
-	}
-	if given(fs, "duration") && *duration <= 0 {
-		fmt.Fprintf(stderr, "gputop record: --duration %v: want a positive duration such as 90s or 5m (leave it out to record until Ctrl-C)\n", *duration)
-		return 2
-	}
-	// the output is looked at now and opened only once the sources have
-	// started: a recorder that cannot start touches nothing
-	if _, err := outfile.CheckStream(*out, *force); err != nil {
-		say(stderr, "gputop record:", forceHint(err))
-		return 1
-	}
-	hosts, _ := sf.hosts()
-	w := newRecordingWriter(sf.rate, "", *comment, hosts)
 	var events eventPrinter
 	log := logbook.New()
 	log.OnAdd(events.add)
-	st := store.New(logTo(store.DefaultOptions(), log))
-	in := ingest.New(st)
-	in.SetTap(w)
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
-	if *duration > 0 {
-		var c context.CancelFunc
-		ctx, c = context.WithTimeout(ctx, *duration)
-		defer c()
-	}
-	srv, stop, err := sf.start(ctx, in, log)
+	// the output is looked at first and opened only once the sources have
+	// started: a recorder that cannot start touches nothing
+	opt := f.sources.options(log)
+	opt.Record = &session.Record{Path: f.out, Force: f.force, Comment: f.comment, Waiting: func() {
+		say(stderr, fmt.Sprintf("gputop record: %s is a FIFO: waiting for a reader", f.out))
+	}}
+	ses, err := f.sources.start(ctx, opt)
 	if err != nil {
-		w.Close()
-		say(stderr, "gputop record:", err)
-		return 1
-	}
-	f, err := outfile.OpenStream(ctx, *out, *force, func() {
-		say(stderr, fmt.Sprintf("gputop record: %s is a FIFO: waiting for a reader", *out))
-	})
-	if err == nil {
-		err = w.Start(f, *out)
-	}
-	if err != nil {
-		cancel()
-		stop()
-		w.Close()
 		events.flush(stderr, "gputop record: ")
 		say(stderr, "gputop record:", forceHint(err))
 		return 1
 	}
 	where := ""
-	if srv != nil {
+	if srv := ses.Agents(); srv != nil {
 		where = ", agents on " + srv.Path()
 	}
-	say(stderr, fmt.Sprintf("gputop record: writing %s (source %s%s); Ctrl-C ends it", *out, sf.source, where))
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	var told recording.Drops // drops printed so far
-	var toldAt time.Time
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-tick.C:
-			// agent events (attached, closed with a reason) go to stderr
-			events.flush(stderr, "gputop record: ")
-			if d := w.Stats().Drops(); d.Behind() != told.Behind() && time.Since(toldAt) >= time.Second {
-				say(stderr, fmt.Sprintf("gputop record: %s is not keeping up: dropped so far %s", *out, d.Behind()))
-				told.NVMLSamples, told.AgentSamples, told.Frames, toldAt = d.NVMLSamples, d.AgentSamples, d.Frames, time.Now()
-			} else if d.TooLong != told.TooLong {
-				// not the output's fault: said at once, whatever its pace
-				say(stderr, fmt.Sprintf("gputop record: %s: dropped so far %s", *out, recording.TooLongText(d.TooLong)))
-				told.TooLong = d.TooLong
-			}
-			if err := w.Err(); err != nil {
-				say(stderr, "gputop record:", err)
-				break loop
-			}
-		}
-	}
-	cancel()
-	stop()
-	err = w.Close()
-	events.flush(stderr, "gputop record: ")
-	s := w.Stats()
-	say(stderr, fmt.Sprintf("gputop record: %s: %d snapshots, %d bytes", *out, len(st.Snapshots()), s.Bytes))
-	code := 0
-	if err != nil {
+	say(stderr, fmt.Sprintf("gputop record: writing %s (source %s%s); Ctrl-C ends it", f.out, f.sources.source, where))
+	var drops dropTeller
+	if err := watch(ctx, ses, func() {
+		// agent events (attached, closed with a reason) go to stderr
+		events.flush(stderr, "gputop record: ")
+		drops.tell(stderr, f.out, ses.RecordStats().Drops())
+	}); err != nil {
 		say(stderr, "gputop record:", err)
-		code = 1
 	}
-	if d := w.DropSummary(); d != "" {
-		say(stderr, fmt.Sprintf("gputop record: %s: %s", *out, d))
-		code = 1
+	ended := ses.Stop()
+	events.flush(stderr, "gputop record: ")
+	say(stderr, fmt.Sprintf("gputop record: %s: %d snapshots, %d bytes", f.out, len(ses.Store().Snapshots()), ended.Stats.Bytes))
+	if sayRecordingEnd(stderr, ended, "gputop record:", "gputop record: "+f.out+":") {
+		return 1
 	}
-	return code
+	return 0
 }
 
-// forceHint adds how to replace a file that record refused to truncate.
-func forceHint(err error) string {
-	var he *outfile.HoldsDataError
-	if errors.As(err, &he) {
-		return err.Error() + "; --force replaces it"
+// dropTeller says, while record runs, what the recording has dropped so
+// far: what the output did not keep up with at most once a second, frames
+// too long at once.
+type dropTeller struct {
+	told recording.Drops // drops printed so far
+	at   time.Time
+}
+
+func (t *dropTeller) tell(stderr io.Writer, out string, d recording.Drops) {
+	if d.Behind() != t.told.Behind() && time.Since(t.at) >= time.Second {
+		say(stderr, fmt.Sprintf("gputop record: %s is not keeping up: dropped so far %s", out, d.Behind()))
+		t.told.NVMLSamples, t.told.AgentSamples, t.told.Frames, t.at = d.NVMLSamples, d.AgentSamples, d.Frames, time.Now()
+	} else if d.TooLong != t.told.TooLong {
+		// not the output's fault: said at once, whatever its pace
+		say(stderr, fmt.Sprintf("gputop record: %s: dropped so far %s", out, recording.TooLongText(d.TooLong)))
+		t.told.TooLong = d.TooLong
 	}
-	return err.Error()
 }

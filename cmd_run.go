@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,9 +24,9 @@ import (
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
-	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/runner"
 	"github.com/gputop/gputop/sampler"
+	"github.com/gputop/gputop/session"
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
@@ -35,135 +36,87 @@ import (
 // (the Process end row, the bye) before the summary
 const runDrain = 3 * time.Second
 
+// runFlags are gputop run's flags.
+type runFlags struct {
+	sources      sourceFlags
+	noTUI, force bool
+	record, csv  string
+	fps, history int
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	f.sources.register(fs)
+	fs.BoolVar(&f.noTUI, "no-tui", false, "no TUI: CMD's output passes through, the summary is printed at the end (the default when standard output is not a terminal)")
+	fs.StringVar(&f.record, "record", "", "also write a recording of the run to `FILE`")
+	fs.BoolVar(&f.force, "force", false, "with --record: replace a file that already holds data")
+	fs.StringVar(&f.csv, "csv", "", "write the summary CSV to `PATH` when the run ends (a file, FIFO or device; not -)")
+	fs.IntVar(&f.fps, "fps", 30, "redraw the screen at most `N` times a second")
+	fs.IntVar(&f.history, "history", 0, "record torch's allocation history, the last `N` entries, so dumps (at an OOM, key M) say who allocated each block; 0: off")
+}
+
+// check says what is wrong with the command line as a whole.
+func (f *runFlags) check(fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return errors.New("want a command: gputop run [flags] -- CMD ARGS...")
+	}
+	if err := f.sources.validate(); err != nil {
+		return err
+	}
+	if f.fps < 1 || f.fps > 120 {
+		return fmt.Errorf("--fps %d: want 1..120", f.fps)
+	}
+	if f.history < 0 {
+		return fmt.Errorf("--history %d: want a number of entries, 0 for off", f.history)
+	}
+	if f.csv != "" {
+		t, err := outfile.Resolve(f.csv)
+		if err == nil && t.Kind == outfile.Descriptor && (t.FD == 1 || t.FD == 2) {
+			return fmt.Errorf("--csv %s: CMD's output goes there; give a file name", f.csv)
+		}
+		if refusedLink(err) {
+			return fmt.Errorf("--csv: %w", err)
+		}
+	}
+	return nil
+}
+
 func cmdRun(args []string, stderr io.Writer) int {
-	fs := newFlagSet("gputop run", stderr, "\ngputop run [flags] -- CMD ARGS...\n")
-	var sf sourceFlags
-	sf.register(fs)
-	noTUI := fs.Bool("no-tui", false, "no TUI: CMD's output passes through, the summary is printed at the end (the default when standard output is not a terminal)")
-	rec := fs.String("record", "", "also write a recording of the run to `FILE`")
-	force := fs.Bool("force", false, "with --record: replace a file that already holds data")
-	csvPath := fs.String("csv", "", "write the summary CSV to `PATH` when the run ends (a file, FIFO or device; not -)")
-	fps := fs.Int("fps", 30, "redraw the screen at most `N` times a second")
-	history := fs.Int("history", 0, "record torch's allocation history, the last `N` entries, so dumps (at an OOM, key M) say who allocated each block; 0: off")
-	if code := parse(fs, args); code >= 0 {
+	var f runFlags
+	fs, code := parseCommand("gputop run", "\ngputop run [flags] -- CMD ARGS...\n", &f, args, stderr)
+	if code >= 0 {
 		return code
 	}
 	argv := fs.Args()
-	if len(argv) == 0 {
-		fmt.Fprintln(stderr, "gputop run: want a command: gputop run [flags] -- CMD ARGS...")
-		return 2
-	}
-	if err := sf.validate(); err != nil {
-		fmt.Fprintln(stderr, "gputop run:", err)
-		return 2
-	}
-	if *fps < 1 || *fps > 120 {
-		fmt.Fprintf(stderr, "gputop run: --fps %d: want 1..120\n", *fps)
-		return 2
-	}
-	if *history < 0 {
-		fmt.Fprintf(stderr, "gputop run: --history %d: want a number of entries, 0 for off\n", *history)
-		return 2
-	}
-	if *csvPath != "" {
-		t, err := outfile.Resolve(*csvPath)
-		if err == nil && t.Kind == outfile.Descriptor && (t.FD == 1 || t.FD == 2) {
-			fmt.Fprintf(stderr, "gputop run: --csv %s: CMD's output goes there; give a file name\n", *csvPath)
-			return 2
-		}
-		if refusedLink(err) {
-			say(stderr, "gputop run: --csv:", err)
-			return 2
-		}
-	}
-	if *rec != "" {
-		if _, err := outfile.CheckStream(*rec, *force); err != nil {
+	if f.record != "" {
+		if _, err := outfile.CheckStream(f.record, f.force); err != nil {
 			say(stderr, "gputop run: --record:", forceHint(err))
 			return 1
 		}
 	}
+	path, code := lookPath(argv[0], stderr)
+	if code != 0 {
+		return code
+	}
 	name := strings.Join(argv, " ")
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		say(stderr, fmt.Sprintf("gputop run: %s: %v", argv[0], lookErr(err)))
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return 127
-		}
-		return 126
-	}
-	headless := *noTUI || !isTerminal(os.Stdout)
+	headless := f.noTUI || !isTerminal(os.Stdout)
 
-	// the agent: a private directory with the sitecustomize and the socket
-	var inj *runner.Injection
-	agentOn := os.Getenv("GPUTOP") == "" || !isOff(os.Getenv("GPUTOP"))
-	var notes []string
-	if !agentOn {
-		notes = append(notes, "GPUTOP="+os.Getenv("GPUTOP")+": the agent is off; CMD runs without it (NVML only)")
-	} else if sf.source == "agent" || sf.source == "all" {
-		exe, _ := os.Executable()
-		if inj, err = runner.Prepare(runner.FindAgent(exe)); err != nil {
-			notes = append(notes, err.Error()+"; CMD runs without the agent (NVML only)")
-			inj = nil
-		} else {
-			defer inj.Remove()
-			if sf.socket == "" {
-				sf.socket = inj.Socket
-			} else {
-				inj.Socket = sf.socket
-			}
-		}
-	}
-	if inj == nil && sf.source == "all" {
-		sf.source = "nvml"
-	}
-
-	// the store, the recording, the sources
-	var w *recording.Writer
-	if *rec != "" {
-		w = newRecordingWriter(sf.rate, "", "gputop run -- "+name, nil)
+	ag := f.prepareAgent()
+	if ag.inj != nil {
+		defer ag.inj.Remove()
 	}
 	var events eventPrinter
 	log := logbook.New()
 	if headless {
 		log.OnAdd(events.add)
 	}
-	st := store.New(logTo(store.DefaultOptions(), log))
-	in := ingest.New(st)
-	if w != nil {
-		in.SetTap(w)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	srv, stop, err := sf.start(ctx, in, log)
-	if errors.Is(err, sampler.ErrNoDriver) && sf.source == "all" {
-		notes = append(notes, firstLine(err.Error())+"; watching torch's counters only")
-		sf.source = "agent"
-		srv, stop, err = sf.start(ctx, in, log)
-	}
-	monitored := err == nil
+	ses, monitored, notes, err := f.monitor(log, name, stderr)
 	if err != nil {
-		notes = append(notes, "cannot monitor: "+firstLine(err.Error())+"; CMD runs unmonitored")
-		stop = func() {}
+		say(stderr, "gputop run: --record:", forceHint(err))
+		return 1
 	}
-	if monitored && w != nil {
-		f, err := outfile.OpenStream(ctx, *rec, *force, func() {
-			say(stderr, fmt.Sprintf("gputop run: %s is a FIFO: waiting for a reader", *rec))
-		})
-		if err == nil {
-			err = w.Start(f, *rec)
-		}
-		if err != nil {
-			cancel()
-			stop()
-			w.Close()
-			say(stderr, "gputop run: --record:", forceHint(err))
-			return 1
-		}
-	}
-	if srv != nil {
-		log.Add("agents: listening on " + srv.Path())
-	}
-	for _, n := range notes {
+	opt := ui.Options{Log: log}
+	askAgents(&opt, ses)
+	for _, n := range append(ag.notes, notes...) {
 		if headless {
 			say(stderr, "gputop run:", n)
 		} else {
@@ -171,63 +124,144 @@ func cmdRun(args []string, stderr io.Writer) int {
 		}
 	}
 
-	cmd := exec.Command(path, argv[1:]...)
-	cmd.Args = argv
-	if inj != nil {
-		cmd.Env = append(inj.Env(os.Environ()), historyEnv(*history, *rec, os.Getenv("GPUTOP_DUMP_DIR"))...)
-	}
-	var code int
+	cmd := f.command(path, argv, ag.inj)
 	var how string
 	if headless {
 		code, how = runHeadless(cmd, stderr, &events)
 	} else {
-		opt := ui.Options{Log: log}
-		if srv != nil {
-			opt.RequestHolders = srv.RequestHolders
-			opt.RequestDump = srv.RequestDump
-		}
-		code, how = runTUI(cmd, name, in, opt, *csvPath, *fps, stderr)
+		code, how = runTUI(cmd, name, ses.Ingest(), opt, f.csv, f.fps, stderr)
 	}
 
 	// the agents' last frames, then the summary
 	if monitored {
-		drainAgents(st, runDrain)
+		drainAgents(ses.Store(), runDrain)
 	}
-	cancel()
-	stop()
-	ret := code
-	if w != nil && monitored {
-		if err := w.Close(); err != nil {
-			say(stderr, "gputop run: --record:", err)
-		}
-		if d := w.DropSummary(); d != "" {
-			say(stderr, fmt.Sprintf("gputop run: --record: %s: %s", *rec, d))
-		}
-	}
+	sayRecordingEnd(stderr, ses.Stop(), "gputop run: --record:", "gputop run: --record: "+f.record+":")
 	if headless {
 		events.flush(stderr, "gputop run: ")
 		say(stderr, fmt.Sprintf("gputop run: %s %s", name, how))
-		for _, l := range agentSummary(st, inj, agentOn) {
+		for _, l := range agentSummary(ses.Store(), ag) {
 			say(stderr, "gputop run:", l)
 		}
-		snaps, devs := st.Snapshots(), st.Devices()
-		if len(snaps) > 0 {
-			for _, l := range snapshot.Table(snaps, devs) {
-				say(stderr, l)
-			}
-			for _, l := range snapshot.Findings(snaps, devs) {
-				say(stderr, l)
-			}
+		f.summary(ses.Store(), monitored, stderr)
+	}
+	return code
+}
+
+// lookPath finds CMD as a shell would; when it cannot, it says why and
+// returns the shell's status: 127 not found, 126 found but not runnable.
+func lookPath(name string, stderr io.Writer) (string, int) {
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path, 0
+	}
+	say(stderr, fmt.Sprintf("gputop run: %s: %v", name, lookErr(err)))
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return "", 127
+	}
+	return "", 126
+}
+
+// agentInjection is the agent put into CMD's processes, or why it is not.
+type agentInjection struct {
+	inj   *runner.Injection // nil: CMD runs without the agent
+	on    bool              // $GPUTOP leaves the agent on
+	notes []string          // why CMD runs without it
+}
+
+// prepareAgent makes the private directory with the sitecustomize and the
+// socket, and points the agent source at that socket (or the socket at
+// --socket). Without the agent, --source all is NVML alone.
+func (f *runFlags) prepareAgent() agentInjection {
+	sf := &f.sources
+	a := agentInjection{on: os.Getenv("GPUTOP") == "" || !isOff(os.Getenv("GPUTOP"))}
+	switch {
+	case !a.on:
+		a.notes = append(a.notes, "GPUTOP="+os.Getenv("GPUTOP")+": the agent is off; CMD runs without it (NVML only)")
+	case sf.source == "agent" || sf.source == "all":
+		exe, _ := os.Executable()
+		inj, err := runner.Prepare(runner.FindAgent(exe))
+		if err != nil {
+			a.notes = append(a.notes, err.Error()+"; CMD runs without the agent (NVML only)")
+			break
 		}
-		if *csvPath != "" && monitored {
-			if err := snapshot.WriteCSV(*csvPath, snaps, devs); err != nil {
-				say(stderr, "gputop run:", err)
-			} else {
-				say(stderr, fmt.Sprintf("gputop run: wrote %s (%d rows)", *csvPath, len(snaps)))
-			}
+		a.inj = inj
+		if sf.socket == "" {
+			sf.socket = inj.Socket
+		} else {
+			inj.Socket = sf.socket
 		}
 	}
-	return ret
+	if a.inj == nil && sf.source == "all" {
+		sf.source = "nvml"
+	}
+	return a
+}
+
+// monitor starts the session that watches CMD: as the flags say; without
+// NVML where there is no driver; else a session of nothing (CMD runs
+// unmonitored, an empty store behind the TUI), monitored false. The notes
+// say what was given up. Only a recording that cannot be opened is an
+// error.
+func (f *runFlags) monitor(log *logbook.Book, name string, stderr io.Writer) (*session.Session, bool, []string, error) {
+	sf := &f.sources
+	opt := sf.options(log)
+	if f.record != "" {
+		opt.Record = &session.Record{Path: f.record, Force: f.force, Comment: "gputop run -- " + name, Waiting: func() {
+			say(stderr, fmt.Sprintf("gputop run: %s is a FIFO: waiting for a reader", f.record))
+		}}
+	}
+	ctx := context.Background()
+	var notes []string
+	ses, err := sf.start(ctx, opt)
+	if errors.Is(err, sampler.ErrNoDriver) && sf.source == "all" {
+		notes = append(notes, firstLine(err.Error())+"; watching torch's counters only")
+		sf.source, opt.NVML = "agent", false
+		ses, err = sf.start(ctx, opt)
+	}
+	var oe *session.OutputError
+	switch {
+	case errors.As(err, &oe):
+		return nil, false, notes, err
+	case err != nil:
+		notes = append(notes, "cannot monitor: "+firstLine(err.Error())+"; CMD runs unmonitored")
+		ses, err = session.Start(ctx, session.Options{Log: log})
+		return ses, false, notes, err
+	}
+	return ses, true, notes, nil
+}
+
+// command is CMD, the agent injected into its environment when there is
+// one.
+func (f *runFlags) command(path string, argv []string, inj *runner.Injection) *exec.Cmd {
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args = argv
+	if inj != nil {
+		cmd.Env = append(inj.Env(os.Environ()), historyEnv(f.history, f.record, os.Getenv("GPUTOP_DUMP_DIR"))...)
+	}
+	return cmd
+}
+
+// summary is the end of a headless run: the summary table and findings,
+// and --csv when the run was monitored.
+func (f *runFlags) summary(st *store.Store, monitored bool, stderr io.Writer) {
+	snaps, devs := st.Snapshots(), st.Devices()
+	if len(snaps) > 0 {
+		for _, l := range snapshot.Table(snaps, devs) {
+			say(stderr, l)
+		}
+		for _, l := range snapshot.Findings(snaps, devs) {
+			say(stderr, l)
+		}
+	}
+	if f.csv == "" || !monitored {
+		return
+	}
+	if err := snapshot.WriteCSV(f.csv, snaps, devs); err != nil {
+		say(stderr, "gputop run:", err)
+	} else {
+		say(stderr, fmt.Sprintf("gputop run: wrote %s (%d rows)", f.csv, len(snaps)))
+	}
 }
 
 // runHeadless runs cmd on gputop's own terminal and descriptors: its output
@@ -385,8 +419,9 @@ func drainAgents(st *store.Store, d time.Duration) {
 }
 
 // agentSummary says which processes reported to gputop, or why none did.
-func agentSummary(st *store.Store, inj *runner.Injection, agentOn bool) []string {
-	if !agentOn || inj == nil {
+func agentSummary(st *store.Store, ag agentInjection) []string {
+	inj := ag.inj
+	if !ag.on || inj == nil {
 		return nil
 	}
 	agents := st.Agents()

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,13 +13,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
-	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/session"
 )
 
 // serveOptions are gputop serve's flags.
@@ -43,50 +39,54 @@ func (o *serveOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.force, "force", false, "let -o replace FILE if it already holds data")
 }
 
-func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer) int {
-	fs := newFlagSet("gputop serve", stderr, "\ngputop serve [--stdio | -o FILE] [--metrics ADDR] [flags]\n")
-	var o serveOptions
-	o.register(fs)
-	if code := parse(fs, args); code >= 0 {
-		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gputop serve: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+// check says what is wrong with the command line as a whole.
+func (o *serveOptions) check(fs *flag.FlagSet) error {
+	if err := noArguments(fs); err != nil {
+		return err
 	}
 	if err := o.sources.validate(); err != nil {
-		fmt.Fprintln(stderr, "gputop serve:", err)
-		return 2
+		return err
 	}
 	if o.sources.source == "none" {
-		fmt.Fprintln(stderr, "gputop serve: --source none: serve has nothing but this machine's sources to serve")
-		return 2
+		return errors.New("--source none: serve has nothing but this machine's sources to serve")
 	}
 	if o.stdio && o.out != "" {
-		fmt.Fprintln(stderr, "gputop serve: --stdio and -o: one stream at a time (record the --ssh view with gputop record --ssh)")
-		return 2
+		return errors.New("--stdio and -o: one stream at a time (record the --ssh view with gputop record --ssh)")
 	}
-	// the output is looked at now and opened once the sources have
-	// started, as record does
-	if o.out != "" {
-		if _, err := outfile.CheckStream(o.out, o.force); err != nil {
-			say(stderr, "gputop serve:", forceHint(err))
-			return 1
-		}
+	return nil
+}
+
+// record is where serve's recording goes: standard output with --stdio,
+// -o FILE, or nowhere (nil).
+func (o *serveOptions) record(stdout *os.File, stderr io.Writer) *session.Record {
+	switch {
+	case o.stdio:
+		return &session.Record{Out: stdout}
+	case o.out != "":
+		return &session.Record{Path: o.out, Force: o.force, Waiting: func() {
+			say(stderr, fmt.Sprintf("gputop serve: %s is a FIFO: waiting for a reader", o.out))
+		}}
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return nil
+}
+
+func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer) int {
+	var o serveOptions
+	if _, code := parseCommand("gputop serve", "\ngputop serve [--stdio | -o FILE] [--metrics ADDR] [flags]\n", &o, args, stderr); code >= 0 {
+		return code
+	}
+	ctx, cancel := interrupted()
 	defer cancel()
+	// agents attaching, refused, closed with a reason go to stderr; with
+	// --stdio stderr is kept for errors alone, since gputop --ssh quotes
+	// its last line as the reason a host dropped
 	var events eventPrinter
+	eventOut := stderr
+	if o.stdio {
+		eventOut = io.Discard
+	}
 	log := logbook.New()
 	log.OnAdd(events.add)
-	st := store.New(logTo(store.DefaultOptions(), log))
-	in := ingest.New(st)
-	var w *recording.Writer // to -o FILE or, with --stdio, standard output
-	if o.out != "" || o.stdio {
-		w = newRecordingWriter(o.sources.rate, "", "", nil)
-		in.SetTap(w)
-	}
 	if o.stdio {
 		// a viewer that went away is a write error (EPIPE) ending serve,
 		// not a SIGPIPE killing it with its socket left behind
@@ -97,76 +97,26 @@ func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer)
 			cancel()
 		}()
 	}
-	_, stop, err := o.sources.start(ctx, in, log)
+	// -o's output is looked at first and opened once the sources have
+	// started, as record does
+	opt := o.sources.options(log)
+	opt.Record = o.record(stdout, stderr)
+	ses, err := o.sources.start(ctx, opt)
 	if err != nil {
-		if w != nil {
-			w.Close()
-		}
-		say(stderr, "gputop serve:", err)
+		events.flush(eventOut, "gputop serve: ")
+		say(stderr, "gputop serve:", forceHint(err))
 		return 1
 	}
-	if w != nil && o.out != "" {
-		f, err := outfile.OpenStream(ctx, o.out, o.force, func() {
-			say(stderr, fmt.Sprintf("gputop serve: %s is a FIFO: waiting for a reader", o.out))
-		})
-		if err == nil {
-			err = w.Start(f, o.out)
-		}
-		if err != nil {
-			cancel()
-			stop()
-			w.Close()
-			events.flush(stderr, "gputop serve: ")
-			say(stderr, "gputop serve:", forceHint(err))
-			return 1
-		}
-	} else if w != nil {
-		if err := w.Start(stdout, "standard output"); err != nil {
-			cancel()
-			stop()
-			say(stderr, "gputop serve:", err)
-			return 1
-		}
-	}
-	eventOut := stderr
-	if o.stdio {
-		eventOut = io.Discard
-	}
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
 	code := 0
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-tick.C:
-			// agents attaching, refused, closed with a reason go to stderr;
-			// with --stdio stderr is kept for errors alone, since gputop
-			// --ssh quotes its last line as the reason a host dropped
-			events.flush(eventOut, "gputop serve: ")
-			if w == nil {
-				continue
-			}
-			if err := w.Err(); err != nil {
-				say(stderr, "gputop serve:", err)
-				code = 1
-				break loop
-			}
-		}
+	if err := watch(ctx, ses, func() { events.flush(eventOut, "gputop serve: ") }); err != nil {
+		say(stderr, "gputop serve:", err)
+		code = 1
 	}
-	cancel()
-	stop()
-	if w != nil {
-		// with --stdio a write error is the viewer going away, and drops
-		// are in the stream; an output that stopped taking lines is said
-		err := w.Close()
-		if err != nil && (o.out != "" || errors.Is(err, recording.ErrStalled)) {
-			say(stderr, "gputop serve:", err)
-			code = 1
-		}
-		if d := w.DropSummary(); d != "" && (o.out != "" || errors.Is(err, recording.ErrStalled)) {
-			say(stderr, fmt.Sprintf("gputop serve: %s: %s", w.Path(), d))
+	ended := ses.Stop()
+	// with --stdio a write error is the viewer going away, and drops are
+	// in the stream; an output that stopped taking lines is said
+	if o.out != "" || errors.Is(ended.Err, recording.ErrStalled) {
+		if sayRecordingEnd(stderr, ended, "gputop serve:", "gputop serve: "+ended.Path+":") {
 			code = 1
 		}
 	}

@@ -3,9 +3,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os/signal"
@@ -14,158 +14,198 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gputop/gputop/demo"
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
-	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/session"
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
-	"github.com/gputop/gputop/view"
 )
 
-func cmdTUI(args []string, stderr io.Writer) int {
-	fs := newFlagSet("gputop", stderr, "")
-	var sf sourceFlags
-	sf.register(fs)
-	sf.registerSSH(fs)
-	demoFlag := fs.Bool("demo", false, "play the recording embedded in the binary")
-	replay := fs.String("replay", "", "play the recording `FILE`")
-	csvPath := fs.String("csv", "", "write the summary CSV to `PATH` on the e key and on quitting (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on e, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
-	fps := fs.Int("fps", 30, "at most `N` screen redraws per second")
-	recordPath := fs.String("record", "", "live: also write a recording to `FILE`, as gputop record does, with the rows renamed and deleted in the TUI (a FILE that holds data is refused)")
-	if code := parse(fs, args); code >= 0 {
-		return code
+// tuiFlags are the TUI's flags.
+type tuiFlags struct {
+	sources             sourceFlags
+	demo                bool
+	replay, csv, record string
+	fps                 int
+}
+
+func (f *tuiFlags) register(fs *flag.FlagSet) {
+	f.sources.register(fs)
+	f.sources.registerSSH(fs)
+	fs.BoolVar(&f.demo, "demo", false, "play the recording embedded in the binary")
+	fs.StringVar(&f.replay, "replay", "", "play the recording `FILE`")
+	fs.StringVar(&f.csv, "csv", "", "write the summary CSV to `PATH` on the e key and on quitting (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on e, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
+	fs.IntVar(&f.fps, "fps", 30, "at most `N` screen redraws per second")
+	fs.StringVar(&f.record, "record", "", "live: also write a recording to `FILE`, as gputop record does, with the rows renamed and deleted in the TUI (a FILE that holds data is refused)")
+}
+
+// check says what is wrong with the command line as a whole.
+func (f *tuiFlags) check(fs *flag.FlagSet) error {
+	if err := noArguments(fs); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "gputop: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
+	if err := f.sources.validate(); err != nil {
+		return err
 	}
-	if err := sf.validate(); err != nil {
-		fmt.Fprintln(stderr, "gputop:", err)
-		return 2
+	played := f.demo || f.replay != ""
+	if f.sources.metrics != "" && played {
+		return errors.New("--metrics serves what a live gputop samples; not with --demo or --replay")
 	}
-	if sf.metrics != "" && (*demoFlag || *replay != "") {
-		fmt.Fprintln(stderr, "gputop: --metrics serves what a live gputop samples; not with --demo or --replay")
-		return 2
+	if f.fps < 1 || f.fps > 120 {
+		return fmt.Errorf("--fps %d: want 1..120", f.fps)
 	}
-	if *fps < 1 || *fps > 120 {
-		fmt.Fprintf(stderr, "gputop: --fps %d: want 1..120\n", *fps)
-		return 2
-	}
-	if *csvPath != "" {
-		t, err := outfile.Resolve(*csvPath)
+	if f.csv != "" {
+		t, err := outfile.Resolve(f.csv)
 		if err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
-			fmt.Fprintf(stderr, "gputop: --csv %s: the TUI draws on standard output, so the CSV cannot go there; give a file name (or write a recording's CSV to standard output with `gputop export FILE --csv -`)\n", *csvPath)
-			return 2
+			return fmt.Errorf("--csv %s: the TUI draws on standard output, so the CSV cannot go there; give a file name (or write a recording's CSV to standard output with `gputop export FILE --csv -`)", f.csv)
 		}
 		if refusedLink(err) {
-			say(stderr, "gputop: --csv:", err)
-			return 2
+			return fmt.Errorf("--csv: %w", err)
 		}
 	}
-	if *recordPath != "" && (*demoFlag || *replay != "") {
-		fmt.Fprintln(stderr, "gputop: --record records live sources; it does not go with --demo or --replay")
-		return 2
+	if f.record != "" && played {
+		return errors.New("--record records live sources; it does not go with --demo or --replay")
 	}
-	log := logbook.New()
-	opt := ui.Options{CSVPath: *csvPath, FPS: *fps, Now: time.Now, Log: log}
-	var st *store.Store
-	var in *ingest.Ingest // st's way in: the sources', the snapshot key's, a row edit's
+	return nil
+}
+
+func cmdTUI(args []string, stderr io.Writer) int {
+	var f tuiFlags
+	if _, code := parseCommand("gputop", "", &f, args, stderr); code >= 0 {
+		return code
+	}
+	if err := checkTUIRecord(f.record); err != nil {
+		say(stderr, "gputop:", err)
+		return 1
+	}
 	// a closed terminal (SIGHUP) or kill (SIGTERM) ends the TUI like q does,
 	// so --csv is still written
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
-	stop := func() {}
-	recordFailed := false // --record could not write everything
-	var load *replayLoad  // --replay: the file loads while the TUI shows how far it got
-	switch {
-	case *demoFlag:
-		st = store.New(logTo(replayOptions(), log))
-		in = ingest.New(st)
-		info, err := recording.LoadInto("demo", bytes.NewReader(demo.Recording), in)
-		if info.Dropped.Any() {
-			log.Add(droppedNote(info.Dropped))
+	log := logbook.New()
+	opt := ui.Options{CSVPath: f.csv, FPS: f.fps, Now: time.Now, Log: log}
+	src, err := f.open(ctx, log, &opt, stderr)
+	if err != nil {
+		if f.replay != "" && ctx.Err() != nil {
+			return 0 // closed or killed before anything loaded
 		}
-		if err != nil {
-			opt.LoadErr = err.Error()
-		}
-		opt.Title = "demo: " + demo.Title
-		opt.Replay = true
-		// open where the whole run's story is on screen, found in its rows
-		opt.OpenAt, _ = view.StoryMoment(st)
-	case *replay != "":
-		st = store.New(logTo(replayOptions(), log))
-		in = ingest.New(st)
-		var err error
-		if load, err = startReplay(ctx, *replay, in, log); err != nil {
-			if ctx.Err() != nil {
-				return 0 // closed or killed before anything loaded
-			}
-			say(stderr, "gputop:", err)
-			return 1
-		}
-		opt.Title = *replay
-		opt.Replay = true
-	default:
-		st = store.New(logTo(store.DefaultOptions(), log))
-		in = ingest.New(st)
-		rec, err := newTUIRecorder(*recordPath, sf.rate, in)
-		if err != nil {
-			say(stderr, "gputop:", err)
-			return 1
-		}
-		srv, s, err := sf.start(ctx, in, log)
-		if err == nil {
-			if err = rec.open(ctx, stderr); err != nil {
-				s()
-			}
-		}
-		if err != nil {
-			say(stderr, "gputop:", err)
-			return 1
-		}
-		stop = func() {
-			s()
-			if rec.close(stderr) != nil {
-				recordFailed = true
-			}
-		}
-		if srv != nil {
-			opt.RequestHolders = srv.RequestHolders
-			opt.RequestDump = srv.RequestDump
-			log.Add("agents: listening on " + srv.Path())
-		}
+		say(stderr, "gputop:", err)
+		return 1
 	}
+	st := src.in.Store()
 	opt.WriteCSV = func(path string) error { return snapshot.WriteStoreCSV(path, st) }
-	var model tea.Model = ui.New(in, opt)
-	if load != nil {
-		model = ui.NewLoading(in, opt, load.ui())
+	var model tea.Model = ui.New(src.in, opt)
+	if src.load != nil {
+		model = ui.NewLoading(src.in, opt, src.load.ui())
 	}
-	_, err := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
+	_, err = tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(f.fps)).Run()
 	signalled := ctx.Err() != nil
 	cancel() // stops a load still running
-	stop()
+	code := 0
+	if src.stop(stderr) {
+		code = 1 // --record could not write everything
+	}
 	// a load given up leaves nothing to write: the CSV would lack rows
-	if signalled && *csvPath != "" && (load == nil || load.complete()) {
-		if werr := opt.WriteCSV(*csvPath); werr != nil || recordFailed {
-			if werr != nil {
-				say(stderr, "gputop:", werr)
-			}
+	if signalled && f.csv != "" && src.complete() {
+		if werr := opt.WriteCSV(f.csv); werr != nil {
+			say(stderr, "gputop:", werr)
 			return 1
 		}
-		return 0
+		return code
 	}
 	if err != nil && !errors.Is(err, tea.ErrProgramKilled) && !errors.Is(err, context.Canceled) {
 		fmt.Fprintln(stderr, "gputop:", err)
 		return 1
 	}
-	if recordFailed {
-		return 1
+	return code
+}
+
+// tuiSource is what the TUI shows: a store, through its ingest, and what
+// ends it.
+type tuiSource struct {
+	in     *ingest.Ingest
+	load   *replayLoad      // --replay: the file loading behind the TUI
+	ses    *session.Session // live
+	record string           // live: --record's path
+}
+
+// open opens what the flags ask the TUI to show, filling in opt's title
+// and what the UI may ask of it.
+func (f *tuiFlags) open(ctx context.Context, log *logbook.Book, opt *ui.Options, stderr io.Writer) (tuiSource, error) {
+	switch {
+	case f.demo:
+		return openDemo(log, opt), nil
+	case f.replay != "":
+		return openReplay(ctx, f.replay, log, opt)
 	}
-	return 0
+	so := f.sources.options(log)
+	if f.record != "" {
+		so.Record = &session.Record{Path: f.record, Writer: " (TUI)", Waiting: func() {
+			say(stderr, fmt.Sprintf("gputop: --record %s is a FIFO: waiting for a reader", f.record))
+		}}
+	}
+	ses, err := f.sources.start(ctx, so)
+	var oe *session.OutputError
+	if errors.As(err, &oe) {
+		return tuiSource{}, recordPathErr(f.record, oe.Err)
+	}
+	if err != nil {
+		return tuiSource{}, err
+	}
+	askAgents(opt, ses)
+	return tuiSource{in: ses.Ingest(), ses: ses, record: f.record}, nil
+}
+
+// askAgents gives the UI what it may ask of the session's agents (a
+// holders walk, a memory dump), and logs where they connect.
+func askAgents(opt *ui.Options, ses *session.Session) {
+	if srv := ses.Agents(); srv != nil {
+		opt.RequestHolders = srv.RequestHolders
+		opt.RequestDump = srv.RequestDump
+		ses.Log().Add("agents: listening on " + srv.Path())
+	}
+}
+
+// stop ends a live session and says what went wrong with its recording;
+// it reports whether anything did.
+func (s tuiSource) stop(stderr io.Writer) bool {
+	if s.ses == nil {
+		return false
+	}
+	prefix := "gputop: --record " + s.record + ":"
+	return sayRecordingEnd(stderr, s.ses.Stop(), prefix, prefix)
+}
+
+// complete reports whether what the TUI showed was whole: live, the demo,
+// or a replay loaded to its end (or up to a bad line).
+func (s tuiSource) complete() bool { return s.load == nil || s.load.complete() }
+
+// checkTUIRecord looks at --record's path ("": none) before anything
+// starts, as record -o does; a file that holds data is refused (the TUI
+// has no --force), and so is standard output, where the TUI draws.
+func checkTUIRecord(path string) error {
+	if path == "" {
+		return nil
+	}
+	t, err := outfile.CheckStream(path, false)
+	if err == nil && t.Kind == outfile.Descriptor && t.FD == 1 {
+		err = errors.New("the TUI draws on standard output, so the recording cannot go there; give a file name (or use gputop record -o -)")
+	}
+	return recordPathErr(path, err)
+}
+
+// recordPathErr is an error of --record's path, as the TUI says it.
+func recordPathErr(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var he *outfile.HoldsDataError
+	if errors.As(err, &he) {
+		err = fmt.Errorf("%w; give another name (gputop record --force replaces a recording)", err)
+	}
+	return fmt.Errorf("--record %s: %w", path, err)
 }
 
 // logTo makes the store's notes go to log.

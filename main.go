@@ -130,6 +130,49 @@ func parse(fs *flag.FlagSet, args []string) int {
 	return -1
 }
 
+// usageError is a command line wrong as a whole: said, then the usage.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+// commandFlags are a subcommand's flags: registered on its flag set, and
+// checked together once parsed (its arguments, flags that go together).
+type commandFlags interface {
+	register(fs *flag.FlagSet)
+	check(fs *flag.FlagSet) error
+}
+
+// parseCommand parses args into the flags f of the command name (its usage
+// the common one, then extra) and checks them. It returns the flag set and
+// -1 to continue, or the exit code: 0 for -h, 2 for a bad flag or what
+// check finds wrong, said after the command's name (and the usage after a
+// usageError).
+func parseCommand(name, extra string, f commandFlags, args []string, stderr io.Writer) (*flag.FlagSet, int) {
+	fs := newFlagSet(name, stderr, extra)
+	f.register(fs)
+	if code := parse(fs, args); code >= 0 {
+		return fs, code
+	}
+	err := f.check(fs)
+	if err == nil {
+		return fs, -1
+	}
+	say(stderr, name+":", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fs.Usage()
+	}
+	return fs, 2
+}
+
+// noArguments is the check of a command that takes no arguments.
+func noArguments(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return usageError(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	}
+	return nil
+}
+
 // given reports whether the flag name was on the command line (a default
 // can mean "none" where the same value given would be a mistake).
 func given(fs *flag.FlagSet, name string) bool {

@@ -1,16 +1,52 @@
+// A recording behind the TUI: the demo's, or --replay's loading in the
+// background.
+
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/gputop/gputop/demo"
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/recording"
+	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
+	"github.com/gputop/gputop/view"
 )
+
+// openDemo loads the recording embedded in the binary for the TUI (--demo).
+func openDemo(log *logbook.Book, opt *ui.Options) tuiSource {
+	in := ingest.New(store.New(logTo(replayOptions(), log)))
+	info, err := recording.LoadInto("demo", bytes.NewReader(demo.Recording), in)
+	if info.Dropped.Any() {
+		log.Add(droppedNote(info.Dropped))
+	}
+	if err != nil {
+		opt.LoadErr = err.Error()
+	}
+	opt.Title = "demo: " + demo.Title
+	opt.Replay = true
+	// open where the whole run's story is on screen, found in its rows
+	opt.OpenAt, _ = view.StoryMoment(in.Store())
+	return tuiSource{in: in}
+}
+
+// openReplay starts loading path for the TUI (--replay).
+func openReplay(ctx context.Context, path string, log *logbook.Book, opt *ui.Options) (tuiSource, error) {
+	in := ingest.New(store.New(logTo(replayOptions(), log)))
+	load, err := startReplay(ctx, path, in, log)
+	if err != nil {
+		return tuiSource{}, err
+	}
+	opt.Title = path
+	opt.Replay = true
+	return tuiSource{in: in, load: load}, nil
+}
 
 // replayLoad is a recording loading in the background for --replay, so
 // that the TUI shows how far it got and quits at once when asked: a

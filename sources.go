@@ -1,5 +1,6 @@
-// The sources a live gputop reads: NVML, the agent socket, and the Go
-// runtime settings that suit a monitor running beside training.
+// The flags of a live session's sources (NVML, the agent socket, --ssh
+// hosts, --metrics), the session they start, and the Go runtime settings
+// that suit a monitor running beside training.
 
 package main
 
@@ -12,21 +13,16 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
-	"github.com/gputop/gputop/agentlink"
-	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/metrics"
-	"github.com/gputop/gputop/remote"
 	"github.com/gputop/gputop/sampler"
+	"github.com/gputop/gputop/session"
 	"github.com/gputop/gputop/store"
 )
 
-// sourceFlags are shared by the TUI and record.
+// sourceFlags are shared by the live commands: the TUI, record, serve, run.
 type sourceFlags struct {
 	rate, procRate float64
 	source, socket string
@@ -97,98 +93,29 @@ func (s *sourceFlags) validate() error {
 	return nil
 }
 
-// start starts what the flags ask for. It returns the agent server (nil
-// without agents) and a stop function that, once ctx is done, waits for the
-// sources to end. Nothing runs unless every source could be set up.
-func (s *sourceFlags) start(ctx context.Context, in *ingest.Ingest, log *logbook.Book) (*agentlink.Server, func(), error) {
-	st := in.Store()
-	liveRuntime()
-	// the metrics port first: one in use stops everything before it starts
-	var ms *metrics.Server
-	if s.metrics != "" {
-		host, _ := os.Hostname()
-		var err error
-		opt := metrics.Options{Hostname: host, Window: s.metricsWindow, WebConfig: s.webConfig, Log: log.Add}
-		if ms, err = metrics.Listen(s.metrics, st, opt); err != nil {
-			return nil, nil, err
-		}
-	}
-	closeMetrics := func() {
-		if ms != nil {
-			ms.Close()
-		}
-	}
-	var n *sampler.NVML
-	if s.source == "nvml" || s.source == "all" {
-		n = sampler.NewNVML(nvml.New(), in, sampler.NVMLOptions{Rate: s.rate, ProcRate: s.procRate, Thread: true, Log: log.Add})
-		if err := n.Init(); err != nil {
-			closeMetrics()
-			if errors.Is(err, sampler.ErrNoDriver) && s.source == "all" {
-				return nil, nil, fmt.Errorf("%w\n(to watch only PyTorch agents on a machine without a driver: --source agent)", err)
-			}
-			return nil, nil, err
-		}
-	}
-	var srv *agentlink.Server
-	if s.source == "agent" || s.source == "all" {
-		path := s.socket
-		var err error
-		if path == "" {
-			path, err = agentlink.DefaultSocketPath()
-		}
-		if err == nil {
-			srv, err = agentlink.Listen(path, in, agentlink.Options{Log: log.Add})
-		}
-		if err != nil {
-			if n != nil {
-				n.Close()
-			}
-			closeMetrics()
-			return nil, nil, err
-		}
-		// end rows (a key, gputop snap) ask their agents for a holders
-		// walk through this server
-		in.SetAsker(srv.RequestHeld)
-	}
-	var wg sync.WaitGroup
+// options are the session the flags ask for, its parts writing to log.
+func (s *sourceFlags) options(log *logbook.Book) session.Options {
 	hosts, _ := s.hosts()
-	for _, src := range s.remotes(in, hosts, log) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			src.Run(ctx)
-		}()
+	return session.Options{
+		Log:  log,
+		NVML: s.source == "nvml" || s.source == "all", Rate: s.rate, ProcRate: s.procRate,
+		Agents: s.source == "agent" || s.source == "all", Socket: s.socket,
+		Hosts: hosts, SSH: strings.Fields(os.Getenv("GPUTOP_SSH")), RemoteCommand: s.sshGputop,
+		Metrics: s.metrics, MetricsWindow: s.metricsWindow, WebConfig: s.webConfig,
+		Tool: toolVersion(),
 	}
-	if n != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := n.Run(ctx); err != nil {
-				log.Add("NVML sampling stopped: " + err.Error())
-			}
-			n.Close()
-		}()
+}
+
+// start starts the session opt describes (see session.Start: all of it or
+// nothing), the Go runtime set for a monitor first. An NVML without a
+// driver says how to watch the agents alone.
+func (s *sourceFlags) start(ctx context.Context, opt session.Options) (*session.Session, error) {
+	liveRuntime()
+	ses, err := session.Start(ctx, opt)
+	if errors.Is(err, sampler.ErrNoDriver) && s.source == "all" {
+		return nil, fmt.Errorf("%w\n(to watch only PyTorch agents on a machine without a driver: --source agent)", err)
 	}
-	if srv != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(ctx); err != nil {
-				log.Add("agent socket: " + err.Error())
-			}
-		}()
-	}
-	if ms != nil {
-		log.Add("metrics: " + ms.Serving())
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := ms.Serve(ctx); err != nil {
-				log.Add("metrics: " + err.Error())
-			}
-		}()
-	}
-	return srv, wg.Wait, nil
+	return ses, err
 }
 
 // liveRuntime suits the Go runtime to a monitor that runs for hours beside
@@ -232,14 +159,4 @@ func (s *sourceFlags) hosts() ([]string, error) {
 		return nil, fmt.Errorf("--ssh: %d hosts, at most %d", len(hosts), store.MaxHosts)
 	}
 	return hosts, nil
-}
-
-// remotes makes the sources of the hosts: host i is id i+1 in the store.
-func (s *sourceFlags) remotes(in *ingest.Ingest, hosts []string, log *logbook.Book) []*remote.Source {
-	sshCmd := strings.Fields(os.Getenv("GPUTOP_SSH"))
-	var out []*remote.Source
-	for i, h := range hosts {
-		out = append(out, remote.New(in, i+1, remote.Options{Host: h, SSH: sshCmd, Command: s.sshGputop, Tool: toolVersion(), Log: log.Add}))
-	}
-	return out
 }
