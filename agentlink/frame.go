@@ -11,9 +11,8 @@ import (
 )
 
 // decodeFrame decodes and checks one line (without its newline) of the agent
-// protocol. It returns a wire value (wire.Hello, wire.Sample, wire.Mark,
-// wire.OOM, wire.Holders, wire.Bye, wire.Snap, wire.Reply or wire.Request),
-// or an error that names what is wrong. Where a frame may appear in a
+// protocol. It returns a wire value of a type that the table (wire.Frames)
+// puts on the socket, or an error that names what is wrong. Where a frame may appear in a
 // connection is the session's business, not this function's.
 //
 // Unknown fields are ignored so that a newer agent can add optional fields
@@ -41,46 +40,33 @@ func decodeFrame(line []byte) (any, error) {
 		}
 		return nil, syntaxError(err)
 	}
-	switch head.Type {
-	case "":
+	if head.Type == "" {
 		return nil, errors.New(`frame has no "type"`)
-	case wire.TypeHello:
-		return decodeAs[wire.Hello](trimmed, head.Type)
-	case wire.TypeSample:
-		return decodeAs[wire.Sample](trimmed, head.Type)
-	case wire.TypeMark:
-		return decodeAs[wire.Mark](trimmed, head.Type)
-	case wire.TypeOOM:
-		return decodeAs[wire.OOM](trimmed, head.Type)
-	case wire.TypeHolders:
-		return decodeAs[wire.Holders](trimmed, head.Type)
-	case wire.TypeBye:
-		return decodeAs[wire.Bye](trimmed, head.Type)
-	case wire.TypeSnap:
-		return decodeAs[wire.Snap](trimmed, head.Type)
-	case wire.TypeReply:
-		return decodeAs[wire.Reply](trimmed, head.Type)
-	case wire.TypeRequest:
-		return decodeAs[wire.Request](trimmed, head.Type)
-	case wire.TypeRecording, wire.TypeDevice, wire.TypeNVML, wire.TypeProcs,
-		wire.TypeDevError, wire.TypeSnapshot, wire.TypeEnded:
+	}
+	spec, known := wire.Lookup(head.Type)
+	switch {
+	case !known:
+		return nil, fmt.Errorf("unknown frame type %q", wire.Clip(head.Type, 40))
+	case spec.Socket == wire.NotOnSocket:
 		return nil, fmt.Errorf("frame type %q belongs in recordings, not on the agent socket", head.Type)
 	}
-	return nil, fmt.Errorf("unknown frame type %q", wire.Clip(head.Type, 40))
+	return decodeAs(spec, trimmed)
 }
 
 // decodeAs unmarshals a frame of a known type and checks it (wire.Check,
 // which the recording loader uses too). Errors are prefixed with the frame
 // type so that "sample: ..." tells where to look.
-func decodeAs[T wire.Frame](line []byte, typ string) (any, error) {
-	var v T
-	if err := json.Unmarshal(line, &v); err != nil {
+func decodeAs(spec wire.Spec, line []byte) (any, error) {
+	typ := spec.Type
+	p := spec.New()
+	if err := json.Unmarshal(line, p); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return nil, fmt.Errorf("%s: %q must be %s, got %s", typ, te.Field, kindName(te.Type), te.Value)
 		}
 		return nil, fmt.Errorf("%s: %w", typ, syntaxError(err))
 	}
+	v := spec.Value(p)
 	if err := wire.Check(v); err != nil {
 		return nil, fmt.Errorf("%s: %w", typ, err)
 	}

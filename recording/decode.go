@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -151,158 +152,138 @@ func (d *Decoder) frame(body []byte) (wire.Frame, *FormatError) {
 		}
 		return d.batch, nil
 	}
-	var p presence
-	if err := decodeJSON(body, &p); err != nil {
+	pr := currentPresence()
+	pv := reflect.New(pr.typ)
+	if err := decodeJSON(body, pv.Interface()); err != nil {
 		if !d.header {
 			return nil, d.errf("not a gputop recording: %v", err)
 		}
 		return nil, d.errf("%v", err)
 	}
-	if p.Type == nil {
+	p := pv.Elem()
+	tp := p.Field(0).Interface().(*string)
+	if tp == nil {
 		if !d.header {
 			return nil, d.errf(`not a gputop recording: the first line has no "type"`)
 		}
 		return nil, d.errf(`frame has no "type" field`)
 	}
-	typ := *p.Type
+	typ := *tp
 	if !d.header && typ != wire.TypeRecording {
 		return nil, d.errf(`not a gputop recording: the first line is a %q frame, want {"type":"recording",...}`, typ)
 	}
-	req, known := required[typ]
-	if !known {
+	spec, known := wire.Lookup(typ)
+	if !known || !spec.Recorded {
 		// a newer writer's frame, or a socket frame that has no place in a
 		// recording (mark, snap, reply, request)
 		d.Skipped++
 		return nil, nil
 	}
-	for _, f := range req {
-		raw := f.get(&p)
+	for _, f := range spec.Required() {
+		raw := p.Field(pr.index[f.Name]).Bytes()
 		if raw == nil {
-			return nil, d.errf("%s frame without the required field %q", typ, f.name)
+			return nil, d.errf("%s frame without the required field %q", typ, f.Name)
 		}
-		if !f.nullable && string(raw) == "null" {
-			return nil, d.errf("%s frame: field %q is null", typ, f.name)
+		if !f.Nullable && string(raw) == "null" {
+			return nil, d.errf("%s frame: field %q is null", typ, f.Name)
 		}
 	}
 	if typ == wire.TypeRecording {
 		return d.headerFrame(body)
 	}
-	f, err := d.decode(typ, body)
+	f, err := d.decode(spec, body)
 	if err != nil {
 		return nil, d.errf("%s frame: %v", typ, err)
 	}
 	return f, nil
 }
 
-// decode decodes and checks a frame of a known type other than the header.
-func (d *Decoder) decode(typ string, body []byte) (wire.Frame, error) {
-	switch typ {
-	case wire.TypeDevice:
-		var f wire.Device
-		if err := decodeJSON(body, &f); err != nil {
-			return nil, err
-		}
-		return f, d.checkDev(f.Index)
-	case wire.TypeNVML:
-		var f wire.NVML
-		if err := decodeJSON(body, &f); err != nil {
-			return nil, err
-		}
-		return f, d.checkBatch(&f)
-	case wire.TypeProcs:
-		var f wire.Procs
-		if err := decodeJSON(body, &f); err != nil {
-			return nil, err
-		}
-		return f, d.check(f.Dev, f.T)
-	case wire.TypeDevError:
-		var f wire.DevError
-		if err := decodeJSON(body, &f); err != nil {
-			return nil, err
-		}
-		return f, d.check(f.Dev, f.T)
-	case wire.TypeHello:
-		var f wire.Hello
-		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
-	case wire.TypeSample:
-		var f wire.Sample
-		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
-	case wire.TypeSamples:
-		var f wire.Samples
-		if err := decodeJSON(body, &f); err != nil {
-			return nil, err
-		}
-		return f, d.checkSamples(&f)
-	case wire.TypeSnapshot:
-		var f wire.Snapshot
-		if err := decodeJSON(body, &f); err != nil {
-			return nil, err
-		}
-		if d.hdr.V < 3 {
-			// before version 3 rows did not say; the label did
-			f.End = wire.IsEndLabel(f.Label)
-		}
-		return f, d.check(f.Dev, f.T)
-	case wire.TypeOOM:
-		var f wire.OOM
-		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
-	case wire.TypeHolders:
-		var f wire.Holders
-		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
-	case wire.TypeBye:
-		var f wire.Bye
-		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
-	case wire.TypeEnded:
-		var f wire.Ended
-		return agentFrame(d, body, &f, func() (int, int64) { return f.PID, f.T })
-	case wire.TypeRowHeld:
-		var f wire.RowHeld
-		if err := decodeChecked(body, &f); err != nil {
-			return nil, err
-		}
-		if err := d.check(f.Dev, f.T); err != nil {
-			return nil, err
-		}
-		if f.PID <= 0 {
-			return nil, fmt.Errorf("pid %d is not a process id", f.PID)
-		}
-		return f, nil
-	case wire.TypeRowEdit:
-		var f wire.RowEdit
-		if err := decodeChecked(body, &f); err != nil {
-			return nil, err
-		}
-		return f, d.check(f.Dev, f.T)
-	case wire.TypeHost:
-		var f wire.Host
-		if err := decodeJSON(body, &f); err != nil {
-			return nil, err
-		}
-		if f.ID < 1 || f.ID > store.MaxHosts {
-			return nil, fmt.Errorf("host id %d out of range 1..%d", f.ID, store.MaxHosts)
-		}
-		return f, d.checkTime(f.T)
-	case TypeDropped:
-		var f Dropped
-		if err := decodeJSON(body, &f); err != nil {
-			return nil, err
-		}
-		return f, d.checkTime(f.T)
+// decode decodes a frame of a known type other than the header, checks it
+// as the agent socket does (wire.Check, so a recording holds nothing a live
+// agent could not send), then as a recording's (loadChecks).
+func (d *Decoder) decode(spec wire.Spec, body []byte) (wire.Frame, error) {
+	p := spec.New()
+	if err := decodeJSON(body, p); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no decoder for frame type %q", typ) // required and this switch list the same types
+	f := spec.Value(p)
+	if err := wire.Check(f); err != nil {
+		return nil, err
+	}
+	if c := loadChecks[spec.Type]; c != nil {
+		return c(d, f)
+	}
+	return f, nil
 }
 
-// agentFrame decodes an agent's frame, checks it as the socket does
-// (wire.Check), and checks its pid and time.
-func agentFrame[T wire.Frame](d *Decoder, body []byte, f *T, at func() (int, int64)) (wire.Frame, error) {
-	if err := decodeChecked(body, f); err != nil {
-		return nil, err
+// loadChecks are what a recording asks of a frame type beyond wire.Check:
+// times near the header's start, device indices and pids in range. A type
+// without an entry has none.
+var loadChecks = map[string]func(d *Decoder, f wire.Frame) (wire.Frame, error){
+	wire.TypeDevice: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		return f, d.checkDev(f.(wire.Device).Index)
+	},
+	wire.TypeNVML: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		v := f.(wire.NVML)
+		return v, d.checkBatch(&v)
+	},
+	wire.TypeSamples: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		v := f.(wire.Samples)
+		return v, d.checkSamples(&v)
+	},
+	wire.TypeProcs:    devTime(func(v wire.Procs) (int, int64) { return v.Dev, v.T }),
+	wire.TypeDevError: devTime(func(v wire.DevError) (int, int64) { return v.Dev, v.T }),
+	wire.TypeRowEdit:  devTime(func(v wire.RowEdit) (int, int64) { return v.Dev, v.T }),
+	wire.TypeSnapshot: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		v := f.(wire.Snapshot)
+		if d.hdr.V < 3 {
+			// before version 3 rows did not say; the label did
+			v.End = wire.IsEndLabel(v.Label)
+		}
+		return v, d.check(v.Dev, v.T)
+	},
+	wire.TypeHello:   agentTime(func(v wire.Hello) (int, int64) { return v.PID, v.T }),
+	wire.TypeSample:  agentTime(func(v wire.Sample) (int, int64) { return v.PID, v.T }),
+	wire.TypeOOM:     agentTime(func(v wire.OOM) (int, int64) { return v.PID, v.T }),
+	wire.TypeHolders: agentTime(func(v wire.Holders) (int, int64) { return v.PID, v.T }),
+	wire.TypeBye:     agentTime(func(v wire.Bye) (int, int64) { return v.PID, v.T }),
+	wire.TypeEnded:   agentTime(func(v wire.Ended) (int, int64) { return v.PID, v.T }),
+	wire.TypeRowHeld: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		v := f.(wire.RowHeld)
+		if err := d.check(v.Dev, v.T); err != nil {
+			return nil, err
+		}
+		if v.PID <= 0 {
+			return nil, fmt.Errorf("pid %d is not a process id", v.PID)
+		}
+		return v, nil
+	},
+	wire.TypeHost: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		v := f.(wire.Host)
+		if v.ID < 1 || v.ID > store.MaxHosts {
+			return nil, fmt.Errorf("host id %d out of range 1..%d", v.ID, store.MaxHosts)
+		}
+		return v, d.checkTime(v.T)
+	},
+	TypeDropped: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		return f, d.checkTime(f.(Dropped).T)
+	},
+}
+
+// devTime checks a frame's device and time (Decoder.check).
+func devTime[T wire.Frame](at func(T) (int, int64)) func(*Decoder, wire.Frame) (wire.Frame, error) {
+	return func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		dev, t := at(f.(T))
+		return f, d.check(dev, t)
 	}
-	pid, t := at()
-	if err := d.checkAgent(pid, t); err != nil {
-		return nil, err
+}
+
+// agentTime checks an agent frame's pid and time (Decoder.checkAgent).
+func agentTime[T wire.Frame](at func(T) (int, int64)) func(*Decoder, wire.Frame) (wire.Frame, error) {
+	return func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		pid, t := at(f.(T))
+		return f, d.checkAgent(pid, t)
 	}
-	return *f, nil
 }
 
 func (d *Decoder) headerFrame(body []byte) (wire.Frame, *FormatError) {

@@ -7,104 +7,50 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
+func init() {
+	wire.Register(wire.FrameOf[Dropped](wire.Spec{Type: TypeDropped, Recorded: true, Own: true,
+		Doc: "what the recorder could not write since its previous `dropped` line (below; the recorder's own, `recording.Dropped`)"}, nil))
+}
+
 // presence records which fields a line has, so a required field that is
-// missing is an error instead of a silent zero. RawMessage only scans.
+// missing is an error instead of a silent zero: a struct of "type" and a
+// json.RawMessage (which only scans) for each field some frame type of
+// the table (wire.All) requires, made again when the table changes.
 type presence struct {
-	Type      *string         `json:"type"`
-	V         json.RawMessage `json:"v"`
-	Start     json.RawMessage `json:"start"`
-	Index     json.RawMessage `json:"index"`
-	UUID      json.RawMessage `json:"uuid"`
-	Name      json.RawMessage `json:"name"`
-	Total     json.RawMessage `json:"total"`
-	Dev       json.RawMessage `json:"dev"`
-	T0        json.RawMessage `json:"t0"`
-	DT        json.RawMessage `json:"dt"`
-	Used      json.RawMessage `json:"used"`
-	PID       json.RawMessage `json:"pid"`
-	T         json.RawMessage `json:"t"`
-	Procs     json.RawMessage `json:"procs"`
-	Error     json.RawMessage `json:"error"`
-	Devices   json.RawMessage `json:"devices"`
-	Allocated json.RawMessage `json:"allocated"`
-	Reserved  json.RawMessage `json:"reserved"`
-	Peak      json.RawMessage `json:"peak"`
-	Label     json.RawMessage `json:"label"`
-	Source    json.RawMessage `json:"source"`
-	Skipped   json.RawMessage `json:"skipped"`
-	Groups    json.RawMessage `json:"groups"`
-	Held      json.RawMessage `json:"held"`
-	ID        json.RawMessage `json:"id"`
+	typ        reflect.Type
+	index      map[string]int // field name -> struct field
+	generation int
 }
 
-type field struct {
-	name     string
-	get      func(*presence) json.RawMessage
-	nullable bool // a list that may be null (encoding/json writes nil slices so)
-}
+var presenceCache atomic.Pointer[presence]
 
-var (
-	fV         = field{"v", func(p *presence) json.RawMessage { return p.V }, false}
-	fStart     = field{"start", func(p *presence) json.RawMessage { return p.Start }, false}
-	fIndex     = field{"index", func(p *presence) json.RawMessage { return p.Index }, false}
-	fUUID      = field{"uuid", func(p *presence) json.RawMessage { return p.UUID }, false}
-	fName      = field{"name", func(p *presence) json.RawMessage { return p.Name }, false}
-	fTotal     = field{"total", func(p *presence) json.RawMessage { return p.Total }, false}
-	fDev       = field{"dev", func(p *presence) json.RawMessage { return p.Dev }, false}
-	fT0        = field{"t0", func(p *presence) json.RawMessage { return p.T0 }, false}
-	fDT        = field{"dt", func(p *presence) json.RawMessage { return p.DT }, false}
-	fUsed      = field{"used", func(p *presence) json.RawMessage { return p.Used }, false}
-	fPID       = field{"pid", func(p *presence) json.RawMessage { return p.PID }, false}
-	fT         = field{"t", func(p *presence) json.RawMessage { return p.T }, false}
-	fProcs     = field{"procs", func(p *presence) json.RawMessage { return p.Procs }, true}
-	fError     = field{"error", func(p *presence) json.RawMessage { return p.Error }, false}
-	fDevices   = field{"devices", func(p *presence) json.RawMessage { return p.Devices }, true}
-	fAllocated = field{"allocated", func(p *presence) json.RawMessage { return p.Allocated }, false}
-	fReserved  = field{"reserved", func(p *presence) json.RawMessage { return p.Reserved }, false}
-	fPeak      = field{"peak", func(p *presence) json.RawMessage { return p.Peak }, false}
-	fLabel     = field{"label", func(p *presence) json.RawMessage { return p.Label }, false}
-	fSource    = field{"source", func(p *presence) json.RawMessage { return p.Source }, false}
-	fSkipped   = field{"skipped", func(p *presence) json.RawMessage { return p.Skipped }, false}
-	fGroups    = field{"groups", func(p *presence) json.RawMessage { return p.Groups }, true}
-	fHeld      = field{"held", func(p *presence) json.RawMessage { return p.Held }, false}
-	fID        = field{"id", func(p *presence) json.RawMessage { return p.ID }, false}
-)
-
-// required lists, per frame type, the fields that must be present: those the
-// wire types never omit, plus pid on agent frames (gputop fills it in).
-var required = map[string][]field{
-	wire.TypeRecording: {fV, fStart},
-	wire.TypeDevice:    {fIndex, fUUID, fName, fTotal},
-	wire.TypeNVML:      {fDev, fT0, fDT, fUsed},
-	wire.TypeProcs:     {fT, fDev, fProcs},
-	wire.TypeDevError:  {fT, fDev, fError},
-	wire.TypeHello:     {fV, fPID, fT, fDevices},
-	wire.TypeSample:    {fPID, fT, fDev, fAllocated, fReserved, fPeak},
-	wire.TypeSamples:   {fPID, fDev, fT0, fDT, fAllocated, fReserved, fPeak},
-	wire.TypeSnapshot:  {fT, fLabel, fDev, fSource},
-	wire.TypeOOM:       {fPID, fT, fDev, fAllocated, fReserved, fPeak},
-	wire.TypeHolders:   {fPID, fT, fDev, fSkipped, fGroups},
-	wire.TypeBye:       {fPID, fT},
-	wire.TypeEnded:     {fPID, fT},
-	wire.TypeRowHeld:   {fPID, fT, fDev, fHeld},
-	wire.TypeRowEdit:   {fT, fDev, fLabel},
-	wire.TypeHost:      {fID, fName, fT},
-	TypeDropped:        {fT},
-}
-
-// decodeChecked unmarshals a frame and checks it as the agent socket does
-// (wire.Check), so a recording holds nothing a live agent could not send.
-func decodeChecked[T wire.Frame](b []byte, f *T) error {
-	if err := decodeJSON(b, f); err != nil {
-		return err
+func currentPresence() *presence {
+	gen := wire.Generation()
+	if p := presenceCache.Load(); p != nil && p.generation == gen {
+		return p
 	}
-	return wire.Check(*f)
+	p := &presence{index: map[string]int{}, generation: gen}
+	fields := []reflect.StructField{{Name: "Type", Type: reflect.TypeFor[*string](), Tag: `json:"type"`}}
+	for _, s := range wire.All() {
+		for _, f := range s.Required() {
+			if _, seen := p.index[f.Name]; !seen {
+				p.index[f.Name] = len(fields)
+				fields = append(fields, reflect.StructField{Name: fmt.Sprintf("F%d", len(fields)),
+					Type: reflect.TypeFor[json.RawMessage](), Tag: reflect.StructTag(fmt.Sprintf("json:%q", f.Name))})
+			}
+		}
+	}
+	p.typ = reflect.StructOf(fields)
+	presenceCache.Store(p)
+	return p
 }
 
 // decodeJSON unmarshals and words errors for people.

@@ -260,19 +260,19 @@ func (w *Writer) Frame(f wire.Frame) {
 	}
 }
 
-// recorded are the frame types Frame writes. Marks become the store's
+// recorded says whether Frame writes frames of a type: those the table
+// (wire.Frames) marks Recorded and not Own. Marks become the store's
 // snapshot rows, which are written instead; socket control frames are not
 // kept; the header and the batches are the writer's own.
-var recorded = map[string]bool{
-	wire.TypeDevice: true, wire.TypeProcs: true, wire.TypeDevError: true, wire.TypeHello: true,
-	wire.TypeSample: true, wire.TypeSnapshot: true, wire.TypeOOM: true, wire.TypeHolders: true,
-	wire.TypeBye: true, wire.TypeEnded: true, wire.TypeRowHeld: true, wire.TypeRowEdit: true, wire.TypeHost: true,
+func recorded(typ string) bool {
+	s, ok := wire.Lookup(typ)
+	return ok && s.Recorded && !s.Own
 }
 
 // normalize dereferences pointers, fills in the Type field and returns the
 // frame type, or "" for values that are not recording frames.
 func normalize(f wire.Frame) (wire.Frame, string) {
-	if f == nil || !recorded[f.FrameType()] {
+	if f == nil || !recorded(f.FrameType()) {
 		return nil, ""
 	}
 	return f.Typed(), f.FrameType()

@@ -10,40 +10,39 @@ import (
 // Check reports what makes a frame unusable, naming the field; nil when it
 // can be used. The agent socket checks every frame a peer sends with it and
 // the recording loader every frame it reads, so both refuse the same
-// things in the same words. Frame types with nothing to check pass.
+// things in the same words. Each frame type's checks are its entry's in
+// the table (Frames); frame types with nothing to check pass.
 func Check(f Frame) error {
-	switch v := f.(type) {
-	case Hello:
-		return checkHello(&v)
-	case Sample:
-		return firstErr(checkTime(v.T), checkDev("dev", v.Dev))
-	case Mark:
-		return checkMark(&v)
-	case OOM:
-		return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkDump(v.Dump))
-	case Holders:
-		if v.ID < 0 {
-			return fmt.Errorf(`"id" must be >= 0, got %d`, v.ID)
-		}
-		return firstErr(checkTime(v.T), checkDev("dev", v.Dev))
-	case Bye:
-		return checkTime(v.T)
-	case Snap:
-		if err := checkVersion(v.V); err != nil {
-			return err
-		}
-		if strings.TrimSpace(v.Label) == "" {
-			return errors.New(`"label" is empty`)
-		}
-	case RowEdit:
-		return checkRowEdit(&v)
-	case Request:
-		if v.What == "" {
-			return errors.New(`"what" is empty`)
-		}
-		if v.ID <= 0 {
-			return fmt.Errorf(`"id" must be > 0, got %d`, v.ID)
-		}
+	s, ok := byType[f.FrameType()]
+	if !ok || s.check == nil {
+		return nil
+	}
+	return s.check(f)
+}
+
+func checkHolders(v *Holders) error {
+	if v.ID < 0 {
+		return fmt.Errorf(`"id" must be >= 0, got %d`, v.ID)
+	}
+	return firstErr(checkTime(v.T), checkDev("dev", v.Dev))
+}
+
+func checkSnap(v *Snap) error {
+	if err := checkVersion(v.V); err != nil {
+		return err
+	}
+	if strings.TrimSpace(v.Label) == "" {
+		return errors.New(`"label" is empty`)
+	}
+	return nil
+}
+
+func checkRequest(v *Request) error {
+	if v.What == "" {
+		return errors.New(`"what" is empty`)
+	}
+	if v.ID <= 0 {
+		return fmt.Errorf(`"id" must be > 0, got %d`, v.ID)
 	}
 	return nil
 }
