@@ -51,6 +51,11 @@ func (s *session) admit(f any) error {
 	switch s.state {
 	case stateDone:
 		return fmt.Errorf("%q after the end of the connection", typ)
+	}
+	if spec, ok := wire.Lookup(typ); ok && spec.Socket == wire.ToPeer {
+		return fmt.Errorf("frame type %q is sent by gputop, not to it", typ)
+	}
+	switch s.state {
 	case stateNew:
 		switch f := f.(type) {
 		case wire.Hello:
@@ -59,8 +64,6 @@ func (s *session) admit(f any) error {
 		case wire.Snap:
 			s.state = stateDone
 			return nil
-		case wire.Reply, wire.Request:
-			return fmt.Errorf("frame type %q is sent by gputop, not to it", typ)
 		}
 		return fmt.Errorf("first frame must be %q or %q, got %q", wire.TypeHello, wire.TypeSnap, typ)
 	}
@@ -73,8 +76,6 @@ func (s *session) admit(f any) error {
 		}
 	case wire.Snap:
 		return fmt.Errorf("%q must be the first and only frame of its connection", typ)
-	case wire.Reply, wire.Request:
-		return fmt.Errorf("frame type %q is sent by gputop, not to it", typ)
 	case wire.Bye:
 		s.state = stateDone
 	}

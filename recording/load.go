@@ -177,8 +177,6 @@ func (l *loader) apply(f wire.Frame) error {
 		l.oom.set, l.oom.pid, l.oom.t = true, v.PID, v.T
 	case Dropped:
 		l.info.Dropped.add(v.Drops)
-	case wire.Host:
-		l.in.Apply(0, v)
 	case wire.RowEdit:
 		l.edit(v)
 	case wire.Owned:
@@ -187,6 +185,8 @@ func (l *loader) apply(f wire.Frame) error {
 		l.in.Apply(v.PID, v)
 	case wire.Sample:
 		l.in.Apply(v.PID, v)
+	default:
+		l.in.Apply(0, v) // host, and a frame type with no process and no loading of its own
 	}
 	return nil
 }

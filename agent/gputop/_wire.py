@@ -1,5 +1,5 @@
 """Frames on the agent socket, encoded byte for byte as Go's encoding/json
-writes the structs in wire/frames.go.
+writes the structs in wire/frames.go (their schemas: _wire_schema.py).
 
 A frame is one compact JSON object ending in "\\n". Keys come in the order
 of the Go struct's fields; a field tagged omitempty is left out when it holds
@@ -20,124 +20,28 @@ import re
 from decimal import Decimal
 from typing import Any, Mapping, Sequence
 
+from ._wire_schema import (  # noqa: F401  (the nested schemas, re-exported)
+    AGENT_DEVICE,
+    DEV_STATS,
+    DUMP,
+    HELD,
+    HOLDER_GROUP,
+    PROC,
+    SCHEMAS,
+)
+
 VERSION = 1
 """Protocol version sent in hello (wire.Version)."""
 
 MAX_FRAME_BYTES = 1 << 20
 """Longest line either side accepts (wire.MaxFrameBytes)."""
 
-# A field is (json key, kind, omitempty, nested schema). Kinds: i integer,
+# The schemas (_wire_schema.py, written from wire/schema.go's table by
+# `go generate ./wire`): one per frame type, SCHEMAS, and one of each struct
+# inside them, as AGENT_DEVICE. A field is (json key, kind, omitempty, nested schema). Kinds: i integer,
 # f float64, s string, b bool, ls list of strings, li list of integers,
 # L list of structs; pointers, which omitempty drops only when None: p to an
 # integer, pb to a bool, O to a struct, pL to a list of structs.
-
-
-def _f(key: str, kind: str, omit: bool = False, sub: tuple | None = None) -> tuple:
-    return (key, kind, omit, sub)
-
-
-AGENT_DEVICE = (_f("index", "i"), _f("uuid", "s"), _f("name", "s"), _f("total", "i", True))
-HOLDER_GROUP = (
-    _f("kind", "s"), _f("name", "s"), _f("bytes", "i"), _f("tensors", "i"),
-    _f("examples", "ls", True), _f("hint", "s", True),
-)
-HELD = (
-    _f("t", "i"), _f("allocated", "i"), _f("python", "i"), _f("internal", "i"),
-    _f("workspaces", "i", True), _f("unaccounted", "i"), _f("top", "L", True, HOLDER_GROUP),
-    _f("skipped", "s", True), _f("took_ms", "f", True),
-)
-DEV_STATS = (_f("dev", "i"), _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"),
-             _f("held", "O", True, HELD))
-DUMP = (
-    _f("path", "s", True), _f("bytes", "i", True), _f("took_ms", "f", True), _f("gil_ms", "f", True),
-    _f("error", "s", True), _f("removed", "ls", True),
-)
-PROC = (_f("pid", "i"), _f("name", "s", True), _f("used", "i"), _f("used_unknown", "b", True))
-
-# One schema per frame type, in wire/frames.go field order.
-SCHEMAS: dict[str, tuple] = {
-    "hello": (
-        _f("type", "s"), _f("v", "i"), _f("pid", "i"), _f("host", "s", True),
-        _f("argv", "ls", True), _f("torch", "s", True), _f("python", "s", True),
-        _f("rate_hz", "f", True), _f("rank", "s", True), _f("local_rank", "s", True),
-        _f("world_size", "s", True), _f("job", "s", True),
-        _f("devices", "L", False, AGENT_DEVICE), _f("t", "i"),
-        _f("history", "i", True), _f("history_error", "s", True),
-    ),
-    "sample": (
-        _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("dev", "i"),
-        _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"),
-        _f("reserved_peak", "i", True), _f("inactive", "i", True),
-        _f("alloc_retries", "i", True), _f("ooms", "i", True), _f("dropped", "i", True),
-    ),
-    "mark": (
-        _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("label", "s"),
-        _f("kind", "s", True), _f("end", "pb", True), _f("devs", "L", False, DEV_STATS),
-        _f("dump", "O", True, DUMP),
-    ),
-    "oom": (
-        _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("dev", "i"),
-        _f("requested", "i", True), _f("free", "i", True), _f("limit", "i", True),
-        _f("allocated", "i"), _f("reserved", "i"), _f("peak", "i"), _f("dump", "O", True, DUMP),
-        _f("row", "i", True),
-    ),
-    "holders": (
-        _f("type", "s"), _f("pid", "i", True), _f("t", "i"), _f("id", "i", True),
-        _f("dev", "i"), _f("total", "i"), _f("skipped", "i"),
-        _f("groups", "L", False, HOLDER_GROUP), _f("took_ms", "f", True),
-        _f("held", "O", True, HELD),
-    ),
-    "bye": (_f("type", "s"), _f("pid", "i", True), _f("t", "i")),
-    "snap": (_f("type", "s"), _f("v", "i"), _f("label", "s"), _f("end", "pb", True)),
-    "reply": (_f("type", "s"), _f("ok", "b"), _f("error", "s", True)),
-    "request": (_f("type", "s"), _f("what", "s"), _f("id", "i"), _f("dev", "p", True)),
-    "recording": (
-        _f("type", "s"), _f("v", "i"), _f("start", "i"), _f("host", "s", True),
-        _f("tool", "s", True), _f("rate_hz", "i", True), _f("comment", "s", True),
-        _f("hosts", "ls", True),
-    ),
-    "device": (
-        _f("type", "s"), _f("index", "i"), _f("uuid", "s"), _f("name", "s"), _f("total", "i"),
-        _f("host", "s", True),
-    ),
-    "nvml": (
-        _f("type", "s"), _f("dev", "i"), _f("t0", "i"), _f("dt", "li"),
-        _f("used", "li"), _f("reserved", "li", True),
-    ),
-    "samples": (
-        _f("type", "s"), _f("pid", "i"), _f("dev", "i"), _f("t0", "i"), _f("dt", "li"),
-        _f("allocated", "li"), _f("reserved", "li"), _f("peak", "li"),
-        _f("reserved_peak", "li", True), _f("inactive", "li", True),
-        _f("alloc_retries", "li", True), _f("ooms", "li", True), _f("dropped", "li", True),
-    ),
-    "procs": (
-        _f("type", "s"), _f("t", "i"), _f("dev", "i"), _f("procs", "L", False, PROC),
-    ),
-    "device_error": (_f("type", "s"), _f("t", "i"), _f("dev", "i"), _f("error", "s")),
-    "snapshot": (
-        _f("type", "s"), _f("id", "i", True), _f("t", "i"), _f("label", "s"), _f("dev", "i"),
-        _f("pid", "i", True), _f("source", "s"), _f("kind", "s", True),
-        _f("allocated", "p", True), _f("reserved", "p", True), _f("peak", "p", True),
-        _f("nvml_used", "p", True), _f("nvml_peak", "p", True),
-        _f("end", "b", True), _f("held", "O", True, HELD), _f("awaiting", "b", True),
-        _f("procs", "pL", True, PROC), _f("dump", "O", True, DUMP),
-    ),
-    "ended": (
-        _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("reason", "s", True),
-    ),
-    "held": (
-        _f("type", "s"), _f("pid", "i"), _f("t", "i"), _f("dev", "i"), _f("held", "O", False, HELD),
-    ),
-    "row_edit": (
-        _f("type", "s"), _f("id", "i", True), _f("t", "i"), _f("dev", "i"), _f("pid", "i", True), _f("label", "s"),
-        _f("rename", "s", True), _f("delete", "b", True),
-    ),
-    "host": (
-        _f("type", "s"), _f("id", "i"), _f("name", "s"), _f("up", "b"), _f("reason", "s", True),
-        _f("t", "i"),
-    ),
-}
-
 # Go's appendString with escapeHTML off: short escapes for these, \u00XX
 # for the other control characters, \u escapes for the JavaScript line
 # terminators U+2028/U+2029; invalid UTF-8 becomes \ufffd.
