@@ -188,10 +188,10 @@ def _kept(name: str):
     return lambda rec, f: getattr(rec, name).append(f)
 
 
-# What load() does with each frame type of recording/FORMAT.md (the types
-# of wire/frames.go): a decoder for those the checks read; the types in
-# SKIPPED are only counted (Recording.counts), as are types unknown here.
-# agent/tests/test_bench_rec.py holds both to wire/frames.go and FORMAT.md.
+# What load() does with the frame types of recording/FORMAT.md that the
+# checks read: a decoder each; any other type is only counted
+# (Recording.counts). agent/tests/test_bench_rec.py holds the decoders to
+# wire/frames.go and FORMAT.md.
 DECODERS = {
     "recording": _header,
     "device": _device,
@@ -206,8 +206,6 @@ DECODERS = {
     "bye": _kept("byes"),
     "oom": _kept("ooms"),
 }
-SKIPPED = ("device_error", "holders", "held", "dropped", "host",
-           "mark", "snap", "reply", "request")  # the last four: agent-socket frames, not recorded
 
 
 def load(path: str) -> Recording:

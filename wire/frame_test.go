@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// Every struct in frames.go with a "type" field is a frame: it implements
-// Frame, its FrameType is one of the Type constants, Typed sets the field to
+// Every struct in frames.go with a "type" field is a frame of the table
+// (Frames): it implements Frame, its FrameType is one of the Type constants, Typed sets the field to
 // it, and what it encodes to says so.
 func TestEveryFrameTypeIsAFrame(t *testing.T) {
 	fs := token.NewFileSet()
@@ -49,12 +49,12 @@ func TestEveryFrameTypeIsAFrame(t *testing.T) {
 			}
 		}
 	}
-	frames := map[string]any{
-		"Head": Head{}, "Hello": Hello{}, "Sample": Sample{}, "Samples": Samples{}, "Mark": Mark{},
-		"OOM": OOM{}, "Holders": Holders{}, "Bye": Bye{}, "Snap": Snap{}, "Reply": Reply{},
-		"Request": Request{}, "Recording": Recording{}, "Device": Device{}, "NVML": NVML{},
-		"Procs": Procs{}, "DevError": DevError{}, "Snapshot": Snapshot{}, "Ended": Ended{},
-		"RowHeld": RowHeld{}, "RowEdit": RowEdit{}, "Host": Host{},
+	frames := map[string]any{} // the table's, by struct name
+	for _, s := range Frames {
+		frames[s.GoType().Name()] = reflect.Zero(s.GoType()).Interface()
+		if s.Type != reflect.Zero(s.GoType()).Interface().(Frame).FrameType() {
+			t.Fatalf("the table's entry %q is of struct %s", s.Type, s.GoType().Name())
+		}
 	}
 	seen := map[string]bool{}
 	for _, name := range structs {
@@ -63,7 +63,7 @@ func TestEveryFrameTypeIsAFrame(t *testing.T) {
 		}
 		v, ok := frames[name]
 		if !ok {
-			t.Fatalf("struct %s has a type field: add it to this test", name)
+			t.Fatalf("struct %s has a type field: add it to the frame table (Frames, schema.go)", name)
 		}
 		fr, ok := v.(Frame)
 		if !ok {
