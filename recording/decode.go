@@ -31,6 +31,8 @@ type Decoder struct {
 	hdr    wire.Recording
 	batch  wire.NVML // reused by the batch fast path
 	err    error     // sticky: once a line is bad, every later Next returns it
+	pres   *presence // the presence struct pv is one of
+	pv     reflect.Value
 
 	// Skipped counts frames skipped: unknown types (from a newer writer)
 	// and frames that do not belong in a recording.
@@ -153,7 +155,11 @@ func (d *Decoder) frame(body []byte) (wire.Frame, *FormatError) {
 		return d.batch, nil
 	}
 	pr := currentPresence()
-	pv := reflect.New(pr.typ)
+	if d.pres != pr {
+		d.pres, d.pv = pr, reflect.New(pr.typ)
+	}
+	pv := d.pv
+	pv.Elem().SetZero()
 	if err := decodeJSON(body, pv.Interface()); err != nil {
 		if !d.header {
 			return nil, d.errf("not a gputop recording: %v", err)

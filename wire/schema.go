@@ -41,6 +41,7 @@ type Spec struct {
 	newPtr func() any
 	deref  func(any) Frame
 	check  func(Frame) error
+	needs  []RequiredField
 }
 
 // FrameOf makes the Spec of frame type T, with check (nil: none) as the
@@ -49,6 +50,7 @@ func FrameOf[T Frame](s Spec, check func(*T) error) Spec {
 	s.goType = reflect.TypeFor[T]()
 	s.newPtr = func() any { return new(T) }
 	s.deref = func(p any) Frame { return *p.(*T) }
+	s.needs = s.required()
 	if check != nil {
 		s.check = func(f Frame) error {
 			if v, ok := f.(T); ok {
@@ -105,8 +107,10 @@ type RequiredField struct {
 }
 
 // Required lists the fields a frame of this type must have, in the
-// struct's order, "type" left out.
-func (s Spec) Required() []RequiredField {
+// struct's order, "type" left out. The list is shared: not to be changed.
+func (s Spec) Required() []RequiredField { return s.needs }
+
+func (s Spec) required() []RequiredField {
 	var out []RequiredField
 	for _, f := range Fields(s.goType) {
 		if f.Name == "type" || slices.Contains(s.Optional, f.Name) {
