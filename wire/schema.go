@@ -34,7 +34,7 @@ type Spec struct {
 	Own      bool     // of the recorded, one the recorder writes itself (header, batches), not Writer.Frame
 	Doc      string   // FORMAT.md's "what" (markdown), for recorded types
 	Also     []string // required in a recording though omitempty
-	Optional []string // written always, yet not required (older writers left it out)
+	Optional []string // written always, yet a recording may lack it (the loader never required it)
 	Nullable []string // required lists that may be null (encoding/json writes a nil slice so)
 
 	goType reflect.Type
