@@ -134,7 +134,7 @@ SCHEMAS: dict[str, tuple] = {
     ),
     "host": (
         _f("type", "s"), _f("id", "i"), _f("name", "s"), _f("up", "b"), _f("reason", "s", True),
-        _f("t", "i"),
+        _f("limited", "s", True), _f("t", "i"),
     ),
 }
 
