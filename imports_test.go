@@ -32,7 +32,7 @@ var mayImport = map[string][]string{
 	"sampler":   {"ingest", "store", "wire", "sampler/native"},
 	"agentlink": {"ingest", "store", "wire", "printable"},
 	"recording": {"ingest", "store", "wire"},
-	"remote":    {"ingest", "recording", "store", "wire"},
+	"remote":    {"ingest", "recording", "store", "wire", "units"},
 	// the UI: reads through view and snapshot, writes through ingest, never a source
 	"ui": {"view", "snapshot", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
 	// the benchmarks drive the store and the ingest directly

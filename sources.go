@@ -232,11 +232,14 @@ func (s *sourceFlags) hosts() ([]string, error) {
 }
 
 // remotes makes the sources of the hosts: host i is id i+1 in the store.
+// Each host may add its share of the store's devices, this machine (when
+// it has a source) keeping one share too.
 func (s *sourceFlags) remotes(in *ingest.Ingest, hosts []string, log *logbook.Book) []*remote.Source {
 	sshCmd := strings.Fields(os.Getenv("GPUTOP_SSH"))
+	share := remote.DeviceShare(len(hosts), s.source != "none")
 	var out []*remote.Source
 	for i, h := range hosts {
-		out = append(out, remote.New(in, i+1, remote.Options{Host: h, SSH: sshCmd, Command: s.sshGputop, Tool: toolVersion(), Log: log.Add}))
+		out = append(out, remote.New(in, i+1, remote.Options{Host: h, SSH: sshCmd, Command: s.sshGputop, Tool: toolVersion(), Log: log.Add, Devices: share}))
 	}
 	return out
 }

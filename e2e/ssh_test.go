@@ -32,7 +32,8 @@ type sshHost struct {
 
 // startSSHD starts sshd and writes an ssh client configuration naming
 // hosts: gpu-a (a remote gputop), bad-b (a header, then garbage), old-c (a
-// gputop of another version) and down-d (a port where nothing listens).
+// gputop of another version), down-d (a port where nothing listens) and
+// flood-e (what the test wrote to h.dir/flood, then nothing).
 func startSSHD(t *testing.T) *sshHost {
 	t.Helper()
 	sshd, err := exec.LookPath("sshd")
@@ -81,7 +82,7 @@ LogLevel VERBOSE
 	for _, host := range []struct {
 		name, mode string
 		port       int
-	}{{"gpu-a", "gputop", h.port}, {"bad-b", "garbage", h.port}, {"old-c", "old", h.port}, {"down-d", "gputop", closed}} {
+	}{{"gpu-a", "gputop", h.port}, {"bad-b", "garbage", h.port}, {"old-c", "old", h.port}, {"down-d", "gputop", closed}, {"flood-e", "flood", h.port}} {
 		fmt.Fprintf(&cfg, `Host %s
   HostName 127.0.0.1
   Port %d
@@ -105,6 +106,9 @@ garbage)
 	exec cat >/dev/null;;
 old)
 	cat %[3]s/old
+	exec cat >/dev/null;;
+flood)
+	cat %[3]s/flood
 	exec cat >/dev/null;;
 esac
 exec %[1]s "$@" --source agent --socket %[2]s
