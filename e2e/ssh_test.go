@@ -276,9 +276,28 @@ func TestSSHHostsInOneView(t *testing.T) {
 			scr = tm.waitFor(want)
 		}
 	}
-	// each failure doubles the wait
-	for _, d := range []string{"4s", "8s"} {
-		tm.waitFor("Connection refused (retrying in " + d + ")")
+	// each failure doubles the wait: the next wait down-d shows is twice
+	// the one it shows now (whichever that is by now: on a loaded machine
+	// the checks above can take longer than the first few waits)
+	wait := func(scr string) time.Duration {
+		line := hostLine(scr, "down-d")
+		i := strings.LastIndex(line, "(retrying in ")
+		if i < 0 {
+			return 0
+		}
+		d, _ := time.ParseDuration(strings.TrimSuffix(line[i+len("(retrying in "):], ")"))
+		return d
+	}
+	first := wait(tm.waitFor("Connection refused (retrying in "))
+	next := first
+	for end := time.Now().Add(time.Minute); next == first; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("down-d still waits %v a minute later:\n%s", first, tm.screen())
+		}
+		next = wait(tm.screen())
+	}
+	if first < time.Second || next != min(2*first, 30*time.Second) {
+		t.Fatalf("down-d waited %v, then %v: want each wait twice the one before (at most 30s)", first, next)
 	}
 	if c := tm.capture(); strings.Contains(c, "pwned") || strings.Contains(c, "\x1b]") || tm.title() == "pwned" {
 		t.Fatalf("the garbage's title sequence reached the terminal (title %q)", tm.title())
