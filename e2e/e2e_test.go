@@ -78,7 +78,7 @@ func writeRecording(t *testing.T, path string) {
 
 type term struct {
 	t      *testing.T
-	server string // its own tmux server (tmux_test.go)
+	server string // its own tmux server's socket (tmux_test.go)
 	name   string
 	pid    int
 }
@@ -104,6 +104,7 @@ func startTermCmd(t *testing.T, w, h int, argv ...string) *term {
 	// exit: wait for that before the test's temporary directory is removed
 	t.Cleanup(func() {
 		tm.tmux("kill-server").Run()
+		os.Remove(tm.server) // tmux leaves its socket behind
 		tm.waitExit()
 	})
 	return tm

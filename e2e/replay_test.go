@@ -166,7 +166,10 @@ func inTerminal(t *testing.T, args ...string) (int, string) {
 	if out, err := tmuxOn(server, "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--", "sh", "-c", script).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
-	defer tmuxOn(server, "kill-server").Run()
+	defer func() {
+		tmuxOn(server, "kill-server").Run()
+		os.Remove(server) // tmux leaves its socket behind
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(rcFile); err == nil {

@@ -12,7 +12,7 @@ mkdir -p screenshots
 tmp=$(mktemp -d)
 # a tmux server of its own with no configuration: never the user's, whose
 # settings would change what the screenshots show
-tmux() { command tmux -L "gputop-shots-$$" -f /dev/null "$@"; }
+tmux() { command tmux -S "$tmp/tmux" -f /dev/null "$@"; }
 trap 'tmux kill-server 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 shot() { # name [session]

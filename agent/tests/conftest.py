@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import shutil
@@ -62,7 +63,9 @@ def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 # _private_tmux fails the test that ran it.
 _REAL_TMUX = shutil.which("tmux")
 _TMUX_GUARD = REPO / "scripts" / "tmux-guard"
-_TMUX_LOG = Path(tempfile.mkdtemp(prefix="gputop-tmux-guard-")) / "log"
+_TMUX_DIR = Path(tempfile.mkdtemp(prefix="gputop-tmux-"))  # the servers' sockets, the guard's log
+_TMUX_LOG = _TMUX_DIR / "guard.log"
+atexit.register(shutil.rmtree, _TMUX_DIR, ignore_errors=True)
 if _REAL_TMUX is not None and Path(_REAL_TMUX).parent != _TMUX_GUARD:
     os.environ["GPUTOP_TMUX_GUARD_REAL"] = _REAL_TMUX
     os.environ["GPUTOP_TMUX_GUARD_LOG"] = str(_TMUX_LOG)
@@ -84,14 +87,15 @@ def _private_tmux() -> Iterator[None]:
 
 class Tmux:
     """cmd in a detached width x height tmux session, on a tmux server no
-    one else uses (tmux -L, no configuration file), started here with env
-    (default: this process's, less TMUX) so that the session has exactly
-    that environment. cmd is a shell command line (str) or an argv (list).
-    close() ends the server and with it the session."""
+    one else uses (tmux -S, its socket in a directory of this run's; no
+    configuration file), started here with env (default: this process's,
+    less TMUX) so that the session has exactly that environment. cmd is a
+    shell command line (str) or an argv (list). close() ends the server and
+    with it the session."""
 
     def __init__(self, cmd: str | list[str], env: dict[str, str] | None = None,
                  width: int = 160, height: int = 50) -> None:
-        self.server = f"gputop-test-{os.getpid()}-{next(_tmux_servers)}"
+        self.server = _TMUX_DIR / f"tmux-{next(_tmux_servers)}"
         self.env = {k: v for k, v in (os.environ if env is None else env).items()
                     if k not in ("TMUX", "TMUX_PANE")}
         argv = [cmd] if isinstance(cmd, str) else ["--", *cmd]
@@ -100,7 +104,7 @@ class Tmux:
             raise AssertionError(f"tmux new-session: {r.stderr}")
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["tmux", "-L", self.server, "-f", "/dev/null", *args],
+        return subprocess.run(["tmux", "-S", str(self.server), "-f", "/dev/null", *args],
                               env=self.env, capture_output=True, text=True)
 
     def screen(self) -> str:
@@ -123,6 +127,7 @@ class Tmux:
 
     def close(self) -> None:
         self.tmux("kill-server")
+        self.server.unlink(missing_ok=True)  # tmux leaves its socket behind
 
 
 def child_env(**extra: str) -> dict[str, str]:

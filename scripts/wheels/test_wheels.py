@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import zipfile
@@ -137,10 +138,12 @@ def test_gputop_demo_in_a_terminal(gputop):
     arch, cmd = gputop
     name = f"wheel-{arch}-{uuid.uuid4().hex[:8]}"
 
+    sock = Path(tempfile.mkdtemp(prefix="gputop-tmux-")) / "tmux"
+
     def tmux(*args: str | Path) -> subprocess.CompletedProcess:
-        # a tmux server of its own (-L), never the user's default one
+        # a tmux server of its own (-S), never the user's default one
         env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
-        return run("tmux", "-L", name, "-f", "/dev/null", *args, env=env)
+        return run("tmux", "-S", sock, "-f", "/dev/null", *args, env=env)
 
     r = tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--", *cmd, "--demo")
     assert r.returncode == 0, r.stderr
@@ -159,6 +162,7 @@ def test_gputop_demo_in_a_terminal(gputop):
         assert tmux("has-session", "-t", name).returncode != 0, f"{arch}: gputop did not quit on q"
     finally:
         tmux("kill-server")
+        shutil.rmtree(sock.parent, ignore_errors=True)
 
 
 FAKE_NVML = """
