@@ -296,11 +296,13 @@ def test_run_tui_shows_output_and_how_cmd_ended(gputop_bin: str, tmp_path: Path)
 @needs_tmux
 def test_run_tui_second_ctrl_c_quits(gputop_bin: str, tmp_path: Path) -> None:
     rc = tmp_path / "rc"
-    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ignoring', flush=True); time.sleep(600)"
+    # what it prints once SIGINT is ignored is not in its command line,
+    # which the title bar shows from the start
+    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('SIGINT', 'ignored', flush=True); time.sleep(600)"
     t = Tmux(f"{gputop_bin} run --source agent -- {sys.executable} -c \"{code}\"; "
              f"echo $? > {rc}; sleep 60", run_env())
     try:
-        t.wait_for("ignoring")
+        t.wait_for("SIGINT ignored")
         t.keys("C-c")
         t.wait_for("Ctrl-C again quits gputop")
         t.keys("C-c")
