@@ -33,7 +33,7 @@ var mayImport = map[string][]string{
 	"sampler":   {"ingest", "store", "wire", "sampler/native"},
 	"agentlink": {"ingest", "store", "wire", "printable"},
 	"recording": {"ingest", "store", "wire"},
-	"remote":    {"ingest", "recording", "store", "wire"},
+	"remote":    {"ingest", "recording", "store", "wire", "units"},
 	// a live session assembled: the store, its ingest, the recorder, the
 	// sources and the metrics endpoint, wired once for every command
 	"session": {"agentlink", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},

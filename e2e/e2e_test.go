@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	tmuxLog, err := guardTmux(dir)
+	if err != nil {
+		panic(err)
+	}
 	binary = filepath.Join(dir, "gputop")
 	build := exec.Command("go", "build", "-o", binary, "..")
 	build.Stderr = os.Stderr
@@ -34,6 +38,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if b, _ := os.ReadFile(tmuxLog); len(b) > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: tmux was run on the default server (no -L or -S):\n%s", b)
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -69,9 +77,10 @@ func writeRecording(t *testing.T, path string) {
 }
 
 type term struct {
-	t    *testing.T
-	name string
-	pid  int
+	t      *testing.T
+	server string // its own tmux server's socket (tmux_test.go)
+	name   string
+	pid    int
 }
 
 func startTerm(t *testing.T, w, h int, args ...string) *term {
@@ -79,23 +88,23 @@ func startTerm(t *testing.T, w, h int, args ...string) *term {
 	return startTermCmd(t, w, h, append([]string{binary}, args...)...)
 }
 
-// startTermCmd runs a command line in a new tmux session whose pane
-// process is gputop (env execs it).
+// startTermCmd runs a command line in a new tmux session, on a tmux server
+// of its own, whose pane process is gputop (env execs it).
 func startTermCmd(t *testing.T, w, h int, argv ...string) *term {
 	t.Helper()
-	name := fmt.Sprintf("gputop-e2e-%d", time.Now().UnixNano())
-	cmd := append([]string{"new-session", "-d", "-s", name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "--"}, argv...)
-	if out, err := exec.Command("tmux", cmd...).CombinedOutput(); err != nil {
+	tm := &term{t: t, server: newTmuxServer(), name: "gputop-e2e"}
+	cmd := append([]string{"new-session", "-d", "-s", tm.name, "-x", fmt.Sprint(w), "-y", fmt.Sprint(h), "--"}, argv...)
+	if out, err := tm.tmux(cmd...).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
-	tm := &term{t: t, name: name}
-	out, _ := exec.Command("tmux", "display-message", "-p", "-t", name, "#{pane_pid}").Output()
+	out, _ := tm.tmux("display-message", "-p", "-t", tm.name, "#{pane_pid}").Output()
 	fmt.Sscan(string(out), &tm.pid)
-	// the session runs gputop itself, so its pane pid is gputop's; closing
-	// the session makes gputop write --csv and exit: wait for that before
-	// the test's temporary directory is removed
+	// the session runs gputop itself, so its pane pid is gputop's; ending
+	// the server closes the terminal, which makes gputop write --csv and
+	// exit: wait for that before the test's temporary directory is removed
 	t.Cleanup(func() {
-		exec.Command("tmux", "kill-session", "-t", name).Run()
+		tm.tmux("kill-server").Run()
+		os.Remove(tm.server) // tmux leaves its socket behind
 		tm.waitExit()
 	})
 	return tm
@@ -113,7 +122,7 @@ func (tm *term) waitExit() {
 }
 
 func (tm *term) screen() string {
-	out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", tm.name).Output()
+	out, _ := tm.tmux("capture-pane", "-p", "-t", tm.name).Output()
 	return string(out)
 }
 
@@ -136,7 +145,7 @@ func (tm *term) waitFor(s string) string {
 func (tm *term) keys(k ...string) {
 	tm.t.Helper()
 	args := append([]string{"send-keys", "-t", tm.name}, k...)
-	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+	if out, err := tm.tmux(args...).CombinedOutput(); err != nil {
 		tm.t.Fatalf("send-keys: %v: %s", err, out)
 	}
 }
@@ -327,7 +336,7 @@ func TestClosedTerminalWritesCSV(t *testing.T) {
 	out := filepath.Join(dir, "summary.csv")
 	tm := startTerm(t, 160, 50, "--replay", rec, "--csv", out)
 	tm.waitFor("Recorded start  0:00:01.0")
-	if err := exec.Command("tmux", "kill-session", "-t", tm.name).Run(); err != nil {
+	if err := tm.tmux("kill-session", "-t", tm.name).Run(); err != nil {
 		t.Fatal(err)
 	}
 	waitFile(t, out)

@@ -30,14 +30,21 @@ type rankAgent struct {
 
 func startRankAgent(t *testing.T, sock string, pid, rank int) *rankAgent {
 	t.Helper()
+	return startPlacedAgent(t, sock, pid, rank, rank, 2)
+}
+
+// startPlacedAgent is startRankAgent with a local rank and world size of
+// its own.
+func startPlacedAgent(t *testing.T, sock string, pid, rank, localRank, worldSize int) *rankAgent {
+	t.Helper()
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	a := &rankAgent{t: t, c: c, w: bufio.NewWriter(c)}
-	a.send(`{"type":"hello","v":1,"pid":%d,"argv":["train.py"],"torch":"2.11.0","rank":"%d","local_rank":"%d","world_size":"2","job":"e2e-job-7","devices":[{"index":0,"uuid":"GPU-e2e-%d","name":"E2E GPU","total":85899345920}],"t":%d}`,
-		pid, rank, rank, rank, time.Now().UnixNano())
+	a.send(`{"type":"hello","v":1,"pid":%d,"argv":["train.py"],"torch":"2.11.0","rank":"%d","local_rank":"%d","world_size":"%d","job":"e2e-job-7","devices":[{"index":0,"uuid":"GPU-e2e-%d","name":"E2E GPU","total":85899345920}],"t":%d}`,
+		pid, rank, localRank, worldSize, rank, time.Now().UnixNano())
 	return a
 }
 

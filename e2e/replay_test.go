@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -98,7 +97,7 @@ func TestReplayLoadProgressAndQuit(t *testing.T) {
 			case "SIGTERM":
 				syscall.Kill(tm.pid, syscall.SIGTERM)
 			case "SIGHUP":
-				exec.Command("tmux", "kill-session", "-t", tm.name).Run()
+				tm.tmux("kill-session", "-t", tm.name).Run()
 			}
 			tm.waitExit()
 			if _, err := os.Stat("/proc/" + strconv.Itoa(tm.pid)); err == nil {
@@ -163,11 +162,14 @@ func inTerminal(t *testing.T, args ...string) (int, string) {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	script := fmt.Sprintf("%s 2>%s; echo $? >%s.tmp; mv %s.tmp %s; sleep 60", strings.Join(quoted, " "), errFile, rcFile, rcFile, rcFile)
-	name := fmt.Sprintf("gputop-e2e-sh-%d", time.Now().UnixNano())
-	if out, err := exec.Command("tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--", "sh", "-c", script).CombinedOutput(); err != nil {
+	server, name := newTmuxServer(), "gputop-e2e-sh"
+	if out, err := tmuxOn(server, "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--", "sh", "-c", script).CombinedOutput(); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
-	defer exec.Command("tmux", "kill-session", "-t", name).Run()
+	defer func() {
+		tmuxOn(server, "kill-server").Run()
+		os.Remove(server) // tmux leaves its socket behind
+	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(rcFile); err == nil {
@@ -177,7 +179,7 @@ func inTerminal(t *testing.T, args ...string) (int, string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	out, _ := exec.Command("tmux", "capture-pane", "-p", "-t", name).Output()
+	out, _ := tmuxOn(server, "capture-pane", "-p", "-t", name).Output()
 	t.Fatalf("%s did not exit within 10 s; screen:\n%s", strings.Join(args, " "), out)
 	return 0, ""
 }

@@ -32,7 +32,8 @@ type sshHost struct {
 
 // startSSHD starts sshd and writes an ssh client configuration naming
 // hosts: gpu-a (a remote gputop), bad-b (a header, then garbage), old-c (a
-// gputop of another version) and down-d (a port where nothing listens).
+// gputop of another version), down-d (a port where nothing listens) and
+// flood-e (what the test wrote to h.dir/flood, then nothing).
 func startSSHD(t *testing.T) *sshHost {
 	t.Helper()
 	sshd, err := exec.LookPath("sshd")
@@ -81,7 +82,7 @@ LogLevel VERBOSE
 	for _, host := range []struct {
 		name, mode string
 		port       int
-	}{{"gpu-a", "gputop", h.port}, {"bad-b", "garbage", h.port}, {"old-c", "old", h.port}, {"down-d", "gputop", closed}} {
+	}{{"gpu-a", "gputop", h.port}, {"bad-b", "garbage", h.port}, {"old-c", "old", h.port}, {"down-d", "gputop", closed}, {"flood-e", "flood", h.port}} {
 		fmt.Fprintf(&cfg, `Host %s
   HostName 127.0.0.1
   Port %d
@@ -105,6 +106,9 @@ garbage)
 	exec cat >/dev/null;;
 old)
 	cat %[3]s/old
+	exec cat >/dev/null;;
+flood)
+	cat %[3]s/flood
 	exec cat >/dev/null;;
 esac
 exec %[1]s "$@" --source agent --socket %[2]s
@@ -272,9 +276,28 @@ func TestSSHHostsInOneView(t *testing.T) {
 			scr = tm.waitFor(want)
 		}
 	}
-	// each failure doubles the wait
-	for _, d := range []string{"4s", "8s"} {
-		tm.waitFor("Connection refused (retrying in " + d + ")")
+	// each failure doubles the wait: the next wait down-d shows is twice
+	// the one it shows now (whichever that is by now: on a loaded machine
+	// the checks above can take longer than the first few waits)
+	wait := func(scr string) time.Duration {
+		line := hostLine(scr, "down-d")
+		i := strings.LastIndex(line, "(retrying in ")
+		if i < 0 {
+			return 0
+		}
+		d, _ := time.ParseDuration(strings.TrimSuffix(line[i+len("(retrying in "):], ")"))
+		return d
+	}
+	first := wait(tm.waitFor("Connection refused (retrying in "))
+	next := first
+	for end := time.Now().Add(time.Minute); next == first; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("down-d still waits %v a minute later:\n%s", first, tm.screen())
+		}
+		next = wait(tm.screen())
+	}
+	if first < time.Second || next != min(2*first, 30*time.Second) {
+		t.Fatalf("down-d waited %v, then %v: want each wait twice the one before (at most 30s)", first, next)
 	}
 	if c := tm.capture(); strings.Contains(c, "pwned") || strings.Contains(c, "\x1b]") || tm.title() == "pwned" {
 		t.Fatalf("the garbage's title sequence reached the terminal (title %q)", tm.title())

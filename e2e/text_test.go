@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,12 +141,12 @@ func TestHostileRecordingExport(t *testing.T) {
 // capture is the pane with its attributes as escape sequences (tmux's own
 // rendering of what gputop drew).
 func (tm *term) capture() string {
-	out, _ := exec.Command("tmux", "capture-pane", "-p", "-e", "-t", tm.name).Output()
+	out, _ := tm.tmux("capture-pane", "-p", "-e", "-t", tm.name).Output()
 	return string(out)
 }
 
 func (tm *term) title() string {
-	out, _ := exec.Command("tmux", "display-message", "-p", "-t", tm.name, "#{pane_title}").Output()
+	out, _ := tm.tmux("display-message", "-p", "-t", tm.name, "#{pane_title}").Output()
 	return strings.TrimSuffix(string(out), "\n")
 }
 
@@ -205,7 +204,7 @@ func TestReplayFileNameInTitle(t *testing.T) {
 func (tm *term) cellOf(text string) (x, y int) {
 	tm.t.Helper()
 	run := func(args ...string) string {
-		out, err := exec.Command("tmux", args...).CombinedOutput()
+		out, err := tm.tmux(args...).CombinedOutput()
 		if err != nil {
 			tm.t.Fatalf("tmux %v: %v: %s", args, err, out)
 		}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,7 +44,7 @@ func TestTinyTerminalOnlyQuits(t *testing.T) {
 
 func (tm *term) resize(w, h int) {
 	tm.t.Helper()
-	if out, err := exec.Command("tmux", "resize-window", "-t", tm.name, "-x", itoa(w), "-y", itoa(h)).CombinedOutput(); err != nil {
+	if out, err := tm.tmux("resize-window", "-t", tm.name, "-x", itoa(w), "-y", itoa(h)).CombinedOutput(); err != nil {
 		tm.t.Fatalf("resize-window: %v: %s", err, out)
 	}
 }

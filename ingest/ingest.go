@@ -129,8 +129,8 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Snapshot {
 			in.frame(wire.DevError{Type: wire.TypeDevError, T: v.T, Dev: v.Dev, Error: msg})
 		}
 	case wire.Host:
-		if h, ok := st.SetHost(store.Host{ID: v.ID, Name: v.Name, Up: v.Up, Reason: v.Reason, Since: v.T}); ok {
-			in.frame(wire.Host{Type: wire.TypeHost, ID: h.ID, Name: h.Name, Up: h.Up, Reason: h.Reason, T: h.Since})
+		if h, ok := st.SetHost(store.Host{ID: v.ID, Name: v.Name, Up: v.Up, Reason: v.Reason, Limited: v.Limited, Since: v.T}); ok {
+			in.frame(wire.Host{Type: wire.TypeHost, ID: h.ID, Name: h.Name, Up: h.Up, Reason: h.Reason, Limited: h.Limited, T: h.Since})
 		}
 	}
 	return nil

@@ -26,6 +26,7 @@ type Decoder struct {
 	br     *bufio.Reader
 	long   []byte // a line longer than the bufio buffer
 	off    int64  // start of the current line
+	last   int64  // the length of the line of the frame Next returned last
 	line   int    // current line number
 	header bool
 	hdr    wire.Recording
@@ -57,6 +58,10 @@ func (d *Decoder) Header() wire.Recording { return d.hdr }
 // Offset is the number of bytes consumed: up to the end of the last line
 // returned, or the start of a bad line.
 func (d *Decoder) Offset() int64 { return d.off }
+
+// LineBytes is the length of the line of the frame Next returned last,
+// its newline included: what a source bounds a frame's size by.
+func (d *Decoder) LineBytes() int64 { return d.last }
 
 // Next returns the next frame: the header (wire.Recording) first, then
 // device, batch (wire.NVML, wire.Samples), agent, row and Dropped frames,
@@ -122,6 +127,7 @@ func (d *Decoder) next() (wire.Frame, error) {
 		}
 		d.off += int64(len(line))
 		if f != nil {
+			d.last = int64(len(line))
 			return f, nil
 		}
 		if !complete {

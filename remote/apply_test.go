@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -30,10 +31,20 @@ func stream(t0 int64, uuid string, allocated uint64) []wire.Frame {
 func applyAll(t *testing.T, c *conn, fs []wire.Frame) {
 	t.Helper()
 	for _, f := range fs {
-		if err := c.apply(f); err != nil {
+		if err := c.apply(f, lineBytes(t, f)); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// lineBytes is the length of f's line in a stream.
+func lineBytes(t *testing.T, f wire.Frame) int64 {
+	t.Helper()
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(b) + 1)
 }
 
 // Two hosts' pid 1234 on their device 0 stay two processes on two devices,
@@ -124,14 +135,14 @@ func TestRefused(t *testing.T) {
 	st := store.New(store.DefaultOptions())
 	in := ingest.New(st)
 	c := newConn(New(in, 1, Options{Host: "node1", Tool: tool}))
-	err := c.apply(wire.Recording{Type: wire.TypeRecording, V: 3, Start: 1, Tool: "gputop 0.2.0"})
+	err := c.apply(wire.Recording{Type: wire.TypeRecording, V: 3, Start: 1, Tool: "gputop 0.2.0"}, 80)
 	var ve *versionError
 	if !errors.As(err, &ve) || err.Error() != "node1 runs gputop 0.2.0, this is gputop 0.1.0: install the same gputop on both (or point --ssh-gputop at it)" {
 		t.Fatalf("got %v", err)
 	}
 	c = newConn(c.s)
 	applyAll(t, c, stream(time.Now().UnixNano(), "GPU-1", 1)[:1])
-	err = c.apply(wire.Bye{Type: wire.TypeBye, PID: 1 << 22, T: 1})
+	err = c.apply(wire.Bye{Type: wire.TypeBye, PID: 1 << 22, T: 1}, 40)
 	if err == nil || !strings.Contains(err.Error(), "node1: pid 4194304 is not a process id of a Linux host") {
 		t.Fatalf("got %v", err)
 	}

@@ -41,6 +41,9 @@ type Options struct {
 	// Log takes what the user is told: a host connected, disconnected
 	// and why (nil: nothing is told).
 	Log func(string)
+	// Devices is the most devices the host may add to the store
+	// (DeviceShare; default store.MaxDevices).
+	Devices int
 	// MinBackoff and MaxBackoff bound the wait before a reconnection
 	// (default 1 s and 30 s): each failure doubles it, a stream that was
 	// up for StableAfter (default 10 s) resets it, so a host that connects
@@ -54,6 +57,11 @@ type Source struct {
 	in  *ingest.Ingest // the way into the store
 	st  *store.Store   // in's store, read
 	id  int
+	// the devices the host added, over all its connections: by UUID, and
+	// how many (a UUID-less one counts each time it is added)
+	own     map[string]int
+	added   int
+	limited string // what the bounds kept out of the last connection, for its host frame when it ends
 }
 
 // New returns the source of host id (1..store.MaxHosts, the host part of
@@ -77,7 +85,10 @@ func New(in *ingest.Ingest, id int, opt Options) *Source {
 	if opt.StableAfter <= 0 {
 		opt.StableAfter = 10 * time.Second
 	}
-	s := &Source{opt: opt, in: in, st: in.Store(), id: id}
+	if opt.Devices <= 0 {
+		opt.Devices = store.MaxDevices
+	}
+	s := &Source{opt: opt, in: in, st: in.Store(), id: id, own: map[string]int{}}
 	in.Apply(0, wire.Host{Type: wire.TypeHost, ID: id, Name: opt.Host, Reason: "connecting", T: time.Now().UnixNano()})
 	return s
 }
@@ -117,7 +128,7 @@ func (s *Source) Run(ctx context.Context) {
 // devices' process lists empty, so nothing of it looks alive.
 func (s *Source) down(reason string) {
 	now := time.Now().UnixNano()
-	s.in.Apply(0, wire.Host{Type: wire.TypeHost, ID: s.id, Name: s.opt.Host, Reason: reason, T: now})
+	s.in.Apply(0, wire.Host{Type: wire.TypeHost, ID: s.id, Name: s.opt.Host, Reason: reason, Limited: s.limited, T: now})
 	s.opt.Log(s.opt.Host + ": disconnected: " + reason)
 	for _, a := range s.st.Agents() {
 		if h, _ := store.SplitPID(a.Hello.PID); h == s.id && a.Connected {
@@ -156,6 +167,7 @@ func (s *Source) session(ctx context.Context) (streamed bool, reason string) {
 	}
 	c := newConn(s)
 	dec := recording.NewDecoder(s.opt.Host+"'s stream", out)
+	stopShowing := func() {}
 	var streamErr error
 	for {
 		f, err := dec.Next()
@@ -163,16 +175,20 @@ func (s *Source) session(ctx context.Context) (streamed bool, reason string) {
 			streamErr = err
 			break
 		}
-		if err := c.apply(f); err != nil {
+		if err := c.apply(f, dec.LineBytes()); err != nil {
 			streamErr = err
 			break
 		}
 		if c.up && !streamed {
 			streamed = true
-			s.in.Apply(0, wire.Host{Type: wire.TypeHost, ID: s.id, Name: s.opt.Host, Up: true, T: time.Now().UnixNano()})
+			c.upAt = time.Now().UnixNano()
+			s.in.Apply(0, wire.Host{Type: wire.TypeHost, ID: s.id, Name: s.opt.Host, Up: true, T: c.upAt})
 			s.opt.Log(s.opt.Host + ": connected (" + c.hdr.Tool + ")")
+			stopShowing = c.showLimitsEvery(time.Second)
 		}
 	}
+	stopShowing()
+	s.limited = c.limited() // shown with the host's state when down() says why the stream ended
 	var fe *recording.FormatError
 	ended := errors.Is(streamErr, io.EOF) || errors.As(streamErr, &fe) && (fe.Truncated || fe.Empty)
 	if !ended {

@@ -10,7 +10,10 @@ export CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
 go build -o bin/gputop .
 mkdir -p screenshots
 tmp=$(mktemp -d)
-trap 'tmux kill-session -t gputop-shot 2>/dev/null || true; tmux kill-session -t gputop-oom 2>/dev/null || true; rm -rf "$tmp"' EXIT
+# a tmux server of its own with no configuration: never the user's, whose
+# settings would change what the screenshots show
+tmux() { command tmux -S "$tmp/tmux" -f /dev/null "$@"; }
+trap 'tmux kill-server 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 shot() { # name [session]
   tmux capture-pane -e -p -t "${2:-gputop-shot}" >"$tmp/$1.ansi"

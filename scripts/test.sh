@@ -17,8 +17,8 @@ unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "test.sh: gofmt needed on: $unformatted" >&2; exit 1; fi
 go vet ./...
 go test -count=1 ./...
-# the packages where sources, the UI and the socket meet, under the race detector
-go test -count=1 -race ./store ./sampler ./agentlink ./recording ./remote
+# every package again under the race detector
+go test -count=1 -race ./...
 
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r agent/requirements-test.txt

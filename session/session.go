@@ -154,8 +154,11 @@ func (s *Session) prepare(opt Options) error {
 		// walk through the socket
 		s.in.SetAsker(s.agents.RequestHeld)
 	}
+	// each host may add its share of the store's devices, this machine
+	// (when it has a source) keeping one share too
+	share := remote.DeviceShare(len(opt.Hosts), opt.NVML || opt.Agents)
 	for i, h := range opt.Hosts {
-		s.remotes = append(s.remotes, remote.New(s.in, i+1, remote.Options{Host: h, SSH: opt.SSH, Command: opt.RemoteCommand, Tool: opt.Tool, Log: s.log.Add}))
+		s.remotes = append(s.remotes, remote.New(s.in, i+1, remote.Options{Host: h, SSH: opt.SSH, Command: opt.RemoteCommand, Tool: opt.Tool, Log: s.log.Add, Devices: share}))
 	}
 	return nil
 }

@@ -71,7 +71,10 @@ type Host struct {
 	Name   string // as given to --ssh
 	Up     bool   // streaming now
 	Reason string // why it is not (while !Up): the last disconnect's reason
-	Since  int64  // when Up last changed
+	// Limited is what the bounds on the host's stream kept out of the
+	// view ("" when nothing), as package remote words it
+	Limited string
+	Since   int64 // when Up last changed
 }
 
 // SetHost adds or updates host h.ID and returns it as kept; an ID outside
@@ -80,7 +83,7 @@ func (s *Store) SetHost(h Host) (Host, bool) {
 	if h.ID < 1 || h.ID > MaxHosts {
 		return Host{}, false
 	}
-	h.Name, h.Reason = CleanText(h.Name), CleanText(h.Reason)
+	h.Name, h.Reason, h.Limited = CleanText(h.Name), CleanText(h.Reason), CleanText(h.Limited)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.hosts) < h.ID {

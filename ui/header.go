@@ -133,14 +133,19 @@ func (m *headerModel) hostsView() string {
 	st := m.styles
 	var parts []string
 	for _, h := range m.hosts {
+		var part string
 		switch {
 		case h.Up:
-			parts = append(parts, h.Name+" "+st.Good.Render("connected"))
+			part = h.Name + " " + st.Good.Render("connected")
 		case h.Reason == "connecting":
-			parts = append(parts, h.Name+" "+st.Warn.Render("connecting"))
+			part = h.Name + " " + st.Warn.Render("connecting")
 		default:
-			parts = append(parts, h.Name+" "+st.Error.Render("disconnected: "+h.Reason))
+			part = h.Name + " " + st.Error.Render("disconnected: "+h.Reason)
 		}
+		if h.Limited != "" { // what the bounds on its stream kept out
+			part += " " + st.Warn.Render("("+h.Limited+")")
+		}
+		parts = append(parts, part)
 	}
 	if len(parts) > maxHostLines {
 		return fit("hosts  "+strings.Join(parts, "  "), m.w, 1)

@@ -331,7 +331,10 @@ type Host struct {
 	Name   string `json:"name"`
 	Up     bool   `json:"up"`
 	Reason string `json:"reason,omitempty"` // why it disconnected
-	T      int64  `json:"t"`
+	// Limited says what the bounds on one host's stream kept out of the
+	// view (package remote), e.g. devices past the host's share.
+	Limited string `json:"limited,omitempty"`
+	T       int64  `json:"t"`
 }
 
 // NVML is a batch of device samples. T0 is the first sample's time; DT holds

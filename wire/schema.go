@@ -215,7 +215,7 @@ var Frames = []Spec{
 	FrameOf[Ended](Spec{Type: TypeEnded, Recorded: true,
 		Doc: "an agent process vanished without `bye` (killed)"}, nil),
 	FrameOf[Host](Spec{Type: TypeHost, Recorded: true, Optional: []string{"up"},
-		Doc: "a remote host of a multi-host view (`gputop --ssh`) connecting (`\"up\":true`) or disconnecting (`\"up\":false`, `reason`) at `t` (below)"}, nil),
+		Doc: "a remote host of a multi-host view (`gputop --ssh`) connecting (`\"up\":true`) or disconnecting (`\"up\":false`, `reason`) at `t`, and what the bounds on its stream kept out of the view (`limited`, e.g. devices past its share; below)"}, nil),
 	FrameOf[Mark](Spec{Type: TypeMark, Socket: FromAgent}, checkMark),
 	FrameOf[Snap](Spec{Type: TypeSnap, Socket: FromShell}, checkSnap),
 	FrameOf[Reply](Spec{Type: TypeReply, Socket: ToPeer}, nil),

@@ -219,6 +219,7 @@ SCHEMAS: dict[str, tuple] = {
         ("name", "s", False, None),
         ("up", "b", False, None),
         ("reason", "s", True, None),
+        ("limited", "s", True, None),
         ("t", "i", False, None),
     ),
     "mark": (

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -48,6 +51,83 @@ def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _stats.set_source(None)
     _history._reset()
     _dumps._reset()
+
+
+# tmux: every terminal of these tests runs on a tmux server of its own
+# (Tmux below). tmux's default server is the user's and every other test
+# run's: it exits with its last session (failing a test whose new session
+# meets it going), and a session started on a running server gets that
+# server's environment, not the test's (gputop run's command then misses
+# GPUTOP_AGENT_PATH). scripts/tmux-guard goes first on PATH: it refuses a
+# tmux command that names no server (-L/-S) and logs it, and the fixture
+# _private_tmux fails the test that ran it.
+_REAL_TMUX = shutil.which("tmux")
+_TMUX_GUARD = REPO / "scripts" / "tmux-guard"
+_TMUX_DIR = Path(tempfile.mkdtemp(prefix="gputop-tmux-"))  # the servers' sockets, the guard's log
+_TMUX_LOG = _TMUX_DIR / "guard.log"
+atexit.register(shutil.rmtree, _TMUX_DIR, ignore_errors=True)
+if _REAL_TMUX is not None and Path(_REAL_TMUX).parent != _TMUX_GUARD:
+    os.environ["GPUTOP_TMUX_GUARD_REAL"] = _REAL_TMUX
+    os.environ["GPUTOP_TMUX_GUARD_LOG"] = str(_TMUX_LOG)
+    os.environ["GPUTOP_TMUX_GUARD_OUTER"] = os.environ.get("TMUX", "")
+    os.environ["PATH"] = os.pathsep.join([str(_TMUX_GUARD), os.environ.get("PATH", "")])
+_tmux_servers = itertools.count(1)
+
+
+@pytest.fixture(autouse=True)
+def _private_tmux() -> Iterator[None]:
+    """Fails a test that ran tmux without a server of its own."""
+    seen = _TMUX_LOG.stat().st_size if _TMUX_LOG.exists() else 0
+    yield
+    if _TMUX_LOG.exists() and _TMUX_LOG.stat().st_size > seen:
+        with _TMUX_LOG.open() as f:
+            f.seek(seen)
+            pytest.fail(f"tmux ran on the default server (no -L or -S):\n{f.read()}")
+
+
+class Tmux:
+    """cmd in a detached width x height tmux session, on a tmux server no
+    one else uses (tmux -S, its socket in a directory of this run's; no
+    configuration file), started here with env (default: this process's,
+    less TMUX) so that the session has exactly that environment. cmd is a
+    shell command line (str) or an argv (list). close() ends the server and
+    with it the session."""
+
+    def __init__(self, cmd: str | list[str], env: dict[str, str] | None = None,
+                 width: int = 160, height: int = 50) -> None:
+        self.server = _TMUX_DIR / f"tmux-{next(_tmux_servers)}"
+        self.env = {k: v for k, v in (os.environ if env is None else env).items()
+                    if k not in ("TMUX", "TMUX_PANE")}
+        argv = [cmd] if isinstance(cmd, str) else ["--", *cmd]
+        r = self.tmux("new-session", "-d", "-s", "t", "-x", str(width), "-y", str(height), *argv)
+        if r.returncode != 0:
+            raise AssertionError(f"tmux new-session: {r.stderr}")
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-S", str(self.server), "-f", "/dev/null", *args],
+                              env=self.env, capture_output=True, text=True)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "t").stdout
+
+    def wait_for(self, text: str, secs: float = 60) -> str:
+        deadline = time.monotonic() + secs
+        scr = ""
+        while time.monotonic() < deadline:
+            scr = self.screen()
+            if text in scr:
+                return scr
+            time.sleep(0.05)
+        raise AssertionError(f"screen never showed {text!r}; last screen:\n{scr}")
+
+    def keys(self, *k: str) -> None:
+        r = self.tmux("send-keys", "-t", "t", *k)
+        if r.returncode != 0:
+            raise AssertionError(f"tmux send-keys {k}: {r.stderr}")
+
+    def close(self) -> None:
+        self.tmux("kill-server")
+        self.server.unlink(missing_ok=True)  # tmux leaves its socket behind
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -183,4 +263,4 @@ def gputop_bin(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(out)
 
 
-__all__ = ["AGENT", "REPO", "TESTS", "LineServer", "child_env", "gputop"]
+__all__ = ["AGENT", "REPO", "TESTS", "LineServer", "Tmux", "child_env", "gputop"]

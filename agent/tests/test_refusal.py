@@ -49,9 +49,10 @@ class Refuser:
     """A stand-in gputop that answers each connection with
     {"type":"reply","ok":false,"error":reason} and closes it; with
     read_hello, after reading the hello, else at once (the agent's hello
-    then meets a closed socket)."""
+    then meets a closed socket). With no reason it closes each connection
+    as soon as it has accepted it, saying nothing."""
 
-    def __init__(self, path: str, reason: str, read_hello: bool = True) -> None:
+    def __init__(self, path: str, reason: str | None, read_hello: bool = True) -> None:
         self.path, self.reason, self.read_hello = path, reason, read_hello
         self.count = 0
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -69,7 +70,7 @@ class Refuser:
                 return
             self.count += 1
             try:
-                if self.read_hello:
+                if self.read_hello and self.reason is not None:
                     c.settimeout(2)
                     buf = b""
                     while b"\n" not in buf:
@@ -77,7 +78,8 @@ class Refuser:
                         if not d:
                             break
                         buf += d
-                c.sendall(reply)
+                if self.reason is not None:
+                    c.sendall(reply)
             except OSError:
                 pass
             c.close()
@@ -110,6 +112,26 @@ def test_refused_agent_backs_off_and_says_why_once(sock_path: str, read_hello: b
     assert st["waits_for_new_gputop"] is False
     err = capsys.readouterr().err
     assert err.count("refused this process") == 1 and reason in err, err
+
+
+def test_a_connection_closed_at_once_backs_off(sock_path: str):
+    # a gputop that closes every connection as soon as it accepts it (one
+    # shutting down, a socket at its connection limit): each such
+    # connection is a failed try, so the waits grow as for no gputop at
+    # all instead of starting over at 50 ms
+    srv = Refuser(sock_path, None)
+    try:
+        FakeGPU(1).install()
+        t0 = time.monotonic()
+        h = gputop.attach(rate_hz=100)
+        time.sleep(3)
+        n = srv.count
+        elapsed = time.monotonic() - t0
+        st = h.status()
+    finally:
+        srv.close()
+    assert 2 <= n <= backoff_bound(elapsed), f"{n} connections in {elapsed:.2f} s"
+    assert st["refused"] == ""  # nothing was said: no reason to keep
 
 
 def test_a_refused_hello_waits_for_another_gputop(sock_path: str, capsys):

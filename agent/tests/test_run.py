@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import AGENT, FAKE_GPU_PRELUDE
+from conftest import AGENT, FAKE_GPU_PRELUDE, Tmux
 
 _need = importlib.import_module if os.environ.get("CI") else pytest.importorskip
 _need("torch")
@@ -241,33 +241,6 @@ needs_tmux = pytest.mark.skipif(not shutil.which("tmux") and not os.environ.get(
                                 reason="tmux not installed")
 
 
-class Tmux:
-    def __init__(self, name: str, cmd: str, env: dict[str, str]) -> None:
-        self.name = name
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
-        subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", cmd],
-                       env=env, check=True)
-
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],
-                              capture_output=True, text=True).stdout
-
-    def wait_for(self, text: str, secs: float = 60) -> str:
-        deadline = time.monotonic() + secs
-        while time.monotonic() < deadline:
-            s = self.screen()
-            if text in s:
-                return s
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never showed; the screen:\n{self.screen()}")
-
-    def keys(self, *k: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *k], check=True)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
-
-
 def wait_file(p: Path, secs: float = 30) -> str:
     deadline = time.monotonic() + secs
     while time.monotonic() < deadline:
@@ -296,7 +269,7 @@ def test_run_tui_shows_output_and_how_cmd_ended(gputop_bin: str, tmp_path: Path)
             time.sleep(0.05)
         """))
     rc = tmp_path / "rc"
-    t = Tmux(f"gtrun{os.getpid()}", f"{gputop_bin} run --source agent -- {sys.executable} {script}; "
+    t = Tmux(f"{gputop_bin} run --source agent -- {sys.executable} {script}; "
              f"echo $? > {rc}; sleep 60", run_env())
     try:
         s = t.wait_for("waiting for ctrl-c")
@@ -323,11 +296,13 @@ def test_run_tui_shows_output_and_how_cmd_ended(gputop_bin: str, tmp_path: Path)
 @needs_tmux
 def test_run_tui_second_ctrl_c_quits(gputop_bin: str, tmp_path: Path) -> None:
     rc = tmp_path / "rc"
-    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('ignoring', flush=True); time.sleep(600)"
-    t = Tmux(f"gtrun2{os.getpid()}", f"{gputop_bin} run --source agent -- {sys.executable} -c \"{code}\"; "
+    # what it prints once SIGINT is ignored is not in its command line,
+    # which the title bar shows from the start
+    code = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print('SIGINT', 'ignored', flush=True); time.sleep(600)"
+    t = Tmux(f"{gputop_bin} run --source agent -- {sys.executable} -c \"{code}\"; "
              f"echo $? > {rc}; sleep 60", run_env())
     try:
-        t.wait_for("ignoring")
+        t.wait_for("SIGINT ignored")
         t.keys("C-c")
         t.wait_for("Ctrl-C again quits gputop")
         t.keys("C-c")

@@ -22,7 +22,7 @@ from typing import Iterator
 
 import pytest
 
-from conftest import TESTS, child_env
+from conftest import TESTS, Tmux, child_env
 
 # CI installs requirements-test.txt and tmux: there a missing one fails, never skips
 _need = importlib.import_module if os.environ.get("CI") else pytest.importorskip
@@ -60,38 +60,13 @@ CHILD = textwrap.dedent(
 )
 
 
-class Term:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name],
-                              capture_output=True, text=True).stdout
-
-    def wait_for(self, text: str, secs: float = 20) -> str:
-        deadline = time.monotonic() + secs
-        scr = ""
-        while time.monotonic() < deadline:
-            scr = self.screen()
-            if text in scr:
-                return scr
-            time.sleep(0.05)
-        raise AssertionError(f"screen never showed {text!r}; last screen:\n{scr}")
-
-    def keys(self, *k: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *k], check=True)
-
-
 @contextlib.contextmanager
-def gputop_with(gputop_bin: str, tmp_path: Path, child_code: str, **env: str) -> Iterator[tuple[Term, subprocess.Popen]]:
+def gputop_with(gputop_bin: str, tmp_path: Path, child_code: str, **env: str) -> Iterator[tuple[Tmux, subprocess.Popen]]:
     """gputop (agent source) in a 160x50 tmux session, and a child process
     running child_code with the agent, once it has printed "ready"."""
     (tmp_path / "s").mkdir(mode=0o700)
     sock = str(tmp_path / "s" / "gputop.sock")
-    name = f"gputop-tui-{os.getpid()}-{tmp_path.name}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--",
-                    gputop_bin, "--source", "agent", "--socket", sock], check=True)
-    term = Term(name)
+    term = Tmux([gputop_bin, "--source", "agent", "--socket", sock])
     child = None
     try:
         term.wait_for("agents: listening on")
@@ -102,7 +77,7 @@ def gputop_with(gputop_bin: str, tmp_path: Path, child_code: str, **env: str) ->
     finally:
         if child is not None and child.poll() is None:
             child.kill()
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        term.close()
 
 
 def test_holders_and_leak_verdict_in_the_terminal(gputop_bin: str, tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS, child_env
+from conftest import TESTS, Tmux, child_env
 from test_e2e import Recorder
 
 MiB = 1 << 20
@@ -210,19 +210,17 @@ def replay_screen(gputop_bin: str, rec: Path, tmp: Path) -> str:
         if os.environ.get("CI"):
             raise RuntimeError("tmux is needed for the terminal tests")
         pytest.skip("tmux not installed")
-    name = f"gputop-verdict-{os.getpid()}-{tmp.name}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--",
-                    gputop_bin, "--replay", str(rec)], check=True)
+    term = Tmux([gputop_bin, "--replay", str(rec)])
     try:
         deadline = time.monotonic() + 15
         scr = ""
         while time.monotonic() < deadline:
-            subprocess.run(["tmux", "send-keys", "-t", name, "End"], check=True)
+            term.keys("End")
             time.sleep(0.3)
-            scr = subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
+            scr = term.screen()
             at = re.search(r"cursor (\S+) / (\S+)", scr)  # the title: at the end once both agree
             if at and at.group(1) == at.group(2) and "After cleanup" in scr:
                 return scr
         return scr
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        term.close()

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import zipfile
@@ -136,23 +137,32 @@ def test_import_gputop_comes_from_the_venv(venv, tmp_path):
 def test_gputop_demo_in_a_terminal(gputop):
     arch, cmd = gputop
     name = f"wheel-{arch}-{uuid.uuid4().hex[:8]}"
-    r = run("tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--", *cmd, "--demo")
+
+    sock = Path(tempfile.mkdtemp(prefix="gputop-tmux-")) / "tmux"
+
+    def tmux(*args: str | Path) -> subprocess.CompletedProcess:
+        # a tmux server of its own (-S), never the user's default one
+        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+        return run("tmux", "-S", sock, "-f", "/dev/null", *args, env=env)
+
+    r = tmux("new-session", "-d", "-s", name, "-x", "160", "-y", "50", "--", *cmd, "--demo")
     assert r.returncode == 0, r.stderr
     try:
         deadline, screen = time.monotonic() + 60, ""
         while time.monotonic() < deadline:
-            screen = run("tmux", "capture-pane", "-p", "-t", name).stdout
+            screen = tmux("capture-pane", "-p", "-t", name).stdout
             if "NVIDIA H200" in screen and "demo" in screen:
                 break
             time.sleep(0.1)
         assert "NVIDIA H200" in screen and "demo" in screen, f"{arch}: the demo never showed; last screen:\n{screen}"
-        run("tmux", "send-keys", "-t", name, "q")
+        tmux("send-keys", "-t", name, "q")
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and run("tmux", "has-session", "-t", name).returncode == 0:
+        while time.monotonic() < deadline and tmux("has-session", "-t", name).returncode == 0:
             time.sleep(0.1)
-        assert run("tmux", "has-session", "-t", name).returncode != 0, f"{arch}: gputop did not quit on q"
+        assert tmux("has-session", "-t", name).returncode != 0, f"{arch}: gputop did not quit on q"
     finally:
-        run("tmux", "kill-session", "-t", name)
+        tmux("kill-server")
+        shutil.rmtree(sock.parent, ignore_errors=True)
 
 
 FAKE_NVML = """
