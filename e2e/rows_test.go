@@ -213,20 +213,21 @@ func TestTUIRecordDropsEditOfDroppedRow(t *testing.T) {
 	}
 }
 
-// A label of a megabyte is cut where it comes in, and a mark across 100
-// GPUs makes rows for the first wire.MaxMarkRows: the TUI says both, and
-// its recording stays small.
+// A label of a megabyte is cut where it comes in, and a mark of 100
+// devices makes rows for the first wire.MaxMarkRows: the TUI says both, and
+// its recording stays small. The agent names 64 GPUs, the most a hello may
+// (agentlink.MaxHelloDevices), and its mark lists them over and over.
 func TestLongLabelAndWideMarkInTerminal(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "s.sock")
 	rec := filepath.Join(dir, "live.gputop")
 	tm := startTerm(t, 200, 50, "--source", "agent", "--socket", sock, "--record", rec)
 	tm.waitFor("listening on")
-	const devs = 100
-	enc := rowAgent(t, sock, devs)
+	const devs, gpus = 100, 64
+	enc := rowAgent(t, sock, gpus)
 	m := wire.Mark{Type: wire.TypeMark, T: time.Now().UnixNano(), Label: "wide " + strings.Repeat("y", wire.MaxFrameBytes-20_000)}
 	for i := range devs {
-		m.Devs = append(m.Devs, wire.DevStats{Dev: i, Allocated: 1 << 30})
+		m.Devs = append(m.Devs, wire.DevStats{Dev: i % gpus, Allocated: 1 << 30})
 	}
 	if err := enc.Encode(m); err != nil {
 		t.Fatal(err)
