@@ -16,8 +16,9 @@ Rules it keeps, because it lives inside someone's training job:
   second) does not reset the backoff, so a refusal never makes it spin; a
   refusal of the hello itself waits for another gputop (_refused_for_good).
 
-Around the thread, each in its own module: the connection to gputop
-(_connection: connect, send, read, refusals and the backoff), torch's
+The agent owns its connection to gputop (_connection: connect, send,
+read, refusals and the backoff). Around the thread, each in its own
+module: torch's
 out-of-memory observer (_oom), interpreter exit and fork (_lifecycle),
 the answers to gputop's holders requests (_requests), the handle
 attach() returns when the agent is off (_disabled),
@@ -41,7 +42,7 @@ import warnings
 from typing import Any
 
 from . import _dumps, _env, _history, _oom, _requests, _stats, _wire
-from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection, _wait_writable
+from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection  # noqa: F401  (the backoff's bounds, named here too)
 from ._disabled import Disabled
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
@@ -67,35 +68,21 @@ SEND_INTERVAL_S = 0.1
 MARK_WAKE_AFTER_S = 0.02
 
 
-class Agent(Connection):
+class Agent:
     """Handle of the running agent, as returned by :func:`gputop.attach`."""
 
     def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> None:
         self.rate_hz = _rate(rate_hz)
-        self.socket = socket  # None: resolved from the environment at each connect
         self.pid = os.getpid()
-        self.connected = False
-        self.connects = 0
+        self.conn = Connection(socket, self._on_connect, self._handle)
         self.samples_sent = 0
         self.marks_sent = 0
         self.dropped = 0  # samples dropped because the queue was full
         self.marks_dropped = 0
-        self.last_error = ""
-        self.refused = ""  # gputop's reason for the latest refusal, until a connection holds
-        self._refusal: str | None = None  # the reason gputop gave on this connection
-        self._told: set[str] = set()  # refusal reasons already printed to stderr
-        self._final: tuple[str, Any] | None = None  # (path, socket file) that refused for good
-        self._path = ""
-        self._connected_at = 0.0
-        self._backoff = BACKOFF_MIN_S
-        self._next_connect = 0.0
         self._src = _stats.source()
         self._samples: collections.deque = collections.deque()
         self._raw: list[tuple[int, int, Any]] = []  # (t, dev, stats) since the last send
         self._marks: collections.deque = collections.deque()
-        self._out = bytearray()
-        self._in = bytearray()
-        self._sock: _socket.socket | None = None
         self._devs: list[int] = []
         self._hello_devs: frozenset[int] | None = None
         self._hello_history: tuple[int, str] | None = None  # what the last hello said of history
@@ -108,6 +95,31 @@ class Agent(Connection):
         os.set_blocking(w, False)
         self._wake_r, self._wake_w = r, w
         self._thread = threading.Thread(target=self._run, name="gputop-agent", daemon=True)
+
+    # ---- what the connection knows, as the handle shows it ----
+
+    @property
+    def socket(self) -> str | None:
+        """The socket path asked for (None: the environment's)."""
+        return self.conn.socket
+
+    @property
+    def connected(self) -> bool:
+        return self.conn.connected
+
+    @property
+    def connects(self) -> int:
+        """Connections made so far."""
+        return self.conn.connects
+
+    @property
+    def last_error(self) -> str:
+        return self.conn.last_error
+
+    @property
+    def refused(self) -> str:
+        """gputop's reason for its latest refusal, until a connection holds."""
+        return self.conn.refused
 
     # ---- user-thread side: cheap, never raises ----
 
@@ -156,10 +168,10 @@ class Agent(Connection):
         """Change the rate or the socket of a running agent."""
         if rate_hz is not None:
             self.rate_hz = _rate(rate_hz)
-        if socket is not None and socket != self.socket:
-            self.socket = socket
+        if socket is not None and socket != self.conn.socket:
+            self.conn.socket = socket
             self._reconnect = True
-        self._final = None  # attach() again: try a gputop that refused for good once more
+        self.conn.try_refused_again()  # attach() again: try a gputop that refused for good once more
         self._wake()
 
     def detach(self, timeout: float = STOP_TIMEOUT_S) -> None:
@@ -186,27 +198,27 @@ class Agent(Connection):
         return {
             "enabled": True,
             "attached": self.alive,
-            "connected": self.connected,
-            "socket": self.socket or _env.socket_path(),
+            "connected": self.conn.connected,
+            "socket": self.conn.socket or _env.socket_path(),
             "rate_hz": self.rate_hz,
             "pid": self.pid,
             "devices": list(self._devs),
             # how the tick reads the allocator: "direct" (its counters copied
             # in place), or "stats call" and why not direct
             "reading": self._src.reading(),
-            "connects": self.connects,
+            "connects": self.conn.connects,
             "samples_sent": self.samples_sent,
             "marks_sent": self.marks_sent,
             "dropped": self.dropped,
             "marks_dropped": self.marks_dropped,
             "queued_samples": len(self._samples) + len(self._raw),
             "queued_marks": len(self._marks),
-            "last_error": self.last_error,
+            "last_error": self.conn.last_error,
             # why gputop refused this agent; "" once a connection has held
-            "refused": self.refused,
+            "refused": self.conn.refused,
             # the refusal cannot change while this gputop runs: no connecting
             # until another one listens at the socket
-            "waits_for_new_gputop": self._final is not None,
+            "waits_for_new_gputop": self.conn.waits_for_new_gputop,
             # torch's allocation history ({"max_entries": 0} when off, and
             # why, where it was asked for) and the memory dumps written
             "history": _history.status(),
@@ -214,8 +226,8 @@ class Agent(Connection):
         }
 
     def __repr__(self) -> str:
-        state = "connected" if self.connected else ("attached" if self.alive else "detached")
-        return f"<gputop agent {state} {self.socket or _env.socket_path()} {self.rate_hz:g} Hz>"
+        state = "connected" if self.conn.connected else ("attached" if self.alive else "detached")
+        return f"<gputop agent {state} {self.conn.socket or _env.socket_path()} {self.rate_hz:g} Hz>"
 
     # ---- agent thread ----
 
@@ -225,7 +237,7 @@ class Agent(Connection):
         try:
             self._loop()
         except BaseException as e:  # the thread must end quietly, whatever happened
-            self.last_error = f"agent stopped: {e!r}"
+            self.conn.last_error = f"agent stopped: {e!r}"
         finally:
             # what current() looks at, rather than the thread's liveness
             # (several Python calls); set before the thread ends
@@ -234,7 +246,7 @@ class Agent(Connection):
                 self._finish()
             except BaseException:
                 pass
-            self._close()
+            self.conn.close()
             for fd in (self._wake_r, self._wake_w):
                 try:
                     os.close(fd)
@@ -243,12 +255,13 @@ class Agent(Connection):
             self._stopped.set()
 
     def _loop(self) -> None:
+        conn = self.conn
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         registered: int | None = None
         polled_out = False  # POLLOUT is asked for: bytes wait for the socket
         now = time.monotonic()
-        next_tick = next_devcheck = next_send = self._next_connect = now
+        next_tick = next_devcheck = next_send = conn.next_connect = now
         rate = self.rate_hz
         while not self._stopping:
             try:
@@ -260,21 +273,18 @@ class Agent(Connection):
                     next_tick = min(next_tick, now + 1.0 / rate)
                 if self._reconnect:
                     self._reconnect = False
-                    self._bye_now()  # the old gputop must not think we died
-                    self._disconnect(None)
-                    self._next_connect = now
-                if self._sock is None and now >= self._next_connect:
-                    if self._connect():
+                    conn.reconnect(now)
+                if conn.sock is None and now >= conn.next_connect:
+                    if conn.connect():
                         next_tick = next_devcheck = now
                     else:
-                        self._retry_later(now)
+                        conn.retry_later(now)
                         if not self._devs:
                             # registers the OOM observer once CUDA is up,
                             # so an OOM before gputop starts is still queued
                             self._check_devices()
-                if self._sock is not None:
-                    if self.refused and now - self._connected_at >= BACKOFF_MAX_S:
-                        self.refused = ""  # this connection holds: gputop took us
+                if conn.sock is not None:
+                    conn.held(now)
                     if now >= next_tick:
                         if now >= next_devcheck or not self._devs:
                             self._check_devices()
@@ -288,7 +298,7 @@ class Agent(Connection):
                         self._pump()
                         next_send = now + SEND_INTERVAL_S
                 # wait for the next tick, a wake-up, or the socket
-                fd = self._sock.fileno() if self._sock is not None else None
+                fd = conn.sock.fileno() if conn.sock is not None else None
                 if fd != registered:
                     if registered is not None:
                         poller.unregister(registered)
@@ -297,28 +307,28 @@ class Agent(Connection):
                         poller.register(fd, select.POLLIN)
                         polled_out = False
                 if fd is not None:
-                    if polled_out != bool(self._out):
+                    if polled_out != bool(conn.out):
                         polled_out = not polled_out
                         poller.modify(fd, select.POLLIN | select.POLLOUT if polled_out else select.POLLIN)
                     if not polled_out and self._devs and not self._marks:
                         next_tick = self._steady(poller, next_tick, min(next_send, next_devcheck))
                     wait = next_tick - time.monotonic()
                 else:
-                    wait = self._next_connect - time.monotonic()
+                    wait = conn.next_connect - time.monotonic()
                 for efd, ev in poller.poll(max(0, math.ceil(wait * 1000))):
                     if efd == self._wake_r:
                         self._drain_wake()
-                    elif self._sock is not None and efd == self._sock.fileno():
+                    elif conn.sock is not None and efd == conn.sock.fileno():
                         if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                            self._read()
-                        if self._sock is not None and ev & select.POLLOUT:
-                            self._flush()
+                            conn.read()
+                        if conn.sock is not None and ev & select.POLLOUT:
+                            conn.flush()
             except Exception as e:  # one bad iteration must not end the agent
-                self.last_error = f"{type(e).__name__}: {e}"
-                if self._sock is not None:
-                    self._disconnect(None)  # schedules the next try
+                conn.last_error = f"{type(e).__name__}: {e}"
+                if conn.sock is not None:
+                    conn.disconnect(None)  # schedules the next try
                 else:
-                    self._retry_later(time.monotonic())
+                    conn.retry_later(time.monotonic())
         if registered is not None:
             try:
                 poller.unregister(registered)
@@ -362,6 +372,13 @@ class Agent(Connection):
         except OSError:
             pass
 
+    def _on_connect(self) -> None:
+        """A new connection: nothing was said on it yet."""
+        self._hello_devs = None
+        self._check_devices()  # says hello
+        if self._hello_devs is None:
+            self._hello()  # the device list could not be read: hello with the last one
+
     def _check_devices(self) -> None:
         try:
             devs = sorted(set(self._src.devices()))
@@ -384,7 +401,7 @@ class Agent(Connection):
             self._src.maintain(devs)
         except Exception:
             pass
-        if self._sock is not None and (frozenset(devs) != self._hello_devs
+        if self.conn.sock is not None and (frozenset(devs) != self._hello_devs
                                        or (_history.on, _history.error) != self._hello_history):
             self._hello()
 
@@ -404,7 +421,7 @@ class Agent(Connection):
             "rate_hz": self.rate_hz, **_env.place(), "devices": devices, "t": time.time_ns(),
             "history": _history.on, "history_error": _history.error,
         }
-        self._out += _wire.encode(frame)
+        self.conn.out += _wire.encode(frame)
         self._hello_history = (_history.on, _history.error)
         # what was meant, not what could be described: a device whose
         # properties cannot be read must not trigger a hello every second
@@ -447,7 +464,7 @@ class Agent(Connection):
     def _pump(self) -> None:
         if self._raw:
             self._convert()
-        out = self._out
+        out = self.conn.out
         while len(out) < OUT_LIMIT:
             if self._marks:
                 if "_dump" in self._marks[0]:
@@ -457,14 +474,14 @@ class Agent(Connection):
                     out += self._encode_mark(f)
                     self.marks_sent += 1
                 except Exception as e:
-                    self.last_error = f"bad {f.get('type')} frame: {e}"
+                    self.conn.last_error = f"bad {f.get('type')} frame: {e}"
             elif self._samples:
                 t, d, c = self._samples.popleft()
                 out += _wire.sample_line(t, d, c, self.dropped)
                 self.samples_sent += 1
             else:
                 break
-        self._flush()
+        self.conn.flush()
 
     def _handle(self, line: bytes) -> None:
         try:
@@ -479,7 +496,7 @@ class Agent(Connection):
             dev = dev if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0 else None
             self.post(_requests.holders_frame(rid, dev), urgent=True)
         elif f["type"] == "reply" and not f.get("ok", True):
-            self._refusal = str(f.get("error") or "no reason given")
+            self.conn.note_refusal(str(f.get("error") or "no reason given"))
 
     def _run_dumps(self) -> None:
         """Write the dumps snapshot() took, then take those gputop asked
@@ -520,20 +537,21 @@ class Agent(Connection):
         except Exception:
             pass
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        if self._sock is None and self._marks:
-            self._connect()  # one try: marks taken before exit should land
-        if self._sock is None:
+        conn = self.conn
+        if conn.sock is None and self._marks:
+            conn.connect()  # one try: marks taken before exit should land
+        if conn.sock is None:
             return
         while (self._marks or self._samples or self._raw) and time.monotonic() < deadline:
             self._pump()
-            if self._sock is None:
+            if conn.sock is None:
                 return
-            if self._out and not _wait_writable(self._sock, deadline):
+            if conn.out and not conn.wait_writable(deadline):
                 return
-        self._out += _wire.encode({"type": "bye", "t": time.time_ns()})
-        while self._sock is not None and self._out and time.monotonic() < deadline:
-            self._flush()
-            if self._out and (self._sock is None or not _wait_writable(self._sock, deadline)):
+        conn.out += _wire.encode({"type": "bye", "t": time.time_ns()})
+        while conn.sock is not None and conn.out and time.monotonic() < deadline:
+            conn.flush()
+            if conn.out and not conn.wait_writable(deadline):
                 return
 
 

@@ -36,12 +36,7 @@ def _after_fork_in_child() -> None:
     _agent._detached = False
     if ag is not None:
         ag._stopping = True
-        s, ag._sock = ag._sock, None
-        if s is not None:
-            try:
-                s.close()
-            except OSError:
-                pass
+        ag.conn.close()
         for fd in (ag._wake_r, ag._wake_w):
             try:
                 os.close(fd)

@@ -70,7 +70,7 @@ def test_sample_queue_drops_oldest_and_counts(stepped, monkeypatch):
     ag._convert()  # what every send does first
     assert ag.dropped == 16
     assert len(ag._samples) == 10
-    ag._sock = a
+    ag.conn.sock = a
     ag._pump()
     got = of_type(drain(b), "sample")
     # the newest 10 survive, in order, each telling how many were dropped
@@ -87,7 +87,7 @@ def test_tick_keeps_the_reading_and_the_send_converts_it(stepped, monkeypatch):
     # the tick did only the stats calls; what they returned waits as it is
     assert len(ag._raw) == 2 and not ag._samples
     gpu.set(0, allocated=1000)  # changed after the tick: must not leak in
-    ag._sock = a
+    ag.conn.sock = a
     ag._pump()
     got = of_type(drain(b), "sample")
     assert [(f["dev"], f["allocated"]) for f in got] == [(0, 7), (1, 9)]
@@ -131,7 +131,7 @@ def test_marks_go_first_and_are_not_dropped_with_samples(stepped, monkeypatch):
         ag._sample()
     ag._convert()
     assert ag.marks_dropped == 0 and ag.dropped == 38
-    ag._sock = a
+    ag.conn.sock = a
     ag._hello_devs = frozenset({0, 1})
     ag._pump()
     types_ = [f["type"] for f in frames(drain(b))]
@@ -151,19 +151,19 @@ def test_pending_bytes_are_bounded(stepped, monkeypatch):
     ag, gpu, a, b = stepped
     monkeypatch.setattr(_agent, "OUT_LIMIT", 2000)
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    ag._sock = a
+    ag.conn.sock = a
     for _ in range(3000):  # nobody reads b
         ag._sample()
         ag._pump()
-    assert ag._sock is a, "a full socket is not an error"
-    assert len(ag._out) < 2000 + 200
+    assert ag.conn.sock is a, "a full socket is not an error"
+    assert len(ag.conn.out) < 2000 + 200
     assert len(ag._samples) <= _agent.SAMPLE_QUEUE
     assert ag.dropped > 0
 
 
 def test_bad_mark_is_skipped_not_fatal(stepped):
     ag, gpu, a, b = stepped
-    ag._sock = a
+    ag.conn.sock = a
     ag._hello_devs = frozenset({0, 1})
     ag.post({"type": "mark", "t": "soon", "label": "x", "devs": []})
     ag.post({"type": "mark", "t": 2, "label": "ok", "devs": []})
