@@ -25,11 +25,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._agent import Agent, Disabled
-from ._agent import attach as _attach
-from ._agent import current as _current
-from . import _lifecycle  # noqa: F401  (registers the agent's exit and fork handlers)
+from ._agent import Agent
+from ._disabled import Disabled
 from ._env import enabled, socket_path
+from ._lifecycle import attach as _attach  # (and registers the agent's exit and fork handlers)
+from ._lifecycle import current as _current
 from ._stats import source as _source
 from ._tracker import Tracker, cleanup, phase, snapshot
 

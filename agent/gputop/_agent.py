@@ -18,11 +18,10 @@ Rules it keeps, because it lives inside someone's training job:
 
 The agent owns its connection to gputop (_connection: connect, send,
 read, refusals and the backoff). Around the thread, each in its own
-module: torch's
-out-of-memory observer (_oom), interpreter exit and fork (_lifecycle),
-the answers to gputop's holders requests (_requests), the handle
-attach() returns when the agent is off (_disabled),
-torch's allocation history (_history) and memory dumps (_dumps): the
+module: the process-wide agent, interpreter exit and fork (_lifecycle,
+which makes Agents), torch's out-of-memory observer (_oom), the answers to
+gputop's holders requests (_requests), torch's allocation history
+(_history) and memory dumps (_dumps): the
 thread writes the dumps snapshot(label, dump=True) took and takes those
 gputop asks for, and holds back the mark of a dump until its file is in
 place, so that gputop's row names it.
@@ -39,11 +38,10 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
-from . import _dumps, _env, _history, _oom, _requests, _stats, _wire
+from . import _dumps, _env, _history, _requests, _stats, _wire
 from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection  # noqa: F401  (the backoff's bounds, named here too)
-from ._disabled import Disabled
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
 # Raw stats mappings kept between two sends: a tick stores what the stats
@@ -69,17 +67,29 @@ MARK_WAKE_AFTER_S = 0.02
 
 
 class Agent:
-    """Handle of the running agent, as returned by :func:`gputop.attach`."""
+    """Handle of the running agent, as returned by :func:`gputop.attach`.
 
-    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> None:
+    on_devices(agent, devices): called on the agent thread when it finds
+    devices where it had none, before it says hello with them;
+    on_detach(agent): called by detach() before the thread stops.
+    """
+
+    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None, *,
+                 on_devices: Callable[[Agent, list[int]], None] | None = None,
+                 on_detach: Callable[[Agent], None] | None = None) -> None:
         self.rate_hz = _rate(rate_hz)
         self.pid = os.getpid()
+        self.backend = _stats.source()
         self.conn = Connection(socket, self._on_connect, self._handle)
         self.samples_sent = 0
         self.marks_sent = 0
         self.dropped = 0  # samples dropped because the queue was full
         self.marks_dropped = 0
-        self._src = _stats.source()
+        # what current() looks at, rather than the thread's liveness (several
+        # Python calls): set by detach() and by the thread as it ends
+        self.stopping = False
+        self._on_devices = on_devices
+        self._on_detach = on_detach
         self._samples: collections.deque = collections.deque()
         self._raw: list[tuple[int, int, Any]] = []  # (t, dev, stats) since the last send
         self._marks: collections.deque = collections.deque()
@@ -88,7 +98,6 @@ class Agent:
         self._hello_history: tuple[int, str] | None = None  # what the last hello said of history
         self._dump_jobs: collections.deque = collections.deque()  # marks whose dump waits to be written
         self._dump_requests: collections.deque = collections.deque()  # gputop's dump requests
-        self._stopping = False
         self._stopped = threading.Event()
         r, w = os.pipe()
         os.set_blocking(r, False)
@@ -129,7 +138,17 @@ class Agent:
     @property
     def alive(self) -> bool:
         """The agent thread runs (it may or may not be connected)."""
-        return self._thread.is_alive() and not self._stopping
+        return self._thread.is_alive() and not self.stopping
+
+    @property
+    def pending_dumps(self) -> int:
+        """Dumps snapshot() took that wait for the agent thread to write them."""
+        return len(self._dump_jobs)
+
+    @property
+    def dumping(self) -> bool:
+        """A dump the program or gputop asked for waits or is being written."""
+        return bool(self._dump_jobs or self._dump_requests or _dumps.writing())
 
     def post(self, frame: dict[str, Any], urgent: bool = False) -> None:
         """Queue a mark / oom / holders frame and wake the agent thread."""
@@ -142,7 +161,7 @@ class Agent:
             else:
                 self._marks.append(frame)
             if urgent or 1.0 / self.rate_hz > MARK_WAKE_AFTER_S:
-                self._wake()
+                self.wake()
         except Exception:
             pass
 
@@ -154,11 +173,12 @@ class Agent:
             frame["_dump"] = job
             self._dump_jobs.append(job)
             self.post(frame, urgent=False)
-            self._wake()
+            self.wake()
         except Exception:
             pass
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Wake the agent thread (it looks at its queues and settings)."""
         try:
             os.write(self._wake_w, b"\0")
         except OSError:
@@ -172,7 +192,7 @@ class Agent:
             self.conn.socket = socket
             self._reconnect = True
         self.conn.try_refused_again()  # attach() again: try a gputop that refused for good once more
-        self._wake()
+        self.wake()
 
     def detach(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Flush what is queued, say bye to gputop and stop the thread.
@@ -180,16 +200,14 @@ class Agent:
         Waits at most timeout seconds. gputop.snapshot() and friends do not
         start the agent again after this; gputop.attach() does.
         """
-        global _current, _detached
-        with _lock:
-            if _current is self:
-                _current = None
-                _detached = True
-        self._stop(timeout)
+        if self._on_detach is not None:
+            self._on_detach(self)
+        self.stop(timeout)
 
-    def _stop(self, timeout: float) -> None:
-        self._stopping = True
-        self._wake()
+    def stop(self, timeout: float) -> None:
+        """Have the thread flush, say bye and end; wait for it at most timeout s."""
+        self.stopping = True
+        self.wake()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._stopped.wait(timeout)
 
@@ -205,7 +223,7 @@ class Agent:
             "devices": list(self._devs),
             # how the tick reads the allocator: "direct" (its counters copied
             # in place), or "stats call" and why not direct
-            "reading": self._src.reading(),
+            "reading": self.backend.reading(),
             "connects": self.conn.connects,
             "samples_sent": self.samples_sent,
             "marks_sent": self.marks_sent,
@@ -229,6 +247,21 @@ class Agent:
         state = "connected" if self.conn.connected else ("attached" if self.alive else "detached")
         return f"<gputop agent {state} {self.conn.socket or _env.socket_path()} {self.rate_hz:g} Hz>"
 
+    def abandon(self) -> None:
+        """In a forked child, which has no agent thread, only copies of the
+        parent's socket and pipe: close them (a DataLoader worker holding the
+        parent's socket open would hide the parent's death from gputop)."""
+        self.stopping = True
+        self.conn.close()
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     # ---- agent thread ----
 
     _reconnect = False
@@ -241,17 +274,13 @@ class Agent:
         finally:
             # what current() looks at, rather than the thread's liveness
             # (several Python calls); set before the thread ends
-            self._stopping = True
+            self.stopping = True
             try:
                 self._finish()
             except BaseException:
                 pass
             self.conn.close()
-            for fd in (self._wake_r, self._wake_w):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            self._close_pipe()
             self._stopped.set()
 
     def _loop(self) -> None:
@@ -263,7 +292,7 @@ class Agent:
         now = time.monotonic()
         next_tick = next_devcheck = next_send = conn.next_connect = now
         rate = self.rate_hz
-        while not self._stopping:
+        while not self.stopping:
             try:
                 if self._dump_jobs or self._dump_requests:
                     self._run_dumps()
@@ -294,7 +323,7 @@ class Agent:
                                                                                NO_DEVICE_TICK_S)
                         if next_tick <= now:  # fell behind: skip, never burst
                             next_tick = now + 1.0 / self.rate_hz
-                    if self._marks or now >= next_send or self._stopping:
+                    if self._marks or now >= next_send or self.stopping:
                         self._pump()
                         next_send = now + SEND_INTERVAL_S
                 # wait for the next tick, a wake-up, or the socket
@@ -345,7 +374,7 @@ class Agent:
         thread may be waiting for the GIL. _loop() handles everything else.
         """
         period = 1.0 / self.rate_hz
-        readers = self._src.tick_readers(self._devs)
+        readers = self.backend.tick_readers(self._devs)
         raw = self._raw
         mono, stamp, wait = time.monotonic, time.time_ns, poller.poll
         marks = self._marks
@@ -354,7 +383,7 @@ class Agent:
             if wait(ms if ms > 0 else 0):
                 return next_tick  # a wake-up or the socket: _loop() looks
             now = mono()
-            if now >= until or marks or self._stopping:
+            if now >= until or marks or self.stopping:
                 return next_tick
             for d, read in readers:
                 try:
@@ -381,24 +410,22 @@ class Agent:
 
     def _check_devices(self) -> None:
         try:
-            devs = sorted(set(self._src.devices()))
+            devs = sorted(set(self.backend.devices()))
         except Exception:
             return  # keep what we had rather than announce a flapping device list
-        if devs and not self._devs:
-            _register_oom_observer(self._src)
-            for hook in first_device_hooks:
-                try:
-                    hook(self, devs)
-                except Exception:
-                    pass
+        if devs and not self._devs and self._on_devices is not None:
+            try:
+                self._on_devices(self, devs)
+            except Exception:
+                pass
         if devs:
             try:
-                _history.apply(self._src.memory_api())  # history asked for before CUDA was up
+                _history.apply(self.backend.memory_api())  # history asked for before CUDA was up
             except Exception:
                 pass
         self._devs = devs
         try:
-            self._src.maintain(devs)
+            self.backend.maintain(devs)
         except Exception:
             pass
         if self.conn.sock is not None and (frozenset(devs) != self._hello_devs
@@ -411,13 +438,13 @@ class Agent:
         devices = []
         for i in self._devs:
             try:
-                devices.append(self._src.info(i))
+                devices.append(self.backend.info(i))
             except Exception:
                 pass
         frame = {
             "type": "hello", "v": _wire.VERSION, "pid": self.pid,
             "host": _socket.gethostname(), "argv": [str(a) for a in getattr(sys, "argv", [])],
-            "torch": self._src.torch_version(), "python": _python_version(),
+            "torch": self.backend.torch_version(), "python": _python_version(),
             "rate_hz": self.rate_hz, **_env.place(), "devices": devices, "t": time.time_ns(),
             "history": _history.on, "history_error": _history.error,
         }
@@ -434,7 +461,7 @@ class Agent:
         # calls the stats function) and keeps what it got. _convert() does
         # the rest for the whole batch at send time.
         raw = self._raw
-        for d, read in self._src.tick_readers(self._devs):
+        for d, read in self.backend.tick_readers(self._devs):
             try:
                 raw.append((time.time_ns(), d, read()))
             except Exception:
@@ -516,13 +543,13 @@ class Agent:
             t = time.time_ns()
             try:
                 why = _dumps.busy()
-                res = {"error": why} if why else _dumps.dump(self._src.memory_api(), _requests.LABEL_DUMP)
+                res = {"error": why} if why else _dumps.dump(self.backend.memory_api(), _requests.LABEL_DUMP)
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
             devs = []
             for d in self._devs:
                 try:
-                    c = self._src.read(d)
+                    c = self.backend.read(d)
                 except Exception:
                     continue
                 devs.append({"dev": d, "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak})
@@ -570,71 +597,3 @@ def _rate(rate_hz: Any) -> float:
 def _python_version() -> str:
     v = sys.version_info
     return f"{v.major}.{v.minor}.{v.micro}"
-
-
-# ---- the process-wide agent ----
-
-_lock = threading.Lock()
-_current: Agent | None = None
-_detached = False  # detach() was called: snapshot() must not restart the agent
-# called with (agent, devices) on the agent thread when it first finds a
-# CUDA device, before it says hello with it (gputop run's Process start row)
-first_device_hooks: list = []
-
-
-def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None,
-           history: int | None = None) -> Agent | Disabled:
-    global _current, _detached
-    if not _env.enabled():
-        return Disabled("GPUTOP=0")
-    try:
-        with _lock:
-            _detached = False
-            ag = _current
-            if ag is None or not ag.alive or ag.pid != os.getpid():
-                ag = Agent(rate_hz, socket)
-                ag.start()
-                _current = ag
-            else:
-                ag.configure(rate_hz, socket)
-    except Exception as e:
-        return Disabled(f"agent could not start: {e}")
-    _ask_history(ag, history)
-    return ag
-
-
-def _ask_history(ag: Agent, history: int | None) -> None:
-    """attach(history=N), else GPUTOP_HISTORY: on at once when CUDA is up
-    (in the caller: the first allocations after attach() are recorded),
-    else by the agent thread when it sees a device."""
-    try:
-        n = history if history is not None else _history.from_env()
-        if n is None:
-            return
-        _history.request(n, ag._src.memory_api())
-        ag._wake()
-    except Exception:
-        pass
-
-
-def current(auto: bool = True) -> Agent | None:
-    """The running agent; with auto, start one (unless GPUTOP=0 or after
-    an explicit detach) so that snapshot() alone reaches gputop."""
-    ag = _current
-    # _stopping, not alive: the thread sets it as it ends, and snapshot()
-    # comes here, often cold, where each Python call costs
-    if ag is not None and not ag._stopping:
-        return ag
-    if not auto or _detached or not _env.enabled():
-        return None
-    a = attach()
-    return a if isinstance(a, Agent) else None
-
-
-# torch's OOM observer (_oom): whichever agent is current when an OOM
-# happens gets it
-_on_oom = _oom.observer(lambda: _current)
-
-
-def _register_oom_observer(src: _stats.Source) -> None:
-    _oom.register(src, _on_oom)

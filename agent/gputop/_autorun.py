@@ -26,7 +26,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import _agent, _env, _oom, _stats, _tracker
+from . import _env, _lifecycle, _oom, _stats, _tracker
+from ._agent import Agent
 
 START_LABEL = "Process start"
 END_LABEL = "Process end"
@@ -55,7 +56,7 @@ def on_torch(torch: Any, note: Callable[[str, str], None] | None = None) -> None
                 _note = note
         if not _env.enabled():
             return
-        _agent.first_device_hooks.append(_first_device)
+        _lifecycle.first_device_hooks.append(_first_device)
         # after gputop's own exit handler (gputop is imported by now), so it
         # runs before the bye; it does nothing in a process with no agent
         atexit.register(_at_exit)
@@ -82,9 +83,9 @@ def _at_cuda_init() -> None:
             _at_init = (t,) + _init_reading()  # type: ignore[assignment]
         except Exception:
             _at_init = None
-        if _agent.current(auto=False) is None:
-            ag = _agent.attach()
-            if not isinstance(ag, _agent.Agent):
+        if _lifecycle.current(auto=False) is None:
+            ag = _lifecycle.attach()
+            if not isinstance(ag, Agent):
                 _note("noagent", ag.last_error)
                 return
         _observe_ooms()
@@ -115,13 +116,13 @@ def _observe_ooms() -> None:
     devices once torch._C._cuda_init has run, which is before this."""
     src = _stats.source()
     if not isinstance(src, _stats.TorchSource):
-        _agent._register_oom_observer(src)
+        _lifecycle.watch_ooms()
         return
     import torch
 
     attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
     if attach is not None and not _oom._torch_oom:
-        attach(_agent._on_oom)
+        attach(_lifecycle.on_oom)
         _oom._torch_oom = True
 
 
@@ -135,7 +136,7 @@ def observe_ooms_from_init() -> None:
     global _oom_watch
     src = _stats.source()
     if not isinstance(src, _stats.TorchSource):
-        _agent._register_oom_observer(src)
+        _lifecycle.watch_ooms()
         return
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None)
@@ -181,7 +182,7 @@ def _at_exit() -> None:
     if _pid != os.getpid():
         return
     try:
-        if _agent.current(auto=False) is not None:
+        if _lifecycle.current(auto=False) is not None:
             _tracker.snapshot(END_LABEL, end=True)
     except BaseException:
         pass

@@ -129,6 +129,11 @@ def write(snap: Any, label: str, t_ns: int, snap_ms: float, *, wait: float = DUM
         _lock.release()
 
 
+def writing() -> str:
+    """The dump being written now ("" when none is)."""
+    return _writing
+
+
 def busy(pending: int = 0) -> str:
     """Why a new dump is refused now ("" when it is not): one is being
     written, or pending more wait for the agent thread."""

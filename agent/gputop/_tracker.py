@@ -21,7 +21,7 @@ import gc
 import time
 from typing import Any, Iterator, NamedTuple
 
-from . import _agent, _dumps, _history, _stats, _wire
+from . import _dumps, _history, _lifecycle, _stats, _wire
 
 MB = 1024 ** 2  # the reference divides by 1024**2 and calls it MB; so do we
 
@@ -35,7 +35,7 @@ class _Taken(NamedTuple):
     held: dict[int, dict[str, Any]]  # end rows: the attribution of each device
 
 
-def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None = None,
+def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None = None,
           verdict: bool = True, dump: bool = False) -> _Taken:
     """Read devs (default: every initialised device) and queue a mark; an
     end row (end, else the label decides) walks the holders first; with
@@ -68,8 +68,8 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
     dump_error = ""
     if dump:
         try:
-            running = _agent.current(auto=False)
-            dump_error = _dumps.busy(len(running._dump_jobs) if running is not None else 0)
+            running = _lifecycle.current(auto=False)
+            dump_error = _dumps.busy(running.pending_dumps if running is not None else 0)
             if not dump_error:
                 snap, snap_ms = _dumps.take(src.memory_api())
         except Exception as e:
@@ -79,7 +79,7 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
         if is_end:
             for d in vals:
                 held[d] = _held(d, verdict)
-        ag = _agent.current(auto=True)
+        ag = _lifecycle.current(auto=True)
         if ag is not None:
             frame: dict[str, Any] = {
                 "type": "mark", "t": t, "label": label, "kind": kind,
@@ -146,7 +146,7 @@ def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
     Taking the snapshot holds the GIL here (milliseconds; the write does
     not wait).
     """
-    got = _take(label, "snapshot", end=end, verdict=verdict, dump=dump)
+    got = take(label, "snapshot", end=end, verdict=verdict, dump=dump)
     fields = _stats.Counters._fields
     out: dict[int, dict[str, Any]] = {d: dict(zip(fields, c)) for d, c in got.vals.items()}
     for d, h in got.held.items():
@@ -164,11 +164,11 @@ def phase(name: str, *, verdict: bool = True) -> Iterator[None]:
     verdict (see :func:`snapshot`; verdict=False skips it). Also usable as
     a decorator.
     """
-    _take(name, "phase_start")
+    take(name, "phase_start")
     try:
         yield
     finally:
-        _take(name, "phase_end", verdict=verdict)
+        take(name, "phase_end", verdict=verdict)
 
 
 def _sum(vals: dict[int, _stats.Counters], field: str) -> int:
@@ -215,10 +215,10 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
         idx = tracker._index()
         devs = [] if idx is None else [idx]
 
-    def take(label: str) -> _Taken:
+    def row(label: str) -> _Taken:
         if tracker is not None:
             return tracker._record(label, verdict=verdict)[1]
-        return _take(label, "snapshot", verdict=verdict)
+        return take(label, "snapshot", verdict=verdict)
 
     targets: list[int] = []
     if cuda:
@@ -241,7 +241,7 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
         steps.append({"step": name, "released_allocated_bytes": a0 - a1,
                       "released_reserved_bytes": r0 - r1})
 
-    before = take("Before cleanup") if cuda else _Taken({}, 0, {})
+    before = row("Before cleanup") if cuda else _Taken({}, 0, {})
     step("gc.collect", gc.collect)
     if cuda:
         step("synchronize", lambda: [src.synchronize(d) for d in targets])
@@ -251,7 +251,7 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
             for d in targets:
                 src.reset_peak(d)
         step("ipc_collect", src.ipc_collect)
-    after = take("After cleanup") if cuda else _Taken({}, 0, {})
+    after = row("After cleanup") if cuda else _Taken({}, 0, {})
     ra = _sum(before.vals, "allocated") - _sum(after.vals, "allocated")
     rr = _sum(before.vals, "reserved") - _sum(after.vals, "reserved")
     if verbose:
@@ -370,7 +370,7 @@ class Tracker:
         if idx is None:
             print(f"[{label}] {self.device} is not a CUDA device")
             return None, _Taken({}, 0, {})
-        got = _take(label, "snapshot", [idx], end=end, verdict=verdict, dump=dump)
+        got = take(label, "snapshot", [idx], end=end, verdict=verdict, dump=dump)
         vals, t = got.vals, got.t
         c = vals.get(idx, _stats.ZERO)
         snap = {

@@ -29,7 +29,7 @@ if str(AGENT) not in sys.path:
     sys.path.insert(0, str(AGENT))
 
 import gputop  # noqa: E402
-from gputop import _agent, _dumps, _history, _stats  # noqa: E402
+from gputop import _dumps, _history, _lifecycle, _stats  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -40,11 +40,10 @@ def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("GPUTOP_HISTORY", raising=False)
     monkeypatch.setenv("GPUTOP_SOCKET", "/nonexistent/gputop-test.sock")
     yield
-    ag = _agent._current
+    ag = _lifecycle._current  # stopping or not: its thread must be done
     if ag is not None:
         ag.detach(timeout=2)
-    _agent._current = None
-    _agent._detached = False
+    _lifecycle.reset()
     _stats.set_source(None)
     _history._reset()
     _dumps._reset()

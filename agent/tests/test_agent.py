@@ -20,7 +20,7 @@ from conftest import TESTS, LineServer, child_env
 from fakegpu import FakeGPU
 
 import gputop
-from gputop import _agent, _stats, _wire
+from gputop import _agent, _lifecycle, _stats, _wire
 
 
 def frames(lines: list[bytes]) -> list[dict]:
@@ -115,7 +115,7 @@ def test_steady_ticks_stop_for_a_mark_a_wakeup_or_the_deadline(stepped):
     assert time.monotonic() - now < 5
     ag._marks.clear()
     # a wake-up (configure, stop, an urgent frame) ends it at once
-    ag._wake()
+    ag.wake()
     now = time.monotonic()
     ag._steady(poller, now + 10, now + 30)
     assert time.monotonic() - now < 5
@@ -417,8 +417,8 @@ def test_oom_callback_never_raises(monkeypatch):
     monkeypatch.setattr(gpu, "stats", boom)
     gpu.install()
     gputop.attach()
-    assert _agent._on_oom(0, 1, 2, 3) is None
-    assert _agent._on_oom("x", None, None, None) is None
+    assert _lifecycle.on_oom(0, 1, 2, 3) is None
+    assert _lifecycle.on_oom("x", None, None, None) is None
 
 
 def test_detach_says_bye_and_snapshot_does_not_restart(server: LineServer):
@@ -442,7 +442,7 @@ def test_gputop_0_turns_everything_off(server: LineServer, monkeypatch, capsys):
     gpu.alloc(0, 1 << 20)
     gpu.install()
     h = gputop.attach()
-    assert isinstance(h, _agent.Disabled) and not h.connected
+    assert isinstance(h, gputop.Disabled) and not h.connected
     h.detach()  # harmless
     vals = gputop.snapshot("still local")
     assert vals[0]["allocated"] == 1 << 20
@@ -794,6 +794,6 @@ def test_holders_call_is_sent_to_gputop(server: LineServer, monkeypatch) -> None
 def test_holders_call_starts_no_agent(monkeypatch) -> None:
     """Without an agent running, gputop.holders() only returns its report."""
     monkeypatch.setenv("GPUTOP_HOLDERS_DEVICE", "cpu")
-    monkeypatch.setattr(_agent, "_current", None)
+    monkeypatch.setattr(_lifecycle, "_current", None)
     gputop.holders()
-    assert _agent._current is None
+    assert _lifecycle._current is None

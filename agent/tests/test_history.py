@@ -21,7 +21,7 @@ from conftest import TESTS, LineServer, child_env
 from fakegpu import FakeGPU, MiB
 
 import gputop
-from gputop import _agent, _dumps, _history
+from gputop import _dumps, _history
 
 
 def frames(lines: list[bytes]) -> list[dict]:
@@ -329,8 +329,8 @@ def test_full_disk_during_a_dump_leaves_training_running(tmp_path):
         steps = 0
         for _ in range(100):
             blocks.append(gpu.block(0, MiB)); steps += 1
-        from gputop import _agent
-        ag = _agent._current
+        from gputop import _lifecycle
+        ag = _lifecycle._current
         # no gputop: the frames stay queued; wait until the thread has written
         # (tried to write) the labelled one, which may have waited for the OOM's
         t = time.time()

@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO
 
 import gputop
-from gputop import _agent, _stats, _tracker, _wire
+from gputop import _agent, _lifecycle, _stats, _tracker, _wire
 from gputop._stats import Counters
 
 VECTORS = REPO / "testdata" / "protocol"
@@ -84,12 +84,12 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
         {"index": 1, "uuid": GPU0[4:].upper(), "name": "NVIDIA H200", "total": TOTAL},
     ])
     src = _stats.set_source(fake.stats, fake.devs, torch_version="2.11.0+cu130")
-    ag = ScriptedAgent(100)
+    ag = ScriptedAgent(100, on_devices=_lifecycle.found_devices)
     ag.pid = 4242
     a, b = socket.socketpair()
     a.setblocking(False)
     ag.conn.sock = a
-    monkeypatch.setattr(_agent, "_current", ag)
+    monkeypatch.setattr(_lifecycle, "_current", ag)
     yield ag, fake, clock, src, b
     a.close()
     b.close()
