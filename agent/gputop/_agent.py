@@ -16,15 +16,16 @@ Rules it keeps, because it lives inside someone's training job:
   second) does not reset the backoff, so a refusal never makes it spin; a
   refusal of the hello itself waits for another gputop (_refused_for_good).
 
-The agent owns its connection to gputop (_connection: connect, send,
-read, refusals and the backoff). Around the thread, each in its own
-module: the process-wide agent, interpreter exit and fork (_lifecycle,
-which makes Agents), torch's out-of-memory observer (_oom), the answers to
-gputop's holders requests (_requests), torch's allocation history
-(_history) and memory dumps (_dumps): the
-thread writes the dumps snapshot(label, dump=True) took and takes those
-gputop asks for, and holds back the mark of a dump until its file is in
-place, so that gputop's row names it.
+An Agent is made of its backend (_backend: the framework's devices and
+counters; torch's is _torch's), its connection to gputop (_connection:
+connect, send, read, refusals and the backoff) and its queues. Around it,
+each in its own module: the process-wide agent, interpreter exit and fork
+(_lifecycle, which makes Agents), the out-of-memory observer (_oom), the
+answers to gputop's holders requests (_requests), allocation history
+(_history) and memory dumps (_dumps): the thread writes the dumps
+snapshot(label, dump=True) took and takes those gputop asks for, and holds
+back the mark of a dump until its file is in place, so that gputop's row
+names it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import time
 import warnings
 from typing import Any, Callable
 
-from . import _dumps, _env, _history, _requests, _stats, _wire
+from . import _backend, _dumps, _env, _history, _requests, _wire
 from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection  # noqa: F401  (the backoff's bounds, named here too)
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
@@ -69,17 +70,19 @@ MARK_WAKE_AFTER_S = 0.02
 class Agent:
     """Handle of the running agent, as returned by :func:`gputop.attach`.
 
+    backend: the framework it reads (default: the process's, _backend.get());
     on_devices(agent, devices): called on the agent thread when it finds
     devices where it had none, before it says hello with them;
     on_detach(agent): called by detach() before the thread stops.
     """
 
     def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None, *,
+                 backend: _backend.Backend | None = None,
                  on_devices: Callable[[Agent, list[int]], None] | None = None,
                  on_detach: Callable[[Agent], None] | None = None) -> None:
         self.rate_hz = _rate(rate_hz)
         self.pid = os.getpid()
-        self.backend = _stats.source()
+        self.backend = backend if backend is not None else _backend.get()
         self.conn = Connection(socket, self._on_connect, self._handle)
         self.samples_sent = 0
         self.marks_sent = 0
@@ -420,7 +423,7 @@ class Agent:
                 pass
         if devs:
             try:
-                _history.apply(self.backend.memory_api())  # history asked for before CUDA was up
+                _history.apply(self.backend.history())  # history asked for before CUDA was up
             except Exception:
                 pass
         self._devs = devs
@@ -444,7 +447,7 @@ class Agent:
         frame = {
             "type": "hello", "v": _wire.VERSION, "pid": self.pid,
             "host": _socket.gethostname(), "argv": [str(a) for a in getattr(sys, "argv", [])],
-            "torch": self.backend.torch_version(), "python": _python_version(),
+            "torch": self.backend.version(), "python": _python_version(),
             "rate_hz": self.rate_hz, **_env.place(), "devices": devices, "t": time.time_ns(),
             "history": _history.on, "history_error": _history.error,
         }
@@ -472,9 +475,10 @@ class Agent:
     def _convert(self) -> None:
         raw, self._raw = self._raw, []
         samples = self._samples
+        counters = self.backend.counters
         for t, d, stats in raw:
             try:
-                c = _stats.counters(stats)
+                c = counters(stats)
             except Exception:
                 continue
             if len(samples) >= SAMPLE_QUEUE:
@@ -521,7 +525,7 @@ class Agent:
             rid = f.get("id") if isinstance(f.get("id"), int) else 0
             dev = f.get("dev")
             dev = dev if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0 else None
-            self.post(_requests.holders_frame(rid, dev), urgent=True)
+            self.post(_requests.holders_frame(self.backend, rid, dev), urgent=True)
         elif f["type"] == "reply" and not f.get("ok", True):
             self.conn.note_refusal(str(f.get("error") or "no reason given"))
 
@@ -543,7 +547,7 @@ class Agent:
             t = time.time_ns()
             try:
                 why = _dumps.busy()
-                res = {"error": why} if why else _dumps.dump(self.backend.memory_api(), _requests.LABEL_DUMP)
+                res = {"error": why} if why else _dumps.dump(self.backend.history(), _requests.LABEL_DUMP)
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
             devs = []

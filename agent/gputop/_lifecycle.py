@@ -16,7 +16,7 @@ import os
 import threading
 from typing import Callable
 
-from . import _env, _history, _oom, _stats
+from . import _backend, _env, _history, _oom
 from ._agent import DEFAULT_RATE_HZ, STOP_TIMEOUT_S, Agent
 from ._disabled import Disabled
 
@@ -63,7 +63,7 @@ def _ask_history(ag: Agent, history: int | None) -> None:
         n = history if history is not None else _history.from_env()
         if n is None:
             return
-        _history.request(n, ag.backend.memory_api())
+        _history.request(n, ag.backend.history())
         ag.wake()
     except Exception:
         pass
@@ -102,10 +102,11 @@ def found_devices(ag: Agent, devs: list[int]) -> None:
             pass
 
 
-def watch_ooms() -> None:
-    """Register the OOM observer with the source in use now (once per
-    source), before the agent thread has seen a device (_autorun)."""
-    _oom.register(_stats.source(), on_oom)
+def watch_ooms(initialising: bool = False) -> None:
+    """Register the OOM observer with the backend now (once per backend);
+    initialising: from inside the framework's initialisation, where the
+    agent thread has not seen the device yet (_autorun)."""
+    _oom.register(_backend.get(), on_oom, initialising)
 
 
 def reset() -> None:

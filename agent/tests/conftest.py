@@ -29,12 +29,12 @@ if str(AGENT) not in sys.path:
     sys.path.insert(0, str(AGENT))
 
 import gputop  # noqa: E402
-from gputop import _dumps, _history, _lifecycle, _stats  # noqa: E402
+from gputop import _backend, _dumps, _history, _lifecycle, _torch  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every test starts with no agent, torch as the source, and a socket
+    """Every test starts with no agent, torch as the backend, and a socket
     path that leads nowhere unless the test sets one."""
     monkeypatch.delenv("GPUTOP", raising=False)
     monkeypatch.delenv("GPUTOP_HISTORY", raising=False)
@@ -44,7 +44,7 @@ def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     if ag is not None:
         ag.detach(timeout=2)
     _lifecycle.reset()
-    _stats.set_source(None)
+    _backend.install(_torch.TorchBackend())
     _history._reset()
     _dumps._reset()
 

@@ -20,7 +20,7 @@ from conftest import TESTS, LineServer, child_env
 from fakegpu import FakeGPU
 
 import gputop
-from gputop import _agent, _lifecycle, _stats, _wire
+from gputop import _agent, _backend, _lifecycle, _torch, _wire
 
 
 def frames(lines: list[bytes]) -> list[dict]:
@@ -642,7 +642,7 @@ def test_bad_rate_warns_and_uses_default(server: LineServer):
 
 
 def test_uuid_normalisation():
-    n = _stats.normalize_uuid
+    n = _backend.normalize_uuid
     want = "GPU-6b8e2f1c-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
     assert n("6b8e2f1c-3a4d-4e5f-8a9b-0c1d2e3f4a5b") == want
     assert n("6B8E2F1C3A4D4E5F8A9B0C1D2E3F4A5B") == want
@@ -658,21 +658,21 @@ def test_uuid_normalisation():
 def test_counters_from_nested_and_flat_stats():
     nested = FakeGPU(1)
     nested.set(0, allocated=5, peak=9, reserved=10, reserved_peak=11, inactive=5, retries=2, ooms=1)
-    c = _stats.counters(nested.stats(0))
-    assert c == _stats.Counters(5, 10, 9, 11, 5, 2, 1)
+    c = _torch.counters(nested.stats(0))
+    assert c == _backend.Counters(5, 10, 9, 11, 5, 2, 1)
     flat = {"allocated_bytes.all.current": 5, "reserved_bytes.all.current": 10,
             "allocated_bytes.all.peak": 9, "reserved_bytes.all.peak": 11,
             "inactive_split_bytes.all.current": 5, "num_alloc_retries": 2, "num_ooms": 1}
-    assert _stats.counters(flat) == c
-    assert _stats.counters({}) == _stats.ZERO
+    assert _torch.counters(flat) == c
+    assert _torch.counters({}) == _backend.ZERO
     # nested but partial (an older torch without inactive_split_bytes)
     partial = nested.stats(0)
     del partial["inactive_split_bytes"]
-    assert _stats.counters(partial) == _stats.Counters(5, 10, 9, 11, 0, 2, 1)
+    assert _torch.counters(partial) == _backend.Counters(5, 10, 9, 11, 0, 2, 1)
 
 
 class _FakeTorch(types.ModuleType):
-    """Just enough of torch for TorchSource: CUDA initialised or not, and
+    """Just enough of torch for TorchBackend: CUDA initialised or not, and
     _cuda_memoryStats counting its calls."""
 
     def __init__(self, gpu: FakeGPU) -> None:
@@ -705,15 +705,14 @@ class _FakeTorch(types.ModuleType):
         self._C, self.cuda = _C, cuda
 
 
-def test_torch_source_reads_the_allocator_and_devices_and_forgets_them_after_fork(monkeypatch):
+def test_torch_backend_reads_the_allocator_and_devices_and_forgets_them_after_fork(monkeypatch):
     gpu = FakeGPU(1)
     gpu.set(0, allocated=7, reserved=8, peak=9)
     fake = _FakeTorch(gpu)
     monkeypatch.setitem(sys.modules, "torch", fake)
-    src = _stats.TorchSource()
-    monkeypatch.setattr(_stats, "_source", src)
+    src = _backend.install(_torch.TorchBackend())
     fake.initialised = False
-    assert src.read(0) == _stats.ZERO  # never before CUDA is initialised
+    assert src.read(0) == _backend.ZERO  # never before CUDA is initialised
     assert fake.calls == 0
     fake.initialised = True
     assert src.read(0)[:3] == (7, 8, 9)
@@ -724,10 +723,10 @@ def test_torch_source_reads_the_allocator_and_devices_and_forgets_them_after_for
     assert src.devices() == [0]
     fake.contexts.add(1)
     assert src.devices() == [0, 1]
-    # a forked child cannot use its parent's CUDA: the source checks again
-    _stats._after_fork()
+    # a forked child cannot use its parent's CUDA: the backend checks again
+    _backend._after_fork()
     fake.initialised = False
-    assert src.read(0) == _stats.ZERO
+    assert src.read(0) == _backend.ZERO
     assert src.devices() == []
     assert fake.calls == 2
 

@@ -11,10 +11,11 @@ import types
 
 import pytest
 from conftest import REPO
+from fakegpu import install
 
 import gputop
-from gputop import _agent, _lifecycle, _stats, _tracker, _wire
-from gputop._stats import Counters
+from gputop import _agent, _lifecycle, _tracker, _wire
+from gputop._backend import Counters
 
 VECTORS = REPO / "testdata" / "protocol"
 T0 = 1767225600000000000
@@ -83,7 +84,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
         {"index": 0, "uuid": GPU1[4:], "name": "NVIDIA H200", "total": TOTAL},
         {"index": 1, "uuid": GPU0[4:].upper(), "name": "NVIDIA H200", "total": TOTAL},
     ])
-    src = _stats.set_source(fake.stats, fake.devs, torch_version="2.11.0+cu130")
+    src = install(fake.stats, fake.devs, version="2.11.0+cu130")
     ag = ScriptedAgent(100, on_devices=_lifecycle.found_devices)
     ag.pid = 4242
     a, b = socket.socketpair()

@@ -70,7 +70,7 @@ __all__ = [
     "CUDA_BLOCK", "ENV_DEVICE", "MAX_DEPTH", "MAX_ITEMS", "MAX_VISITS", "PREFILTER_FRONTIER",
     "PREFILTER_ITEMS", "REFERRER_MIN_BYTES", "REFERRER_TENSORS", "SECOND_PASS_MS", "UNREACHABLE",
     "WALK_LIMIT_S", "WORKSPACES", "HolderGroup", "HoldersResult", "format_bytes", "format_table",
-    "held_at", "holders", "holders_report", "holds_device_tensors", "report_of",
+    "held_at", "holders", "holders_report", "holds_device_tensors", "on_device", "report_of",
 ]
 
 # Here, not beside the walk: held_at() reads it at each call, so that
@@ -163,13 +163,18 @@ def held_at(dev: int, limit: float | None = None) -> dict[str, Any]:
     if limit is None:
         limit = WALK_LIMIT_S
     try:
-        kind = _parse_device(None)[0]
-        return holders(device=f"{kind}:{int(dev)}", time_limit=limit).held or {"t": t, "skipped": "no attribution"}
+        return holders(device=on_device(dev), time_limit=limit).held or {"t": t, "skipped": "no attribution"}
     except BaseException as e:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         return {"t": t, "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
                 "skipped": f"the holders walk failed: {type(e).__name__}: {e}"}
+
+
+def on_device(dev: int) -> str:
+    """Device index dev of the device type walked by default: "cuda:1"
+    ("cpu:1" under GPUTOP_HOLDERS_DEVICE=cpu)."""
+    return f"{_parse_device(None)[0]}:{int(dev)}"
 
 
 def holds_device_tensors(obj: Any, device: Any = None, max_items: int = MAX_ITEMS) -> bool:
