@@ -532,24 +532,28 @@ class Agent:
     def _run_dumps(self) -> None:
         """Write the dumps snapshot() took, then take those gputop asked
         for; each result goes out on its mark (wire.Dump)."""
+        # each stays queued until written: dumping says so to the exit handler
         while self._dump_jobs:
-            job = self._dump_jobs.popleft()
+            job = self._dump_jobs[0]
             f = job["frame"]
             try:
                 res = _dumps.write(job["snap"], f.get("label", "dump"), f.get("t", time.time_ns()), job["ms"])
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
+            finally:
+                self._dump_jobs.popleft()
             job["snap"] = None
             f["dump"] = res
             f.pop("_dump", None)
         while self._dump_requests:
-            self._dump_requests.popleft()
             t = time.time_ns()
             try:
                 why = _dumps.busy()
                 res = {"error": why} if why else _dumps.dump(self.backend.history(), _requests.LABEL_DUMP)
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
+            finally:
+                self._dump_requests.popleft()
             devs = []
             for d in self._devs:
                 try:
