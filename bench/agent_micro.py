@@ -36,7 +36,7 @@ def main() -> int:
     import torch
 
     import gputop
-    from gputop import _agent, _stats
+    from gputop import _agent, _backend, _torch
 
     if a.dry_run:
         print("agent_micro.py: dry run ok")
@@ -46,13 +46,13 @@ def main() -> int:
         return 2
     os.environ["GPUTOP_SOCKET"] = "/nonexistent/gputop.sock"  # nobody listens
     x = torch.ones(1 << 20, device="cuda")  # CUDA initialised, something allocated
-    src = _stats.source()
+    src = _backend.get()
     raw = torch._C._cuda_memoryStats(0)
     res = {
         "torch": torch.__version__,
         "_cuda_memoryStats(0)": timed(lambda: torch._C._cuda_memoryStats(0), a.n),
         "memory_allocated()": timed(torch.cuda.memory_allocated, a.n),
-        "counters(stats)": timed(lambda: _stats.counters(raw), a.n),
+        "counters(stats)": timed(lambda: _torch.counters(raw), a.n),
         "source.read(0)": timed(lambda: src.read(0), a.n),
         "source.devices()": timed(src.devices, a.n),
     }

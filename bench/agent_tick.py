@@ -83,6 +83,30 @@ def fake_stats():
     return stats
 
 
+def pretend_backend(stats):
+    """One pretend device read through stats, as torch's backend reads one
+    (the stats call, its counters picked out at send time)."""
+    from gputop import _backend, _torch
+
+    class Pretend(_backend.Backend):
+        counters = staticmethod(_torch.counters)
+
+        def available(self, import_module=True):
+            return True
+
+        def devices(self):
+            return [0]
+
+        def info(self, index):
+            return {"index": 0, "uuid": "GPU-00000000-0000-4000-8000-000000000000",
+                    "name": "pretend", "total": 1 << 34}
+
+        def read_raw(self, index):
+            return stats(index)
+
+    return Pretend()
+
+
 def timed(tid: int, seconds: float) -> tuple[list[int], float, int]:
     """(sorted GIL-held spans, wall seconds, thread CPU ns) of thread tid
     over seconds, while this thread sleeps."""
@@ -119,12 +143,11 @@ def main() -> int:
 
     select.poll = _TimedPoll  # before the agent thread makes its poller
     import gputop
-    from gputop import _agent, _stats
+    from gputop import _agent, _backend
 
     keep = None
     if a.fake:
-        _stats.set_source(fake_stats(), [{"index": 0, "uuid": "GPU-00000000-0000-4000-8000-000000000000",
-                                          "name": "pretend", "total": 1 << 34}])
+        _backend.install(pretend_backend(fake_stats()))
     else:
         import torch
         if not torch.cuda.is_available():
@@ -159,7 +182,7 @@ def main() -> int:
     if a.bare:
         # the same stats call, from a thread that does nothing else
         if a.fake:
-            fn = functools.partial(_stats.source().read_raw, 0)
+            fn = functools.partial(_backend.get().read_raw, 0)
         else:
             fn = functools.partial(torch._C._cuda_memoryStats, torch.cuda.current_device())
         bare = Bare(_agent.DEFAULT_RATE_HZ, fn)

@@ -42,7 +42,7 @@ RANK = r"""
 import json, os, time
 import torch, torch.distributed as dist, torch.nn as nn
 import gputop
-from gputop._stats import normalize_uuid
+from gputop._backend import normalize_uuid
 rank = int(os.environ["RANK"])
 torch.cuda.set_device(0)
 dist.init_process_group("nccl", rank=rank, world_size=2)

@@ -43,8 +43,8 @@ def timed(fn, n: int) -> float:
 
 def async_child() -> str:
     """The reading a cudaMallocAsync process ends up with."""
-    code = ("import torch; from gputop import _stats; x = torch.ones(1 << 20, device='cuda'); "
-            "s = _stats.source(); s.maintain([0]); print(s.reading())")
+    code = ("import torch; from gputop import _backend; x = torch.ones(1 << 20, device='cuda'); "
+            "s = _backend.get(); s.maintain([0]); print(s.reading())")
     env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync")
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=120)
@@ -62,7 +62,7 @@ def main() -> int:
     import torch
     from torch import nn
 
-    from gputop import _direct, _stats
+    from gputop import _backend, _direct
 
     if not torch.cuda.is_available():
         write_result(a.results_dir, a.name, "SKIP", "no CUDA device")
@@ -70,7 +70,7 @@ def main() -> int:
     step = setup_cpu(torch, nn)
     for _ in range(20):
         step()
-    src = _stats.source()
+    src = _backend.get()
     stats = torch._C._cuda_memoryStats
     t0 = time.perf_counter()
     src.maintain([0])
@@ -78,7 +78,7 @@ def main() -> int:
     problems: list[str] = []
     r: dict = {"torch": torch.__version__, "reading": src.reading(), "found_ms": round(found_ms, 2)}
     print(f"torch {torch.__version__}: {r['reading']} after {found_ms:.2f} ms")
-    d = src._in_place
+    d = src.direct
     if r["reading"] != "direct" or d is None:
         write_result(a.results_dir, a.name, "FAIL", f"not found: {r['reading']}", **r)
         return 1

@@ -98,8 +98,8 @@ def stats_call(on: bool) -> None:
     """Make the attached agent's ticks read through torch's stats call (as
     GPUTOP_DIRECT=0 does from the start), or in place again. The next batch
     of ticks (at most 100 ms away) takes it up."""
-    from gputop import _stats
-    d = _stats.source()._in_place
+    from gputop import _backend
+    d = getattr(_backend.get(), "direct", None)
     if d is None:
         return
     if on and not d.off:

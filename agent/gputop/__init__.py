@@ -25,13 +25,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ._agent import Agent, Disabled
-from ._agent import attach as _attach
-from ._agent import current as _current
-from . import _lifecycle  # noqa: F401  (registers the agent's exit and fork handlers)
+from . import _backend, _torch
+from ._agent import Agent
+from ._disabled import Disabled
 from ._env import enabled, socket_path
-from ._stats import source as _source
+from ._lifecycle import attach as _attach  # (and registers the agent's exit and fork handlers)
+from ._lifecycle import current as _current
 from ._tracker import Tracker, cleanup, phase, snapshot
+
+# the framework the agent reads: torch's caching allocator (tests install a fake GPU)
+_backend.install(_torch.TorchBackend())
 
 __version__ = "0.1.0"
 
@@ -112,7 +115,7 @@ def status() -> dict[str, Any]:
 def cuda_available() -> bool:
     """True when torch is importable and sees a CUDA device."""
     try:
-        return _source().available()
+        return _backend.get().available()
     except Exception:
         return False
 

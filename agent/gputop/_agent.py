@@ -16,15 +16,16 @@ Rules it keeps, because it lives inside someone's training job:
   second) does not reset the backoff, so a refusal never makes it spin; a
   refusal of the hello itself waits for another gputop (_refused_for_good).
 
-Around the thread, each in its own module: the connection to gputop
-(_connection: connect, send, read, refusals and the backoff), torch's
-out-of-memory observer (_oom), interpreter exit and fork (_lifecycle),
-the answers to gputop's holders requests (_requests), the handle
-attach() returns when the agent is off (_disabled),
-torch's allocation history (_history) and memory dumps (_dumps): the
-thread writes the dumps snapshot(label, dump=True) took and takes those
-gputop asks for, and holds back the mark of a dump until its file is in
-place, so that gputop's row names it.
+An Agent is made of its backend (_backend: the framework's devices and
+counters; torch's is _torch's), its connection to gputop (_connection:
+connect, send, read, refusals and the backoff) and its queues. Around it,
+each in its own module: the process-wide agent, interpreter exit and fork
+(_lifecycle, which makes Agents), the out-of-memory observer (_oom), the
+answers to gputop's holders requests (_requests), allocation history
+(_history) and memory dumps (_dumps): the thread writes the dumps
+snapshot(label, dump=True) took and takes those gputop asks for, and holds
+back the mark of a dump until its file is in place, so that gputop's row
+names it.
 """
 
 from __future__ import annotations
@@ -38,11 +39,10 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
-from . import _dumps, _env, _history, _oom, _requests, _stats, _wire
-from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection, _wait_writable
-from ._disabled import Disabled
+from . import _backend, _dumps, _env, _history, _requests, _wire
+from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection  # noqa: F401  (the backoff's bounds, named here too)
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
 # Raw stats mappings kept between two sends: a tick stores what the stats
@@ -67,47 +67,71 @@ SEND_INTERVAL_S = 0.1
 MARK_WAKE_AFTER_S = 0.02
 
 
-class Agent(Connection):
-    """Handle of the running agent, as returned by :func:`gputop.attach`."""
+class Agent:
+    """Handle of the running agent, as returned by :func:`gputop.attach`.
 
-    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None) -> None:
+    backend: the framework it reads (default: the process's, _backend.get());
+    on_devices(agent, devices): called on the agent thread when it finds
+    devices where it had none, before it says hello with them;
+    on_detach(agent): called by detach() before the thread stops.
+    """
+
+    def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None, *,
+                 backend: _backend.Backend | None = None,
+                 on_devices: Callable[[Agent, list[int]], None] | None = None,
+                 on_detach: Callable[[Agent], None] | None = None) -> None:
         self.rate_hz = _rate(rate_hz)
-        self.socket = socket  # None: resolved from the environment at each connect
         self.pid = os.getpid()
-        self.connected = False
-        self.connects = 0
+        self.backend = backend if backend is not None else _backend.get()
+        self.conn = Connection(socket, self._on_connect, self._handle)
         self.samples_sent = 0
         self.marks_sent = 0
         self.dropped = 0  # samples dropped because the queue was full
         self.marks_dropped = 0
-        self.last_error = ""
-        self.refused = ""  # gputop's reason for the latest refusal, until a connection holds
-        self._refusal: str | None = None  # the reason gputop gave on this connection
-        self._told: set[str] = set()  # refusal reasons already printed to stderr
-        self._final: tuple[str, Any] | None = None  # (path, socket file) that refused for good
-        self._path = ""
-        self._connected_at = 0.0
-        self._backoff = BACKOFF_MIN_S
-        self._next_connect = 0.0
-        self._src = _stats.source()
+        # what current() looks at, rather than the thread's liveness (several
+        # Python calls): set by detach() and by the thread as it ends
+        self.stopping = False
+        self._on_devices = on_devices
+        self._on_detach = on_detach
         self._samples: collections.deque = collections.deque()
         self._raw: list[tuple[int, int, Any]] = []  # (t, dev, stats) since the last send
         self._marks: collections.deque = collections.deque()
-        self._out = bytearray()
-        self._in = bytearray()
-        self._sock: _socket.socket | None = None
         self._devs: list[int] = []
         self._hello_devs: frozenset[int] | None = None
         self._hello_history: tuple[int, str] | None = None  # what the last hello said of history
         self._dump_jobs: collections.deque = collections.deque()  # marks whose dump waits to be written
         self._dump_requests: collections.deque = collections.deque()  # gputop's dump requests
-        self._stopping = False
         self._stopped = threading.Event()
         r, w = os.pipe()
         os.set_blocking(r, False)
         os.set_blocking(w, False)
         self._wake_r, self._wake_w = r, w
         self._thread = threading.Thread(target=self._run, name="gputop-agent", daemon=True)
+
+    # ---- what the connection knows, as the handle shows it ----
+
+    @property
+    def socket(self) -> str | None:
+        """The socket path asked for (None: the environment's)."""
+        return self.conn.socket
+
+    @property
+    def connected(self) -> bool:
+        return self.conn.connected
+
+    @property
+    def connects(self) -> int:
+        """Connections made so far."""
+        return self.conn.connects
+
+    @property
+    def last_error(self) -> str:
+        return self.conn.last_error
+
+    @property
+    def refused(self) -> str:
+        """gputop's reason for its latest refusal, until a connection holds."""
+        return self.conn.refused
 
     # ---- user-thread side: cheap, never raises ----
 
@@ -117,7 +141,17 @@ class Agent(Connection):
     @property
     def alive(self) -> bool:
         """The agent thread runs (it may or may not be connected)."""
-        return self._thread.is_alive() and not self._stopping
+        return self._thread.is_alive() and not self.stopping
+
+    @property
+    def pending_dumps(self) -> int:
+        """Dumps snapshot() took that wait for the agent thread to write them."""
+        return len(self._dump_jobs)
+
+    @property
+    def dumping(self) -> bool:
+        """A dump the program or gputop asked for waits or is being written."""
+        return bool(self._dump_jobs or self._dump_requests or _dumps.writing())
 
     def post(self, frame: dict[str, Any], urgent: bool = False) -> None:
         """Queue a mark / oom / holders frame and wake the agent thread."""
@@ -130,7 +164,7 @@ class Agent(Connection):
             else:
                 self._marks.append(frame)
             if urgent or 1.0 / self.rate_hz > MARK_WAKE_AFTER_S:
-                self._wake()
+                self.wake()
         except Exception:
             pass
 
@@ -142,11 +176,12 @@ class Agent(Connection):
             frame["_dump"] = job
             self._dump_jobs.append(job)
             self.post(frame, urgent=False)
-            self._wake()
+            self.wake()
         except Exception:
             pass
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Wake the agent thread (it looks at its queues and settings)."""
         try:
             os.write(self._wake_w, b"\0")
         except OSError:
@@ -156,11 +191,11 @@ class Agent(Connection):
         """Change the rate or the socket of a running agent."""
         if rate_hz is not None:
             self.rate_hz = _rate(rate_hz)
-        if socket is not None and socket != self.socket:
-            self.socket = socket
+        if socket is not None and socket != self.conn.socket:
+            self.conn.socket = socket
             self._reconnect = True
-        self._final = None  # attach() again: try a gputop that refused for good once more
-        self._wake()
+        self.conn.try_refused_again()  # attach() again: try a gputop that refused for good once more
+        self.wake()
 
     def detach(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Flush what is queued, say bye to gputop and stop the thread.
@@ -168,16 +203,14 @@ class Agent(Connection):
         Waits at most timeout seconds. gputop.snapshot() and friends do not
         start the agent again after this; gputop.attach() does.
         """
-        global _current, _detached
-        with _lock:
-            if _current is self:
-                _current = None
-                _detached = True
-        self._stop(timeout)
+        if self._on_detach is not None:
+            self._on_detach(self)
+        self.stop(timeout)
 
-    def _stop(self, timeout: float) -> None:
-        self._stopping = True
-        self._wake()
+    def stop(self, timeout: float) -> None:
+        """Have the thread flush, say bye and end; wait for it at most timeout s."""
+        self.stopping = True
+        self.wake()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._stopped.wait(timeout)
 
@@ -186,27 +219,27 @@ class Agent(Connection):
         return {
             "enabled": True,
             "attached": self.alive,
-            "connected": self.connected,
-            "socket": self.socket or _env.socket_path(),
+            "connected": self.conn.connected,
+            "socket": self.conn.socket or _env.socket_path(),
             "rate_hz": self.rate_hz,
             "pid": self.pid,
             "devices": list(self._devs),
             # how the tick reads the allocator: "direct" (its counters copied
             # in place), or "stats call" and why not direct
-            "reading": self._src.reading(),
-            "connects": self.connects,
+            "reading": self.backend.reading(),
+            "connects": self.conn.connects,
             "samples_sent": self.samples_sent,
             "marks_sent": self.marks_sent,
             "dropped": self.dropped,
             "marks_dropped": self.marks_dropped,
             "queued_samples": len(self._samples) + len(self._raw),
             "queued_marks": len(self._marks),
-            "last_error": self.last_error,
+            "last_error": self.conn.last_error,
             # why gputop refused this agent; "" once a connection has held
-            "refused": self.refused,
+            "refused": self.conn.refused,
             # the refusal cannot change while this gputop runs: no connecting
             # until another one listens at the socket
-            "waits_for_new_gputop": self._final is not None,
+            "waits_for_new_gputop": self.conn.waits_for_new_gputop,
             # torch's allocation history ({"max_entries": 0} when off, and
             # why, where it was asked for) and the memory dumps written
             "history": _history.status(),
@@ -214,8 +247,23 @@ class Agent(Connection):
         }
 
     def __repr__(self) -> str:
-        state = "connected" if self.connected else ("attached" if self.alive else "detached")
-        return f"<gputop agent {state} {self.socket or _env.socket_path()} {self.rate_hz:g} Hz>"
+        state = "connected" if self.conn.connected else ("attached" if self.alive else "detached")
+        return f"<gputop agent {state} {self.conn.socket or _env.socket_path()} {self.rate_hz:g} Hz>"
+
+    def abandon(self) -> None:
+        """In a forked child, which has no agent thread, only copies of the
+        parent's socket and pipe: close them (a DataLoader worker holding the
+        parent's socket open would hide the parent's death from gputop)."""
+        self.stopping = True
+        self.conn.close()
+        self._close_pipe()
+
+    def _close_pipe(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     # ---- agent thread ----
 
@@ -225,32 +273,29 @@ class Agent(Connection):
         try:
             self._loop()
         except BaseException as e:  # the thread must end quietly, whatever happened
-            self.last_error = f"agent stopped: {e!r}"
+            self.conn.last_error = f"agent stopped: {e!r}"
         finally:
             # what current() looks at, rather than the thread's liveness
             # (several Python calls); set before the thread ends
-            self._stopping = True
+            self.stopping = True
             try:
                 self._finish()
             except BaseException:
                 pass
-            self._close()
-            for fd in (self._wake_r, self._wake_w):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            self.conn.close()
+            self._close_pipe()
             self._stopped.set()
 
     def _loop(self) -> None:
+        conn = self.conn
         poller = select.poll()
         poller.register(self._wake_r, select.POLLIN)
         registered: int | None = None
         polled_out = False  # POLLOUT is asked for: bytes wait for the socket
         now = time.monotonic()
-        next_tick = next_devcheck = next_send = self._next_connect = now
+        next_tick = next_devcheck = next_send = conn.next_connect = now
         rate = self.rate_hz
-        while not self._stopping:
+        while not self.stopping:
             try:
                 if self._dump_jobs or self._dump_requests:
                     self._run_dumps()
@@ -260,21 +305,18 @@ class Agent(Connection):
                     next_tick = min(next_tick, now + 1.0 / rate)
                 if self._reconnect:
                     self._reconnect = False
-                    self._bye_now()  # the old gputop must not think we died
-                    self._disconnect(None)
-                    self._next_connect = now
-                if self._sock is None and now >= self._next_connect:
-                    if self._connect():
+                    conn.reconnect(now)
+                if conn.sock is None and now >= conn.next_connect:
+                    if conn.connect():
                         next_tick = next_devcheck = now
                     else:
-                        self._retry_later(now)
+                        conn.retry_later(now)
                         if not self._devs:
                             # registers the OOM observer once CUDA is up,
                             # so an OOM before gputop starts is still queued
                             self._check_devices()
-                if self._sock is not None:
-                    if self.refused and now - self._connected_at >= BACKOFF_MAX_S:
-                        self.refused = ""  # this connection holds: gputop took us
+                if conn.sock is not None:
+                    conn.held(now)
                     if now >= next_tick:
                         if now >= next_devcheck or not self._devs:
                             self._check_devices()
@@ -284,11 +326,11 @@ class Agent(Connection):
                                                                                NO_DEVICE_TICK_S)
                         if next_tick <= now:  # fell behind: skip, never burst
                             next_tick = now + 1.0 / self.rate_hz
-                    if self._marks or now >= next_send or self._stopping:
+                    if self._marks or now >= next_send or self.stopping:
                         self._pump()
                         next_send = now + SEND_INTERVAL_S
                 # wait for the next tick, a wake-up, or the socket
-                fd = self._sock.fileno() if self._sock is not None else None
+                fd = conn.sock.fileno() if conn.sock is not None else None
                 if fd != registered:
                     if registered is not None:
                         poller.unregister(registered)
@@ -297,28 +339,28 @@ class Agent(Connection):
                         poller.register(fd, select.POLLIN)
                         polled_out = False
                 if fd is not None:
-                    if polled_out != bool(self._out):
+                    if polled_out != bool(conn.out):
                         polled_out = not polled_out
                         poller.modify(fd, select.POLLIN | select.POLLOUT if polled_out else select.POLLIN)
                     if not polled_out and self._devs and not self._marks:
                         next_tick = self._steady(poller, next_tick, min(next_send, next_devcheck))
                     wait = next_tick - time.monotonic()
                 else:
-                    wait = self._next_connect - time.monotonic()
+                    wait = conn.next_connect - time.monotonic()
                 for efd, ev in poller.poll(max(0, math.ceil(wait * 1000))):
                     if efd == self._wake_r:
                         self._drain_wake()
-                    elif self._sock is not None and efd == self._sock.fileno():
+                    elif conn.sock is not None and efd == conn.sock.fileno():
                         if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                            self._read()
-                        if self._sock is not None and ev & select.POLLOUT:
-                            self._flush()
+                            conn.read()
+                        if conn.sock is not None and ev & select.POLLOUT:
+                            conn.flush()
             except Exception as e:  # one bad iteration must not end the agent
-                self.last_error = f"{type(e).__name__}: {e}"
-                if self._sock is not None:
-                    self._disconnect(None)  # schedules the next try
+                conn.last_error = f"{type(e).__name__}: {e}"
+                if conn.sock is not None:
+                    conn.disconnect(None)  # schedules the next try
                 else:
-                    self._retry_later(time.monotonic())
+                    conn.retry_later(time.monotonic())
         if registered is not None:
             try:
                 poller.unregister(registered)
@@ -335,7 +377,7 @@ class Agent(Connection):
         thread may be waiting for the GIL. _loop() handles everything else.
         """
         period = 1.0 / self.rate_hz
-        readers = self._src.tick_readers(self._devs)
+        readers = self.backend.tick_readers(self._devs)
         raw = self._raw
         mono, stamp, wait = time.monotonic, time.time_ns, poller.poll
         marks = self._marks
@@ -344,7 +386,7 @@ class Agent(Connection):
             if wait(ms if ms > 0 else 0):
                 return next_tick  # a wake-up or the socket: _loop() looks
             now = mono()
-            if now >= until or marks or self._stopping:
+            if now >= until or marks or self.stopping:
                 return next_tick
             for d, read in readers:
                 try:
@@ -362,29 +404,34 @@ class Agent(Connection):
         except OSError:
             pass
 
+    def _on_connect(self) -> None:
+        """A new connection: nothing was said on it yet."""
+        self._hello_devs = None
+        self._check_devices()  # says hello
+        if self._hello_devs is None:
+            self._hello()  # the device list could not be read: hello with the last one
+
     def _check_devices(self) -> None:
         try:
-            devs = sorted(set(self._src.devices()))
+            devs = sorted(set(self.backend.devices()))
         except Exception:
             return  # keep what we had rather than announce a flapping device list
-        if devs and not self._devs:
-            _register_oom_observer(self._src)
-            for hook in first_device_hooks:
-                try:
-                    hook(self, devs)
-                except Exception:
-                    pass
+        if devs and not self._devs and self._on_devices is not None:
+            try:
+                self._on_devices(self, devs)
+            except Exception:
+                pass
         if devs:
             try:
-                _history.apply(self._src.memory_api())  # history asked for before CUDA was up
+                _history.apply(self.backend.history())  # history asked for before CUDA was up
             except Exception:
                 pass
         self._devs = devs
         try:
-            self._src.maintain(devs)
+            self.backend.maintain(devs)
         except Exception:
             pass
-        if self._sock is not None and (frozenset(devs) != self._hello_devs
+        if self.conn.sock is not None and (frozenset(devs) != self._hello_devs
                                        or (_history.on, _history.error) != self._hello_history):
             self._hello()
 
@@ -394,17 +441,17 @@ class Agent(Connection):
         devices = []
         for i in self._devs:
             try:
-                devices.append(self._src.info(i))
+                devices.append(self.backend.info(i))
             except Exception:
                 pass
         frame = {
             "type": "hello", "v": _wire.VERSION, "pid": self.pid,
             "host": _socket.gethostname(), "argv": [str(a) for a in getattr(sys, "argv", [])],
-            "torch": self._src.torch_version(), "python": _python_version(),
+            "torch": self.backend.version(), "python": _python_version(),
             "rate_hz": self.rate_hz, **_env.place(), "devices": devices, "t": time.time_ns(),
             "history": _history.on, "history_error": _history.error,
         }
-        self._out += _wire.encode(frame)
+        self.conn.out += _wire.encode(frame)
         self._hello_history = (_history.on, _history.error)
         # what was meant, not what could be described: a device whose
         # properties cannot be read must not trigger a hello every second
@@ -417,7 +464,7 @@ class Agent(Connection):
         # calls the stats function) and keeps what it got. _convert() does
         # the rest for the whole batch at send time.
         raw = self._raw
-        for d, read in self._src.tick_readers(self._devs):
+        for d, read in self.backend.tick_readers(self._devs):
             try:
                 raw.append((time.time_ns(), d, read()))
             except Exception:
@@ -428,9 +475,10 @@ class Agent(Connection):
     def _convert(self) -> None:
         raw, self._raw = self._raw, []
         samples = self._samples
+        counters = self.backend.counters
         for t, d, stats in raw:
             try:
-                c = _stats.counters(stats)
+                c = counters(stats)
             except Exception:
                 continue
             if len(samples) >= SAMPLE_QUEUE:
@@ -447,7 +495,7 @@ class Agent(Connection):
     def _pump(self) -> None:
         if self._raw:
             self._convert()
-        out = self._out
+        out = self.conn.out
         while len(out) < OUT_LIMIT:
             if self._marks:
                 if "_dump" in self._marks[0]:
@@ -457,14 +505,14 @@ class Agent(Connection):
                     out += self._encode_mark(f)
                     self.marks_sent += 1
                 except Exception as e:
-                    self.last_error = f"bad {f.get('type')} frame: {e}"
+                    self.conn.last_error = f"bad {f.get('type')} frame: {e}"
             elif self._samples:
                 t, d, c = self._samples.popleft()
                 out += _wire.sample_line(t, d, c, self.dropped)
                 self.samples_sent += 1
             else:
                 break
-        self._flush()
+        self.conn.flush()
 
     def _handle(self, line: bytes) -> None:
         try:
@@ -477,35 +525,39 @@ class Agent(Connection):
             rid = f.get("id") if isinstance(f.get("id"), int) else 0
             dev = f.get("dev")
             dev = dev if isinstance(dev, int) and not isinstance(dev, bool) and dev >= 0 else None
-            self.post(_requests.holders_frame(rid, dev), urgent=True)
+            self.post(_requests.holders_frame(self.backend, rid, dev), urgent=True)
         elif f["type"] == "reply" and not f.get("ok", True):
-            self._refusal = str(f.get("error") or "no reason given")
+            self.conn.note_refusal(str(f.get("error") or "no reason given"))
 
     def _run_dumps(self) -> None:
         """Write the dumps snapshot() took, then take those gputop asked
         for; each result goes out on its mark (wire.Dump)."""
+        # each stays queued until written: dumping says so to the exit handler
         while self._dump_jobs:
-            job = self._dump_jobs.popleft()
+            job = self._dump_jobs[0]
             f = job["frame"]
             try:
                 res = _dumps.write(job["snap"], f.get("label", "dump"), f.get("t", time.time_ns()), job["ms"])
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
+            finally:
+                self._dump_jobs.popleft()
             job["snap"] = None
             f["dump"] = res
             f.pop("_dump", None)
         while self._dump_requests:
-            self._dump_requests.popleft()
             t = time.time_ns()
             try:
                 why = _dumps.busy()
-                res = {"error": why} if why else _dumps.dump(self._src.memory_api(), _requests.LABEL_DUMP)
+                res = {"error": why} if why else _dumps.dump(self.backend.history(), _requests.LABEL_DUMP)
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
+            finally:
+                self._dump_requests.popleft()
             devs = []
             for d in self._devs:
                 try:
-                    c = self._src.read(d)
+                    c = self.backend.read(d)
                 except Exception:
                     continue
                 devs.append({"dev": d, "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak})
@@ -520,20 +572,21 @@ class Agent(Connection):
         except Exception:
             pass
         deadline = time.monotonic() + STOP_TIMEOUT_S
-        if self._sock is None and self._marks:
-            self._connect()  # one try: marks taken before exit should land
-        if self._sock is None:
+        conn = self.conn
+        if conn.sock is None and self._marks:
+            conn.connect()  # one try: marks taken before exit should land
+        if conn.sock is None:
             return
         while (self._marks or self._samples or self._raw) and time.monotonic() < deadline:
             self._pump()
-            if self._sock is None:
+            if conn.sock is None:
                 return
-            if self._out and not _wait_writable(self._sock, deadline):
+            if conn.out and not conn.wait_writable(deadline):
                 return
-        self._out += _wire.encode({"type": "bye", "t": time.time_ns()})
-        while self._sock is not None and self._out and time.monotonic() < deadline:
-            self._flush()
-            if self._out and (self._sock is None or not _wait_writable(self._sock, deadline)):
+        conn.out += _wire.encode({"type": "bye", "t": time.time_ns()})
+        while conn.sock is not None and conn.out and time.monotonic() < deadline:
+            conn.flush()
+            if conn.out and not conn.wait_writable(deadline):
                 return
 
 
@@ -552,71 +605,3 @@ def _rate(rate_hz: Any) -> float:
 def _python_version() -> str:
     v = sys.version_info
     return f"{v.major}.{v.minor}.{v.micro}"
-
-
-# ---- the process-wide agent ----
-
-_lock = threading.Lock()
-_current: Agent | None = None
-_detached = False  # detach() was called: snapshot() must not restart the agent
-# called with (agent, devices) on the agent thread when it first finds a
-# CUDA device, before it says hello with it (gputop run's Process start row)
-first_device_hooks: list = []
-
-
-def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None,
-           history: int | None = None) -> Agent | Disabled:
-    global _current, _detached
-    if not _env.enabled():
-        return Disabled("GPUTOP=0")
-    try:
-        with _lock:
-            _detached = False
-            ag = _current
-            if ag is None or not ag.alive or ag.pid != os.getpid():
-                ag = Agent(rate_hz, socket)
-                ag.start()
-                _current = ag
-            else:
-                ag.configure(rate_hz, socket)
-    except Exception as e:
-        return Disabled(f"agent could not start: {e}")
-    _ask_history(ag, history)
-    return ag
-
-
-def _ask_history(ag: Agent, history: int | None) -> None:
-    """attach(history=N), else GPUTOP_HISTORY: on at once when CUDA is up
-    (in the caller: the first allocations after attach() are recorded),
-    else by the agent thread when it sees a device."""
-    try:
-        n = history if history is not None else _history.from_env()
-        if n is None:
-            return
-        _history.request(n, ag._src.memory_api())
-        ag._wake()
-    except Exception:
-        pass
-
-
-def current(auto: bool = True) -> Agent | None:
-    """The running agent; with auto, start one (unless GPUTOP=0 or after
-    an explicit detach) so that snapshot() alone reaches gputop."""
-    ag = _current
-    # _stopping, not alive: the thread sets it as it ends, and snapshot()
-    # comes here, often cold, where each Python call costs
-    if ag is not None and not ag._stopping:
-        return ag
-    if not auto or _detached or not _env.enabled():
-        return None
-    a = attach()
-    return a if isinstance(a, Agent) else None
-
-
-# torch's OOM observer (_oom): whichever agent is current when an OOM
-# happens gets it
-_on_oom = _oom.observer(lambda: _current)
-
-
-def _register_oom_observer(src: _stats.Source) -> None:
-    _oom.register(src, _on_oom)

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import atexit
 import os
-import sys
 import threading
 import time
 from typing import Any, Callable
 
-from . import _agent, _env, _oom, _stats, _tracker
+from . import _backend, _env, _lifecycle, _tracker
+from ._agent import Agent
 
 START_LABEL = "Process start"
 END_LABEL = "Process end"
@@ -36,7 +36,7 @@ _installed = False
 _pid = 0
 # (time, torch device, Counters) read at CUDA's initialisation; None when
 # the process has not initialised CUDA (or the reading failed)
-_at_init: tuple[int, int, _stats.Counters] | None = None
+_at_init: tuple[int, int, _backend.Counters] | None = None
 _start_sent = False
 _note: Callable[[str, str], None] = lambda kind, detail: None
 
@@ -55,19 +55,14 @@ def on_torch(torch: Any, note: Callable[[str, str], None] | None = None) -> None
                 _note = note
         if not _env.enabled():
             return
-        _agent.first_device_hooks.append(_first_device)
+        _lifecycle.first_device_hooks.append(_first_device)
         # after gputop's own exit handler (gputop is imported by now), so it
         # runs before the bye; it does nothing in a process with no agent
         atexit.register(_at_exit)
-        cuda = getattr(torch, "cuda", None)
-        if cuda is not None and cuda.is_initialized():
-            _at_cuda_init()
-            return
-        lazy = getattr(cuda, "_lazy_call", None)
-        if lazy is None:
-            _note("noagent", "this torch has no torch.cuda._lazy_call to attach at its first CUDA use")
-            return
-        lazy(_at_cuda_init)
+        # torch's backend: now when CUDA is up, else at its lazy init
+        why = _backend.get().at_init(_at_cuda_init)
+        if why:
+            _note("noagent", why)
     except Exception as e:
         _note("noagent", f"could not watch for CUDA: {type(e).__name__}: {e}")
 
@@ -79,78 +74,41 @@ def _at_cuda_init() -> None:
     try:
         t = time.time_ns()
         try:
-            _at_init = (t,) + _init_reading()  # type: ignore[assignment]
+            # torch's lazy init has not finished (torch.cuda.is_initialized()
+            # is still false): the backend reads the device coming up
+            _at_init = (t,) + _backend.get().init_reading()  # type: ignore[assignment]
         except Exception:
             _at_init = None
-        if _agent.current(auto=False) is None:
-            ag = _agent.attach()
-            if not isinstance(ag, _agent.Agent):
+        if _lifecycle.current(auto=False) is None:
+            ag = _lifecycle.attach()
+            if not isinstance(ag, Agent):
                 _note("noagent", ag.last_error)
                 return
-        _observe_ooms()
+        # the OOM observer now: the agent thread would register it only once
+        # it sees the device, and an OOM in the first allocations (a model
+        # too large for the GPU) must still be a row
+        _lifecycle.watch_ooms(initialising=True)
         _note("cuda", "")
     except BaseException:
         pass
 
 
-def _init_reading() -> tuple[int, _stats.Counters]:
-    """The device CUDA came up on and its counters. torch's lazy init has
-    not finished (torch.cuda.is_initialized() is still false), so the
-    counters are asked of torch directly."""
-    src = _stats.source()
-    if isinstance(src, _stats.TorchSource):
-        import torch  # already imported: on_torch was called with it
-
-        dev = int(torch._C._cuda_getDevice())
-        return dev, _stats.counters(torch._C._cuda_memoryStats(dev))
-    devs = src.devices()
-    dev = devs[0] if devs else (src.current() or 0)
-    return dev, src.read(dev)
-
-
-def _observe_ooms() -> None:
-    """Torch's OOM observer, now: the agent thread would register it only
-    once it sees the device, and an OOM in the first allocations (a model
-    too large for the GPU) must still be a row. The allocator has its
-    devices once torch._C._cuda_init has run, which is before this."""
-    src = _stats.source()
-    if not isinstance(src, _stats.TorchSource):
-        _agent._register_oom_observer(src)
-        return
-    import torch
-
-    attach = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
-    if attach is not None and not _oom._torch_oom:
-        attach(_agent._on_oom)
-        _oom._torch_oom = True
-
-
-_oom_watch = False  # observe_ooms_from_init has queued its call
+_oom_watch = False  # observe_ooms_from_init has asked for it
 
 
 def observe_ooms_from_init() -> None:
-    """Torch's OOM observer from CUDA's initialisation on (now, if CUDA
+    """The OOM observer from the framework's initialisation on (now, if it
     is up already), for the framework callbacks, which attach before the
     model is on the GPU."""
     global _oom_watch
-    src = _stats.source()
-    if not isinstance(src, _stats.TorchSource):
-        _agent._register_oom_observer(src)
+    if _oom_watch:
         return
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None)
-    if cuda is None or _oom_watch:
-        return
-    if cuda.is_initialized():
-        _observe_ooms()
-    elif hasattr(cuda, "_lazy_call"):
-        _oom_watch = True
-        cuda._lazy_call(_observe_ooms_quietly)
+    _oom_watch = not _backend.get().at_init(_observe_ooms_quietly)
 
 
 def _observe_ooms_quietly() -> None:
     try:
-        _observe_ooms()
+        _lifecycle.watch_ooms(initialising=True)
     except BaseException:
         pass
 
@@ -167,8 +125,8 @@ def _first_device(ag: Any, devs: list[int]) -> None:
         t, readings = got[0], {got[1]: got[2]}
     else:
         # CUDA came up before gputop could watch it: the counters now
-        t, src = time.time_ns(), _stats.source()
-        readings = {d: src.read(d) for d in devs}
+        t, backend = time.time_ns(), _backend.get()
+        readings = {d: backend.read(d) for d in devs}
     ag.post({
         "type": "mark", "t": t, "label": START_LABEL, "kind": "snapshot",
         "devs": [{"dev": d, "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
@@ -181,7 +139,7 @@ def _at_exit() -> None:
     if _pid != os.getpid():
         return
     try:
-        if _agent.current(auto=False) is not None:
+        if _lifecycle.current(auto=False) is not None:
             _tracker.snapshot(END_LABEL, end=True)
     except BaseException:
         pass

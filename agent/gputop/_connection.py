@@ -3,7 +3,7 @@ doubling to 1 s, and not at all while a gputop that refused this process
 for good still listens at the socket), sending what the agent encoded,
 reading gputop's lines, and what a refusal leaves: its reason kept and
 printed once, the backoff not reset. All of it runs on the agent thread,
-on a non-blocking socket.
+on a non-blocking socket; the agent owns one Connection.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import socket as _socket
 import stat
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from . import _env, _wire
 
@@ -24,20 +24,68 @@ _NOSIGNAL = getattr(_socket, "MSG_NOSIGNAL", 0)
 
 
 class Connection:
-    """The connection's half of Agent (_agent), as methods of that class.
+    """The agent's socket to gputop and what waits on it.
 
-    Agent's __init__ sets the state used here (_sock, _out, _in, _path,
-    _connected_at, _backoff, _next_connect, _refusal, _told, _final,
-    connected, connects, last_error, refused) beside its own; Agent also
-    supplies _check_devices() and _hello(), which say hello on a new
-    connection, and _handle(line), which acts on each line from gputop.
+    The agent writes encoded frames into out; on_connect() is called once
+    a new connection is up (the agent says hello in it), on_line(line) for
+    each line gputop sends.
     """
 
-    def _retry_later(self, now: float) -> None:
-        self._next_connect = now + self._backoff
+    def __init__(self, socket: str | None, on_connect: Callable[[], None],
+                 on_line: Callable[[bytes], None]) -> None:
+        self.socket = socket  # None: resolved from the environment at each connect
+        self.sock: _socket.socket | None = None
+        self.out = bytearray()  # encoded frames waiting for the socket
+        self.connected = False
+        self.connects = 0
+        self.last_error = ""
+        self.refused = ""  # gputop's reason for the latest refusal, until a connection holds
+        self.next_connect = 0.0  # monotonic time of the next try
+        self._on_connect = on_connect
+        self._on_line = on_line
+        self._in = bytearray()
+        self._refusal: str | None = None  # the reason gputop gave on this connection
+        self._told: set[str] = set()  # refusal reasons already printed to stderr
+        self._final: tuple[str, Any] | None = None  # (path, socket file) that refused for good
+        self._path = ""
+        self._connected_at = 0.0
+        self._backoff = BACKOFF_MIN_S
+
+    @property
+    def waits_for_new_gputop(self) -> bool:
+        """The refusal cannot change while this gputop runs: no connecting
+        until another one listens at the socket."""
+        return self._final is not None
+
+    def note_refusal(self, reason: str) -> None:
+        """gputop refused this connection (a reply with ok false): the
+        reason stands once it closes."""
+        self._refusal = reason
+
+    def try_refused_again(self) -> None:
+        """attach() again: try a gputop that refused for good once more."""
+        self._final = None
+
+    def held(self, now: float) -> None:
+        """A connection that has held BACKOFF_MAX_S: gputop took us, so
+        its earlier refusal no longer stands."""
+        if self.refused and now - self._connected_at >= BACKOFF_MAX_S:
+            self.refused = ""
+
+    def reconnect(self, now: float) -> None:
+        """The socket changed: bye to the old gputop (it must not think we
+        died), then connect to the new one at once."""
+        self.bye_now()
+        self.disconnect(None)
+        self.next_connect = now
+
+    def retry_later(self, now: float) -> None:
+        """A try failed: the next one after the backoff, which doubles."""
+        self.next_connect = now + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX_S)
 
-    def _connect(self) -> bool:
+    def connect(self) -> bool:
+        """Connect to gputop's socket: True once connected, hello said."""
         path = self.socket or _env.socket_path()
         if self._final is not None:
             if self._final == (path, _socket_file(path)):
@@ -63,23 +111,20 @@ class Connection:
             elif not isinstance(e, (FileNotFoundError, ConnectionRefusedError)):
                 self.last_error = f"connect {path}: {e}"
             return False
-        self._sock = s
+        self.sock = s
         self._path = path
         self._connected_at = time.monotonic()
         self._refusal = None
-        self._out.clear()
+        self.out.clear()
         self._in.clear()
-        self._hello_devs = None
         self.connects += 1
-        self._check_devices()  # says hello: nothing was said on this connection yet
-        if self._hello_devs is None:
-            self._hello()  # the device list could not be read: hello with the last one
+        self._on_connect()  # says hello: nothing was said on this connection yet
         self.connected = True
         return True
 
-    def _disconnect(self, why: str | None) -> None:
+    def disconnect(self, why: str | None) -> None:
         """End the connection and schedule the next try."""
-        had = self._sock is not None
+        had = self.sock is not None
         if had:
             self._read_last()  # gputop's reply before it closed: a refusal's reason
         refusal, self._refusal = self._refusal, None
@@ -87,7 +132,7 @@ class Connection:
             why = f"refused by gputop: {refusal}"
         if why:
             self.last_error = why
-        self._close()
+        self.close()
         if not had:
             return
         now = time.monotonic()
@@ -100,13 +145,13 @@ class Connection:
             # a connection that held: gputop went away (restarted), so come
             # back soon; one it closed at once counts as a failed try
             self._backoff = BACKOFF_MIN_S
-        self._retry_later(now)
+        self.retry_later(now)
 
     def _read_last(self) -> None:
         """Read what gputop sent before the connection broke: a send that
         fails (gputop closed while a hello was on its way) comes before the
         reply with the reason is read."""
-        s = self._sock
+        s = self.sock
         try:
             while s is not None and len(self._in) <= _wire.MAX_FRAME_BYTES:
                 data = s.recv(65536)
@@ -131,12 +176,12 @@ class Connection:
         except Exception:
             pass
 
-    def _close(self) -> None:
-        s, self._sock = self._sock, None
+    def close(self) -> None:
+        """Drop the socket and what waits on it (no bye)."""
+        s, self.sock = self.sock, None
         self.connected = False
-        self._hello_devs = None
         # A partly written frame cannot be finished on a new connection.
-        self._out.clear()
+        self.out.clear()
         self._in.clear()
         if s is not None:
             try:
@@ -144,20 +189,22 @@ class Connection:
             except OSError:
                 pass
 
-    def _flush(self) -> None:
-        s = self._sock
-        while s is not None and self._out:
+    def flush(self) -> None:
+        """Send what the socket takes now."""
+        s = self.sock
+        while s is not None and self.out:
             try:
-                n = s.send(self._out, _NOSIGNAL)
+                n = s.send(self.out, _NOSIGNAL)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
-                self._disconnect(f"gputop went away: {e.strerror or e}")
+                self.disconnect(f"gputop went away: {e.strerror or e}")
                 return
-            del self._out[:n]
+            del self.out[:n]
 
-    def _read(self) -> None:
-        s = self._sock
+    def read(self) -> None:
+        """Read what gputop sent and handle its whole lines."""
+        s = self.sock
         if s is None:
             return
         try:
@@ -165,15 +212,15 @@ class Connection:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
-            self._disconnect(f"gputop went away: {e.strerror or e}")
+            self.disconnect(f"gputop went away: {e.strerror or e}")
             return
         if not data:
-            self._disconnect("gputop closed the connection")
+            self.disconnect("gputop closed the connection")
             return
         self._in += data
         self._handle_lines()
         if len(self._in) > _wire.MAX_FRAME_BYTES:
-            self._disconnect("line from gputop exceeds 1 MiB")
+            self.disconnect("line from gputop exceeds 1 MiB")
 
     def _handle_lines(self) -> None:
         """Handle every whole line received so far."""
@@ -183,14 +230,24 @@ class Connection:
                 return
             line = bytes(self._in[:i])
             del self._in[: i + 1]
-            self._handle(line)
+            self._on_line(line)
 
-    def _bye_now(self) -> None:
+    def wait_writable(self, deadline: float) -> bool:
+        """Wait until the socket takes more, at most until deadline."""
+        s = self.sock
+        if s is None:
+            return False
+        p = select.poll()
+        p.register(s.fileno(), select.POLLOUT)
+        left = deadline - time.monotonic()
+        return left > 0 and bool(p.poll(max(1, int(left * 1000))))
+
+    def bye_now(self) -> None:
         """Say bye without waiting: whatever the socket takes at once."""
-        if self._sock is not None:
+        if self.sock is not None:
             try:
-                self._out += _wire.encode({"type": "bye", "t": time.time_ns()})
-                self._flush()
+                self.out += _wire.encode({"type": "bye", "t": time.time_ns()})
+                self.flush()
             except Exception:
                 pass
 
@@ -230,10 +287,3 @@ def _socket_file(path: str) -> Any:
 def _printable(s: str, limit: int = 300) -> str:
     """Text from gputop made safe for the process's stderr (a terminal)."""
     return "".join(c if c.isprintable() else "\ufffd" for c in s[:limit])
-
-
-def _wait_writable(s: _socket.socket, deadline: float) -> bool:
-    p = select.poll()
-    p.register(s.fileno(), select.POLLOUT)
-    left = deadline - time.monotonic()
-    return left > 0 and bool(p.poll(max(1, int(left * 1000))))

@@ -89,7 +89,7 @@ def block(stats: Mapping[str, Any]) -> bytes:
 
 
 def counters(raw: bytes) -> tuple[int, int, int, int, int, int, int]:
-    """gputop's counters (in _stats.Counters' order) out of a copy of the block."""
+    """gputop's counters (in _backend.Counters' order) out of a copy of the block."""
     a, ap, r, rp, inactive, retries, ooms = _PICK.unpack(raw)
     # Copied without the allocator's lock: a Stat's peak is updated just
     # after its current, so a copy made between the two is mended here.

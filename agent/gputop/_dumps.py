@@ -1,4 +1,5 @@
-"""Memory dumps: torch's memory snapshot (``torch.cuda.memory._snapshot()``:
+"""Memory dumps: the backend's memory snapshot (History.snapshot(); torch's
+is ``torch.cuda.memory._snapshot()``:
 segments, blocks with the stacks that allocated them, the allocation
 history) pickled as ``torch.cuda.memory._dump_snapshot`` does, so that
 pytorch.org/memory_viz opens it and ``gputop dump-info`` reads it.
@@ -40,6 +41,7 @@ import time
 from typing import Any
 
 from . import _links
+from ._backend import History
 
 ENV_DIR = "GPUTOP_DUMP_DIR"
 ENV_MAX = "GPUTOP_DUMP_MAX"
@@ -91,16 +93,19 @@ def file_name(pid: int, label: str, t_ns: int) -> str:
     return f"{pid}-{safe}-{time.strftime('%Y%m%d-%H%M%S', lt)}.{ms:03d}.pickle"
 
 
-def take(mem: Any) -> tuple[Any, float]:
-    """torch's memory snapshot and how long it took (ms, the GIL held)."""
+def take(hist: History | None) -> tuple[Any, float]:
+    """The backend's memory snapshot (torch's) and how long it took (ms,
+    the GIL held)."""
+    if hist is None:
+        raise RuntimeError("CUDA is not initialised in this process")
     t0 = time.perf_counter()
-    snap = mem._snapshot()
+    snap = hist.snapshot()
     return snap, (time.perf_counter() - t0) * 1e3
 
 
-def dump(mem: Any, label: str, *, wait: float = 0.0) -> dict[str, Any]:
+def dump(hist: History | None, label: str, *, wait: float = 0.0) -> dict[str, Any]:
     """Take the snapshot here and now and write it (wire.Dump)."""
-    if mem is None:
+    if hist is None:
         return {"error": "CUDA is not initialised in this process: nothing to dump"}
     t = time.time_ns()
     t0 = time.perf_counter()
@@ -109,7 +114,7 @@ def dump(mem: Any, label: str, *, wait: float = 0.0) -> dict[str, Any]:
         return _busy()
     try:
         try:
-            snap, snap_ms = take(mem)
+            snap, snap_ms = take(hist)
         except Exception as e:
             return _failed(f"torch's memory snapshot failed: {type(e).__name__}: {e}")
         return _write(snap, label, t, snap_ms, t0)
@@ -127,6 +132,11 @@ def write(snap: Any, label: str, t_ns: int, snap_ms: float, *, wait: float = DUM
         return _write(snap, label, t_ns, snap_ms, t0)
     finally:
         _lock.release()
+
+
+def writing() -> str:
+    """The dump being written now ("" when none is)."""
+    return _writing
 
 
 def busy(pending: int = 0) -> str:

@@ -1,7 +1,7 @@
-"""torch's allocation history, on request: ``attach(history=N)`` (or
-``GPUTOP_HISTORY=N`` in the environment) turns on
-``torch.cuda.memory._record_memory_history(max_entries=N, stacks="python")``,
-so that every live block of a memory dump (_dumps) carries the Python
+"""The allocation history, on request: ``attach(history=N)`` (or
+``GPUTOP_HISTORY=N`` in the environment) turns on the backend's History
+(torch's: ``torch.cuda.memory._record_memory_history(max_entries=N,
+stacks="python")``), so that every live block of a memory dump (_dumps) carries the Python
 stack that allocated it, and the last N allocator events are kept. Off by
 default: torch then records nothing.
 
@@ -26,6 +26,8 @@ import os
 import threading
 from typing import Any
 
+from ._backend import History
+
 ENV = "GPUTOP_HISTORY"
 
 asked = 0  # max_entries asked for; 0: not asked (or asked off)
@@ -33,7 +35,7 @@ on = 0  # max_entries torch records with now; 0: off
 error = ""  # why history that was asked for is off
 note = ""  # the last change, for status(): "asked twice", a new max_entries
 _lock = threading.Lock()
-_set_meta: Any = None  # torch's _set_memory_metadata once history is on, where it works
+_set_meta: Any = None  # the backend's labeller (torch's _set_memory_metadata) once history is on
 _labels = threading.local()  # the calling thread's label and the phases around it
 
 
@@ -56,10 +58,10 @@ def from_env() -> int | None:
     return n
 
 
-def request(n: Any, mem: Any) -> None:
+def request(n: Any, hist: History | None) -> None:
     """Ask for history with max_entries n (0: off); applied at once when
-    mem (torch.cuda.memory, or None before CUDA is initialised) is there.
-    A second request for the same n changes nothing."""
+    the backend's history (None before its devices are initialised) is
+    there. A second request for the same n changes nothing."""
     global asked, error, note
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         error = f"history={n!r} is not a number of entries >= 0; history stays as it was"
@@ -72,78 +74,43 @@ def request(n: Any, mem: Any) -> None:
         if asked and n:
             note = f"history's max_entries changed from {asked} to {n}"
         asked = n
-    apply(mem)
+    apply(hist)
 
 
-def apply(mem: Any) -> bool:
-    """Bring torch's recording to what was asked; True when that changed
-    what the hello says. mem is torch.cuda.memory (None: CUDA is not
-    initialised yet, so nothing can change)."""
-    if mem is None:
+def apply(hist: History | None) -> bool:
+    """Bring the recording to what was asked; True when that changed what
+    the hello says. hist is the backend's history (None: its devices are
+    not initialised yet, so nothing can change)."""
+    if hist is None:
         return False
     with _lock:
         want = asked
         if want == on or (want and on == 0 and _tried == want):
             return False  # as asked, or it failed for this max_entries already
-        return _switch(mem, want)
+        return _switch(hist, want)
 
 
 _tried = 0  # the max_entries whose turning on failed (not retried every second)
 
 
-def _switch(mem: Any, want: int) -> bool:
+def _switch(hist: History, want: int) -> bool:
     global on, error, _set_meta, _tried
-    record = getattr(mem, "_record_memory_history", None)
     if want == 0:
         try:
-            if record is not None and on:
-                record(enabled=None)
+            if on:
+                hist.stop()
         except Exception:
             pass
         on, error, _set_meta, _tried = 0, "", None, 0
         return True
     _tried = want
-    why = unsupported(mem, record)
+    why = hist.why_not() or hist.record(want)
     if why:
         on, error, _set_meta = 0, why, None
         return True
-    try:
-        record(max_entries=want, stacks="python")
-    except Exception as e:
-        on, error, _set_meta = 0, f"torch's _record_memory_history failed: {type(e).__name__}: {e}", None
-        return True
     on, error = want, ""
-    _set_meta = _metadata_setter(mem)
+    _set_meta = hist.labeller()
     return True
-
-
-def unsupported(mem: Any, record: Any) -> str:
-    """Why this torch cannot record history ("" when it can)."""
-    backend = ""
-    try:
-        get = getattr(mem, "get_allocator_backend", None)
-        backend = str(get()) if get is not None else ""
-    except Exception:
-        pass
-    if backend == "cudaMallocAsync":
-        return ("the cudaMallocAsync allocator backend records no allocation history "
-                "(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync); history is off")
-    if record is None:
-        return "this torch has no torch.cuda.memory._record_memory_history; history is off"
-    return ""
-
-
-def _metadata_setter(mem: Any) -> Any:
-    set_meta = getattr(mem, "_set_memory_metadata", None)
-    if set_meta is None:
-        return None
-    try:
-        ok = getattr(mem, "_memory_metadata_supported", None)
-        if ok is not None and not ok():
-            return None  # the backend ignores it (and would warn)
-    except Exception:
-        return None
-    return set_meta
 
 
 def label(text: str, kind: str) -> None:

@@ -1,6 +1,6 @@
-"""torch's out-of-memory observer: registered once the agent sees a CUDA
-device (torch cannot remove one, so once per process), it queues an oom
-frame with the allocator's state at that moment on the current agent.
+"""The out-of-memory observer: registered with the backend once the agent
+sees a device (torch cannot remove one, so once per backend), it queues an
+oom frame with the allocator's state at that moment on the current agent.
 
 With allocation history on (_history) it first writes a memory dump
 (_dumps), here in the failing thread: torch calls the observer before it
@@ -12,27 +12,25 @@ exception can end the process, which it often does.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any, Callable
 
-from . import _dumps, _history, _stats
+from . import _backend, _dumps, _history
 
-_torch_oom = False  # torch's OOM observer is registered
+# the backends whose OOMs are observed already
+_watched: weakref.WeakSet[_backend.Backend] = weakref.WeakSet()
 
 
-def register(src: _stats.Source, on_oom: Callable[[int, int, int, int], None]) -> None:
-    # torch has no way to remove an observer: register once per process for
-    # torch (once per injected source in tests) and let the callback find
-    # whichever agent is current.
-    global _torch_oom
-    torch_wide = isinstance(src, _stats.TorchSource)
-    if _torch_oom if torch_wide else getattr(src, "_gputop_oom", False):
+def register(backend: _backend.Backend, on_oom: Callable[[int, int, int, int], None],
+             initialising: bool = False) -> None:
+    """Have backend call on_oom at each OOM, once per backend; the callback
+    finds whichever agent is current. initialising: from inside the
+    framework's initialisation (Backend.watch_ooms)."""
+    if backend in _watched:
         return
     try:
-        if src.oom_observer(on_oom):
-            if torch_wide:
-                _torch_oom = True
-            else:
-                src._gputop_oom = True  # type: ignore[attr-defined]
+        if backend.watch_ooms(on_oom, initialising):
+            _watched.add(backend)
     except Exception:
         pass
 
@@ -42,7 +40,7 @@ def observer(current: Callable[[], Any]) -> Callable[[int, int, int, int], None]
     current() returns when the allocation fails."""
 
     def _on_oom(device: int, alloc: int, device_limit: int, device_free: int) -> None:
-        """torch's out-of-memory observer; runs in the thread whose allocation
+        """The out-of-memory observer; runs in the thread whose allocation
         failed, so it reads one device and queues: nothing that can raise or wait.
 
         torch passes the device, the size asked for, the most it may hold on the
@@ -53,11 +51,11 @@ def observer(current: Callable[[], Any]) -> Callable[[int, int, int, int], None]
             if ag is None or not ag.alive:
                 return
             t = time.time_ns()
-            src = _stats.source()
+            backend = _backend.get()
             try:
-                c = src.read(int(device))
+                c = backend.read(int(device))
             except Exception:
-                c = _stats.ZERO
+                c = _backend.ZERO
             frame = {
                 "type": "oom", "t": t, "dev": int(device),
                 "requested": int(alloc), "free": int(device_free), "limit": int(device_limit),
@@ -65,7 +63,7 @@ def observer(current: Callable[[], Any]) -> Callable[[int, int, int, int], None]
             }
             if _history.on:
                 try:
-                    frame["dump"] = _dumps.dump(src.memory_api(), "OOM", wait=_dumps.DUMP_WAIT_S)
+                    frame["dump"] = _dumps.dump(backend.history(), "OOM", wait=_dumps.DUMP_WAIT_S)
                 except Exception as e:
                     frame["dump"] = {"error": f"the dump failed: {type(e).__name__}: {e}"}
             ag.post(frame, urgent=True)

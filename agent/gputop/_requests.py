@@ -7,20 +7,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ._backend import Backend
+
 LABEL_DUMP = "dump"  # wire.LabelDump: the row a dump gputop asked for makes
 
 
-def holders_frame(rid: int, dev: int | None = None) -> dict[str, Any]:
-    """Answer a holders request (of torch device dev, else the current
-    one: an end row asks for its device); runs on the agent thread, never
-    the user's."""
-    report: Any = None
+def holders_frame(backend: Backend, rid: int, dev: int | None = None) -> dict[str, Any]:
+    """Answer a holders request (of device dev, else the current one: an
+    end row asks for its device) with the backend's holders walk; runs on
+    the agent thread, never the user's."""
     try:
-        from . import _holders  # written alongside; absent in minimal installs
-
-        fn = getattr(_holders, "holders_report", None)
-        if fn is not None:
-            report = fn() if dev is None else fn(f"{_holders._parse_device(None)[0]}:{dev}")
+        report = backend.holders_report(dev)
     except Exception:
         report = None
     f: dict[str, Any] = {"dev": 0, "total": 0, "skipped": 0, "groups": []}

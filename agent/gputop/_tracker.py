@@ -21,7 +21,7 @@ import gc
 import time
 from typing import Any, Iterator, NamedTuple
 
-from . import _agent, _dumps, _history, _stats, _wire
+from . import _backend, _dumps, _history, _lifecycle, _wire
 
 MB = 1024 ** 2  # the reference divides by 1024**2 and calls it MB; so do we
 
@@ -30,12 +30,12 @@ _ROW_LABEL = {"phase_start": " (start)", "phase_end": " (end)"}  # as gputop nam
 
 
 class _Taken(NamedTuple):
-    vals: dict[int, _stats.Counters]  # by device
+    vals: dict[int, _backend.Counters]  # by device
     t: int
     held: dict[int, dict[str, Any]]  # end rows: the attribution of each device
 
 
-def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None = None,
+def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None = None,
           verdict: bool = True, dump: bool = False) -> _Taken:
     """Read devs (default: every initialised device) and queue a mark; an
     end row (end, else the label decides) walks the holders first; with
@@ -51,13 +51,13 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
         label = "(no label)"
     if _history.on:
         _history.label(label, kind)  # what follows in this thread carries the label
-    vals: dict[int, _stats.Counters] = {}
+    vals: dict[int, _backend.Counters] = {}
     held: dict[int, dict[str, Any]] = {}
-    src = _stats.source()
+    backend = _backend.get()
     try:
         if devs is None:
-            devs = src.devices()
-        read = src.read
+            devs = backend.devices()
+        read = backend.read
         for d in devs:
             vals[d] = read(d)
     except Exception:
@@ -68,10 +68,10 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
     dump_error = ""
     if dump:
         try:
-            running = _agent.current(auto=False)
-            dump_error = _dumps.busy(len(running._dump_jobs) if running is not None else 0)
+            running = _lifecycle.current(auto=False)
+            dump_error = _dumps.busy(running.pending_dumps if running is not None else 0)
             if not dump_error:
-                snap, snap_ms = _dumps.take(src.memory_api())
+                snap, snap_ms = _dumps.take(backend.history())
         except Exception as e:
             dump_error = f"torch's memory snapshot failed: {type(e).__name__}: {e}"
     try:
@@ -79,7 +79,7 @@ def _take(label: str, kind: str, devs: list[int] | None = None, end: bool | None
         if is_end:
             for d in vals:
                 held[d] = _held(d, verdict)
-        ag = _agent.current(auto=True)
+        ag = _lifecycle.current(auto=True)
         if ag is not None:
             frame: dict[str, Any] = {
                 "type": "mark", "t": t, "label": label, "kind": kind,
@@ -106,16 +106,18 @@ def _held(dev: int, verdict: bool) -> dict[str, Any]:
     if not verdict:
         return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
                 "skipped": "the holders walk was turned off for this row (verdict=False)"}
+    why = "this framework has no holders walk"
     try:
-        from . import _holders
-    except Exception as e:
-        return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
-                "skipped": f"gputop's holders walk is not available here: {e}"}
-    try:
-        return _holders.held_at(dev)
+        held = _backend.get().held_at(dev)
+    except ImportError as e:  # this installation has no walk
+        held, why = None, str(e)
     except Exception as e:
         return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
                 "skipped": f"the holders walk failed: {type(e).__name__}: {e}"}
+    if held is None:
+        return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+                "skipped": f"gputop's holders walk is not available here: {why}"}
+    return held
 
 
 def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
@@ -146,8 +148,8 @@ def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
     Taking the snapshot holds the GIL here (milliseconds; the write does
     not wait).
     """
-    got = _take(label, "snapshot", end=end, verdict=verdict, dump=dump)
-    fields = _stats.Counters._fields
+    got = take(label, "snapshot", end=end, verdict=verdict, dump=dump)
+    fields = _backend.Counters._fields
     out: dict[int, dict[str, Any]] = {d: dict(zip(fields, c)) for d, c in got.vals.items()}
     for d, h in got.held.items():
         out[d]["held"] = h
@@ -164,14 +166,14 @@ def phase(name: str, *, verdict: bool = True) -> Iterator[None]:
     verdict (see :func:`snapshot`; verdict=False skips it). Also usable as
     a decorator.
     """
-    _take(name, "phase_start")
+    take(name, "phase_start")
     try:
         yield
     finally:
-        _take(name, "phase_end", verdict=verdict)
+        take(name, "phase_end", verdict=verdict)
 
 
-def _sum(vals: dict[int, _stats.Counters], field: str) -> int:
+def _sum(vals: dict[int, _backend.Counters], field: str) -> int:
     return sum(getattr(c, field) for c in vals.values())
 
 
@@ -208,26 +210,26 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
     After cleanup row's attribution by device (see snapshot()). Errors from
     torch itself (a broken CUDA context) propagate.
     """
-    src = _stats.source()
-    cuda = src.available()
+    backend = _backend.get()
+    cuda = backend.available()
     devs = None
     if tracker is not None:
         idx = tracker._index()
         devs = [] if idx is None else [idx]
 
-    def take(label: str) -> _Taken:
+    def row(label: str) -> _Taken:
         if tracker is not None:
             return tracker._record(label, verdict=verdict)[1]
-        return _take(label, "snapshot", verdict=verdict)
+        return take(label, "snapshot", verdict=verdict)
 
     targets: list[int] = []
     if cuda:
-        targets = devs if devs is not None else src.devices()
+        targets = devs if devs is not None else backend.devices()
 
     def totals() -> tuple[int, int]:
         a = r = 0
         for d in targets:
-            c = src.read(d)
+            c = backend.read(d)
             a, r = a + c.allocated, r + c.reserved
         return a, r
 
@@ -236,22 +238,20 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
     def step(name: str, fn: Any) -> None:
         a0, r0 = totals()
         if fn() is False:
-            return  # torch has no such call: the step did not run
+            return  # the framework has no such call: the step did not run
         a1, r1 = totals()
         steps.append({"step": name, "released_allocated_bytes": a0 - a1,
                       "released_reserved_bytes": r0 - r1})
 
-    before = take("Before cleanup") if cuda else _Taken({}, 0, {})
+    before = row("Before cleanup") if cuda else _Taken({}, 0, {})
     step("gc.collect", gc.collect)
     if cuda:
-        step("synchronize", lambda: [src.synchronize(d) for d in targets])
-        step("cuBLAS workspaces", src.clear_workspaces)
-        step("empty_cache", src.empty_cache)
-        if reset_peak:
-            for d in targets:
-                src.reset_peak(d)
-        step("ipc_collect", src.ipc_collect)
-    after = take("After cleanup") if cuda else _Taken({}, 0, {})
+        for s in backend.cleanup_steps(targets, reset_peak):
+            if s.measured:
+                step(s.name, s.run)
+            else:
+                s.run()
+    after = row("After cleanup") if cuda else _Taken({}, 0, {})
     ra = _sum(before.vals, "allocated") - _sum(after.vals, "allocated")
     rr = _sum(before.vals, "reserved") - _sum(after.vals, "reserved")
     if verbose:
@@ -344,7 +344,7 @@ class Tracker:
             return None
         if idx is None:
             try:
-                idx = _stats.source().current()
+                idx = _backend.get().current()
             except Exception:
                 idx = None
             if idx is None:
@@ -363,16 +363,16 @@ class Tracker:
 
     def _record(self, label: str, end: bool | None = None, verdict: bool = True,
                 dump: bool = False) -> tuple[dict[str, Any] | None, _Taken]:
-        if not _stats.source().available():
+        if not _backend.get().available():
             print(f"[{label}] CUDA not available")
             return None, _Taken({}, 0, {})
         idx = self._index()
         if idx is None:
             print(f"[{label}] {self.device} is not a CUDA device")
             return None, _Taken({}, 0, {})
-        got = _take(label, "snapshot", [idx], end=end, verdict=verdict, dump=dump)
+        got = take(label, "snapshot", [idx], end=end, verdict=verdict, dump=dump)
         vals, t = got.vals, got.t
-        c = vals.get(idx, _stats.ZERO)
+        c = vals.get(idx, _backend.ZERO)
         snap = {
             "label": label,
             "allocated_mb": c.allocated / MB,
@@ -394,12 +394,12 @@ class Tracker:
 
     def reset_peak(self) -> None:
         """Reset torch's peak counter (allocated_bytes.all.peak) of this device."""
-        src = _stats.source()
-        if not src.available():
+        backend = _backend.get()
+        if not backend.available():
             return
         idx = self._index()
-        if idx is not None and idx in src.devices():
-            src.reset_peak(idx)
+        if idx is not None and idx in backend.devices():
+            backend.reset_peak(idx)
 
     def print_summary(self) -> None:
         """Print every snapshot as the reference's summary table."""

@@ -32,23 +32,22 @@ if str(AGENT) not in sys.path:
     sys.path.insert(0, str(AGENT))
 
 import gputop  # noqa: E402
-from gputop import _agent, _dumps, _history, _stats  # noqa: E402
+from gputop import _backend, _dumps, _history, _lifecycle, _torch  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def _clean_agent(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Every test starts with no agent, torch as the source, and a socket
+    """Every test starts with no agent, torch as the backend, and a socket
     path that leads nowhere unless the test sets one."""
     monkeypatch.delenv("GPUTOP", raising=False)
     monkeypatch.delenv("GPUTOP_HISTORY", raising=False)
     monkeypatch.setenv("GPUTOP_SOCKET", "/nonexistent/gputop-test.sock")
     yield
-    ag = _agent._current
+    ag = _lifecycle._current  # stopping or not: its thread must be done
     if ag is not None:
         ag.detach(timeout=2)
-    _agent._current = None
-    _agent._detached = False
-    _stats.set_source(None)
+    _lifecycle.reset()
+    _backend.install(_torch.TorchBackend())
     _history._reset()
     _dumps._reset()
 

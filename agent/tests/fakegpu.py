@@ -1,7 +1,9 @@
 """A pretend CUDA caching allocator for tests: it keeps torch's counters the
 way torch does (peaks, reserved rounded to 2 MiB segments, empty_cache,
-reset_peak_memory_stats) and is injected with gputop._stats.set_source, so
-everything above the stats call runs for real on a machine without a GPU.
+reset_peak_memory_stats) and stands behind the agent's backend interface
+(FakeBackend, installed with gputop._backend.install) as torch's allocator
+would, so everything above the stats call runs for real on a machine
+without a GPU.
 
 It also keeps live blocks, as torch's memory snapshot lists them: a CPU
 tensor stands for a CUDA tensor by giving its storage a block
@@ -28,9 +30,9 @@ import struct
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable, Mapping, Sequence
 
-from gputop import _stats
+from gputop import _backend, _direct, _torch
 
 MiB = 1 << 20
 SEGMENT = 2 * MiB
@@ -171,6 +173,147 @@ class OldTorchMemory:
 
     def _snapshot(self) -> dict[str, Any]:
         return {"segments": [], "device_traces": []}
+
+
+class FakeBackend(_backend.Backend):
+    """The agent's backend for a stats function shaped as torch's
+    _cuda_memoryStats(i) and a device list: torch's backend as a process
+    without a GPU can have it, made of _torch's own ways (counters, the
+    direct reading, cleanup's steps, the history, the holders walk) over
+    calls the test gives.
+
+    devices lists {index, uuid, name, total} (or is a callable returning such
+    a list, to simulate devices being initialised later). Keyword calls:
+    synchronize(i), empty_cache(), reset_peak(i), ipc_collect(),
+    clear_workspaces(), blocks(i) (live blocks: (address, size, asked)),
+    workspace_sizes(i); version; memory (what stands for torch.cuda.memory:
+    _record_memory_history, _snapshot, ...); and allocator_root(): the
+    address of an object laid out as torch's native allocator, for the
+    direct reading (_direct).
+    """
+
+    # CPU tensors stand for CUDA ones (GPUTOP_HOLDERS_DEVICE=cpu)
+    tensor_device_types = frozenset({"cuda", "cpu"})
+    counters = staticmethod(_torch.counters)
+
+    def __init__(self, stats: Callable[[int], Mapping[str, Any]],
+                 devices: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]], *,
+                 synchronize: Callable[[int], None] | None = None,
+                 empty_cache: Callable[[], None] | None = None,
+                 reset_peak: Callable[[int], None] | None = None,
+                 ipc_collect: Callable[[], None] | None = None,
+                 version: str = "",
+                 allocator_root: Callable[[], int | None] | None = None,
+                 clear_workspaces: Callable[[], None] | None = None,
+                 blocks: Callable[[int], list[tuple[int, int, int]] | None] | None = None,
+                 workspace_sizes: Callable[[int], set[int]] | None = None,
+                 memory: Any = None) -> None:
+        self._stats = stats
+        self._devices = devices
+        self._calls = {"synchronize": synchronize, "empty_cache": empty_cache,
+                       "reset_peak": reset_peak, "ipc_collect": ipc_collect}
+        self._clear_workspaces = clear_workspaces
+        self._blocks = blocks
+        self._workspace_sizes = workspace_sizes
+        self._version = version
+        self._memory = memory
+        self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
+        # the direct reading, over memory the test laid out as torch's
+        self.direct = (_direct.Direct(allocator_root, lambda: len(self._list()), stats)
+                       if allocator_root is not None else None)
+
+    def _list(self) -> list[dict[str, Any]]:
+        d = self._devices() if callable(self._devices) else self._devices
+        return [dict(x) for x in d]
+
+    def available(self, import_module: bool = True) -> bool:
+        return True
+
+    def devices(self) -> list[int]:
+        return [int(d["index"]) for d in self._list()]
+
+    def info(self, index: int) -> dict[str, Any]:
+        for d in self._list():
+            if int(d["index"]) == index:
+                return {"index": index, "uuid": _backend.normalize_uuid(d.get("uuid")),
+                        "name": str(d.get("name", "")), "total": int(d.get("total", 0))}
+        raise KeyError(f"no device {index}")
+
+    def read_raw(self, index: int) -> Mapping[str, Any]:
+        return self._stats(index)
+
+    def read(self, index: int) -> _backend.Counters:
+        return _torch.read(self.direct, self.read_raw, index)
+
+    def tick_readers(self, devs: Sequence[int]) -> tuple[tuple[int, _backend.Reader], ...]:
+        return _torch.tick_readers(self.direct, self.read_raw, devs)
+
+    def maintain(self, devs: Sequence[int]) -> None:
+        if self.direct is not None:
+            self.direct.maintain(devs)
+
+    def reading(self) -> str:
+        return _torch.reading(self.direct)
+
+    def version(self) -> str:
+        return self._version
+
+    def _call(self, name: str, *args: Any) -> None:
+        h = self._calls[name]
+        if h is not None:
+            h(*args)
+
+    def synchronize(self, index: int) -> None:
+        self._call("synchronize", index)
+
+    def empty_cache(self) -> None:
+        self._call("empty_cache")
+
+    def reset_peak(self, index: int) -> None:
+        self._call("reset_peak", index)
+
+    def ipc_collect(self) -> None:
+        self._call("ipc_collect")
+
+    def clear_workspaces(self) -> bool:
+        if self._clear_workspaces is None:
+            return False
+        self._clear_workspaces()
+        return True
+
+    def cleanup_steps(self, devs: Sequence[int], reset_peak: bool) -> list[_backend.Step]:
+        return _torch.cleanup_steps(self, devs, reset_peak)
+
+    def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
+        return self._blocks(index) if self._blocks is not None else None
+
+    def workspace_sizes(self, index: int) -> set[int]:
+        return self._workspace_sizes(index) if self._workspace_sizes is not None else set()
+
+    def watch_ooms(self, cb: Callable[[int, int, int, int], None], initialising: bool = False) -> bool:
+        self.oom_callbacks.append(cb)
+        return True
+
+    def history(self) -> _backend.History | None:
+        return _torch.TorchHistory(self._memory) if self._memory is not None and self._list() else None
+
+    def held_at(self, dev: int) -> dict[str, Any] | None:
+        return _torch.held_at(dev)
+
+    def holders_report(self, dev: int | None) -> dict[str, Any] | None:
+        return _torch.holders_report(dev)
+
+    def oom(self, device: int, alloc: int, device_limit: int, device_free: int) -> None:
+        """Call the registered observers as torch's allocator would on OOM."""
+        for cb in list(self.oom_callbacks):
+            cb(device, alloc, device_limit, device_free)
+
+
+def install(stats: Callable[[int], Mapping[str, Any]],
+            devices: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]] = (),
+            **calls: Any) -> FakeBackend:
+    """A FakeBackend over stats and devices (see it for calls), in torch's place."""
+    return _backend.install(FakeBackend(stats, devices, **calls))  # type: ignore[return-value]
 
 
 class FakeGPU:
@@ -369,10 +512,10 @@ class FakeGPU:
             self.log.append("ipc_collect")
 
     def install(self) -> Any:
-        self.source = _stats.set_source(
+        self.source = install(
             self.stats, self.devices, synchronize=self.synchronize,
             empty_cache=self.empty_cache, reset_peak=self.reset_peak,
-            ipc_collect=self.ipc_collect, torch_version="2.11.0+fake",
+            ipc_collect=self.ipc_collect, version="2.11.0+fake",
             allocator_root=(lambda: self.mem.address) if self.mem is not None else None,
             clear_workspaces=self.clear_workspaces, blocks=self.live_blocks,
             workspace_sizes=lambda dev: {CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE},

@@ -20,7 +20,7 @@ from conftest import TESTS, LineServer, child_env
 from fakegpu import FakeGPU
 
 import gputop
-from gputop import _agent, _stats, _wire
+from gputop import _agent, _backend, _lifecycle, _torch, _wire
 
 
 def frames(lines: list[bytes]) -> list[dict]:
@@ -70,7 +70,7 @@ def test_sample_queue_drops_oldest_and_counts(stepped, monkeypatch):
     ag._convert()  # what every send does first
     assert ag.dropped == 16
     assert len(ag._samples) == 10
-    ag._sock = a
+    ag.conn.sock = a
     ag._pump()
     got = of_type(drain(b), "sample")
     # the newest 10 survive, in order, each telling how many were dropped
@@ -87,7 +87,7 @@ def test_tick_keeps_the_reading_and_the_send_converts_it(stepped, monkeypatch):
     # the tick did only the stats calls; what they returned waits as it is
     assert len(ag._raw) == 2 and not ag._samples
     gpu.set(0, allocated=1000)  # changed after the tick: must not leak in
-    ag._sock = a
+    ag.conn.sock = a
     ag._pump()
     got = of_type(drain(b), "sample")
     assert [(f["dev"], f["allocated"]) for f in got] == [(0, 7), (1, 9)]
@@ -115,7 +115,7 @@ def test_steady_ticks_stop_for_a_mark_a_wakeup_or_the_deadline(stepped):
     assert time.monotonic() - now < 5
     ag._marks.clear()
     # a wake-up (configure, stop, an urgent frame) ends it at once
-    ag._wake()
+    ag.wake()
     now = time.monotonic()
     ag._steady(poller, now + 10, now + 30)
     assert time.monotonic() - now < 5
@@ -131,7 +131,7 @@ def test_marks_go_first_and_are_not_dropped_with_samples(stepped, monkeypatch):
         ag._sample()
     ag._convert()
     assert ag.marks_dropped == 0 and ag.dropped == 38
-    ag._sock = a
+    ag.conn.sock = a
     ag._hello_devs = frozenset({0, 1})
     ag._pump()
     types_ = [f["type"] for f in frames(drain(b))]
@@ -151,19 +151,19 @@ def test_pending_bytes_are_bounded(stepped, monkeypatch):
     ag, gpu, a, b = stepped
     monkeypatch.setattr(_agent, "OUT_LIMIT", 2000)
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    ag._sock = a
+    ag.conn.sock = a
     for _ in range(3000):  # nobody reads b
         ag._sample()
         ag._pump()
-    assert ag._sock is a, "a full socket is not an error"
-    assert len(ag._out) < 2000 + 200
+    assert ag.conn.sock is a, "a full socket is not an error"
+    assert len(ag.conn.out) < 2000 + 200
     assert len(ag._samples) <= _agent.SAMPLE_QUEUE
     assert ag.dropped > 0
 
 
 def test_bad_mark_is_skipped_not_fatal(stepped):
     ag, gpu, a, b = stepped
-    ag._sock = a
+    ag.conn.sock = a
     ag._hello_devs = frozenset({0, 1})
     ag.post({"type": "mark", "t": "soon", "label": "x", "devs": []})
     ag.post({"type": "mark", "t": 2, "label": "ok", "devs": []})
@@ -417,8 +417,8 @@ def test_oom_callback_never_raises(monkeypatch):
     monkeypatch.setattr(gpu, "stats", boom)
     gpu.install()
     gputop.attach()
-    assert _agent._on_oom(0, 1, 2, 3) is None
-    assert _agent._on_oom("x", None, None, None) is None
+    assert _lifecycle.on_oom(0, 1, 2, 3) is None
+    assert _lifecycle.on_oom("x", None, None, None) is None
 
 
 def test_detach_says_bye_and_snapshot_does_not_restart(server: LineServer):
@@ -442,7 +442,7 @@ def test_gputop_0_turns_everything_off(server: LineServer, monkeypatch, capsys):
     gpu.alloc(0, 1 << 20)
     gpu.install()
     h = gputop.attach()
-    assert isinstance(h, _agent.Disabled) and not h.connected
+    assert isinstance(h, gputop.Disabled) and not h.connected
     h.detach()  # harmless
     vals = gputop.snapshot("still local")
     assert vals[0]["allocated"] == 1 << 20
@@ -642,7 +642,7 @@ def test_bad_rate_warns_and_uses_default(server: LineServer):
 
 
 def test_uuid_normalisation():
-    n = _stats.normalize_uuid
+    n = _backend.normalize_uuid
     want = "GPU-6b8e2f1c-3a4d-4e5f-8a9b-0c1d2e3f4a5b"
     assert n("6b8e2f1c-3a4d-4e5f-8a9b-0c1d2e3f4a5b") == want
     assert n("6B8E2F1C3A4D4E5F8A9B0C1D2E3F4A5B") == want
@@ -658,21 +658,21 @@ def test_uuid_normalisation():
 def test_counters_from_nested_and_flat_stats():
     nested = FakeGPU(1)
     nested.set(0, allocated=5, peak=9, reserved=10, reserved_peak=11, inactive=5, retries=2, ooms=1)
-    c = _stats.counters(nested.stats(0))
-    assert c == _stats.Counters(5, 10, 9, 11, 5, 2, 1)
+    c = _torch.counters(nested.stats(0))
+    assert c == _backend.Counters(5, 10, 9, 11, 5, 2, 1)
     flat = {"allocated_bytes.all.current": 5, "reserved_bytes.all.current": 10,
             "allocated_bytes.all.peak": 9, "reserved_bytes.all.peak": 11,
             "inactive_split_bytes.all.current": 5, "num_alloc_retries": 2, "num_ooms": 1}
-    assert _stats.counters(flat) == c
-    assert _stats.counters({}) == _stats.ZERO
+    assert _torch.counters(flat) == c
+    assert _torch.counters({}) == _backend.ZERO
     # nested but partial (an older torch without inactive_split_bytes)
     partial = nested.stats(0)
     del partial["inactive_split_bytes"]
-    assert _stats.counters(partial) == _stats.Counters(5, 10, 9, 11, 0, 2, 1)
+    assert _torch.counters(partial) == _backend.Counters(5, 10, 9, 11, 0, 2, 1)
 
 
 class _FakeTorch(types.ModuleType):
-    """Just enough of torch for TorchSource: CUDA initialised or not, and
+    """Just enough of torch for TorchBackend: CUDA initialised or not, and
     _cuda_memoryStats counting its calls."""
 
     def __init__(self, gpu: FakeGPU) -> None:
@@ -705,15 +705,14 @@ class _FakeTorch(types.ModuleType):
         self._C, self.cuda = _C, cuda
 
 
-def test_torch_source_reads_the_allocator_and_devices_and_forgets_them_after_fork(monkeypatch):
+def test_torch_backend_reads_the_allocator_and_devices_and_forgets_them_after_fork(monkeypatch):
     gpu = FakeGPU(1)
     gpu.set(0, allocated=7, reserved=8, peak=9)
     fake = _FakeTorch(gpu)
     monkeypatch.setitem(sys.modules, "torch", fake)
-    src = _stats.TorchSource()
-    monkeypatch.setattr(_stats, "_source", src)
+    src = _backend.install(_torch.TorchBackend())
     fake.initialised = False
-    assert src.read(0) == _stats.ZERO  # never before CUDA is initialised
+    assert src.read(0) == _backend.ZERO  # never before CUDA is initialised
     assert fake.calls == 0
     fake.initialised = True
     assert src.read(0)[:3] == (7, 8, 9)
@@ -724,10 +723,10 @@ def test_torch_source_reads_the_allocator_and_devices_and_forgets_them_after_for
     assert src.devices() == [0]
     fake.contexts.add(1)
     assert src.devices() == [0, 1]
-    # a forked child cannot use its parent's CUDA: the source checks again
-    _stats._after_fork()
+    # a forked child cannot use its parent's CUDA: the backend checks again
+    _backend._after_fork()
     fake.initialised = False
-    assert src.read(0) == _stats.ZERO
+    assert src.read(0) == _backend.ZERO
     assert src.devices() == []
     assert fake.calls == 2
 
@@ -794,6 +793,6 @@ def test_holders_call_is_sent_to_gputop(server: LineServer, monkeypatch) -> None
 def test_holders_call_starts_no_agent(monkeypatch) -> None:
     """Without an agent running, gputop.holders() only returns its report."""
     monkeypatch.setenv("GPUTOP_HOLDERS_DEVICE", "cpu")
-    monkeypatch.setattr(_agent, "_current", None)
+    monkeypatch.setattr(_lifecycle, "_current", None)
     gputop.holders()
-    assert _agent._current is None
+    assert _lifecycle._current is None

@@ -135,7 +135,7 @@ def test_agent_names_the_scripts_use_exist():
             for n in (x.strip() for x in names.split(",")):
                 assert hasattr(m, n) or importlib.util.find_spec(f"{mod}.{n}"), f"{name(p)}: {mod}.{n}"
                 seen += 1
-        for mod, attr in re.findall(r"(?<![\w.])(_(?:agent|stats|direct|holders|wire|tracker))\.(\w+)", text):
+        for mod, attr in re.findall(r"(?<![\w.])(_(?:agent|backend|torch|direct|holders|wire|tracker|lifecycle))\.(\w+)", text):
             m = importlib.import_module(f"gputop.{mod}")
             assert hasattr(m, attr), f"{name(p)}: gputop.{mod}.{attr}"
             seen += 1

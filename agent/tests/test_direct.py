@@ -9,14 +9,15 @@ import struct
 
 import pytest
 from conftest import LineServer
-from fakegpu import FakeGPU, MiB
+from fakegpu import FakeBackend, FakeGPU, MiB, install
 from test_agent import frames, of_type
 
 import gputop
-from gputop import _direct, _stats
+from gputop import _direct
+from gputop._torch import counters
 
 
-def installed(ndev: int = 1, **kw) -> tuple[FakeGPU, _stats.Source]:
+def installed(ndev: int = 1, **kw) -> tuple[FakeGPU, FakeBackend]:
     gpu = FakeGPU(ndev, in_memory=True, **kw)
     return gpu, gpu.install()
 
@@ -29,8 +30,8 @@ def test_block_is_the_fake_allocators_memory():
     gpu.free(0, 1 * MiB)
     raw = ctypes.string_at(gpu.mem.counters_address(0), _direct.SIZE)
     assert _direct.block(gpu.stats(0)) == raw
-    assert _stats.counters(raw) == _stats.counters(gpu.stats(0))
-    assert _stats.counters(raw)[:3] == (4 * MiB, 6 * MiB, 5 * MiB)
+    assert counters(raw) == counters(gpu.stats(0))
+    assert counters(raw)[:3] == (4 * MiB, 6 * MiB, 5 * MiB)
 
 
 def test_locate_finds_every_devices_counters_past_a_decoy():
@@ -87,12 +88,12 @@ def test_ticks_read_in_place_without_a_stats_call():
     calls = gpu.calls
     raw = readers[0]()
     assert isinstance(raw, bytes) and gpu.calls == calls
-    assert _stats.counters(raw)[:3] == (7 * MiB, 8 * MiB, 7 * MiB)
+    assert counters(raw)[:3] == (7 * MiB, 8 * MiB, 7 * MiB)
     # the same reader follows the allocator
     gpu.alloc(1, 3 * MiB)
     gpu.free(0, 7 * MiB)
-    assert _stats.counters(readers[0]())[:3] == (0, 8 * MiB, 7 * MiB)
-    assert _stats.counters(readers[1]())[:3] == (3 * MiB, 4 * MiB, 3 * MiB)
+    assert counters(readers[0]())[:3] == (0, 8 * MiB, 7 * MiB)
+    assert counters(readers[1]())[:3] == (3 * MiB, 4 * MiB, 3 * MiB)
     # snapshot()'s reading too
     assert src.read(1)[:2] == (3 * MiB, 4 * MiB)
     assert gpu.calls == calls
@@ -103,7 +104,7 @@ def test_a_copy_between_current_and_peak_is_mended():
     words = [0] * _direct.WORDS
     words[0], words[1] = 9 * MiB, 8 * MiB  # allocated current past its peak
     words[12], words[13] = 10 * MiB, 10 * MiB
-    c = _stats.counters(struct.pack(f"<{_direct.WORDS}q", *words))
+    c = counters(struct.pack(f"<{_direct.WORDS}q", *words))
     assert (c.allocated, c.peak, c.reserved, c.reserved_peak) == (9 * MiB, 9 * MiB, 10 * MiB, 10 * MiB)
 
 
@@ -121,7 +122,7 @@ def test_disagreeing_with_the_stats_call_goes_back_to_it():
     src.maintain([0])
     assert src.reading() == "stats call: it disagreed with the stats call on cuda:0"
     (d, read), = src.tick_readers([0])
-    assert _stats.counters(read()).allocated == 5 * MiB
+    assert counters(read()).allocated == 5 * MiB
     assert src.read(0).allocated == 5 * MiB
     gpu.alloc(0, MiB)
     src.maintain([0])  # for good
@@ -148,7 +149,7 @@ def test_one_agreeing_check_clears_earlier_disagreements():
 def test_another_allocator_installed_goes_back_to_the_stats_call():
     gpu = FakeGPU(1, in_memory=True)
     root = [gpu.mem.address]
-    src = _stats.set_source(gpu.stats, gpu.devices, allocator_root=lambda: root[0])
+    src = install(gpu.stats, gpu.devices, allocator_root=lambda: root[0])
     gpu.alloc(0, MiB)
     src.maintain([0])
     assert src.reading() == "direct"
@@ -161,7 +162,7 @@ def test_another_allocator_installed_goes_back_to_the_stats_call():
 def test_search_gives_up_after_a_few_tries():
     gpu = FakeGPU(1, in_memory=True)
     nothing = ctypes.create_string_buffer(2 * _direct.ROOT_SPAN)  # all it searches, and zeros
-    src = _stats.set_source(gpu.stats, gpu.devices,
+    src = install(gpu.stats, gpu.devices,
                             allocator_root=lambda: ctypes.addressof(nothing))
     gpu.alloc(0, MiB)
     for _ in range(_direct.LOCATE_ATTEMPTS - 1):
@@ -182,7 +183,7 @@ def test_an_error_while_searching_is_a_reason_not_an_exception(error, why):
     def root() -> int:
         raise error
 
-    src = _stats.set_source(gpu.stats, gpu.devices, allocator_root=root)
+    src = install(gpu.stats, gpu.devices, allocator_root=root)
     src.maintain([0])
     assert src.reading() == f"stats call: {why}"
 

@@ -21,7 +21,7 @@ from conftest import TESTS, LineServer, child_env
 from fakegpu import FakeGPU, MiB
 
 import gputop
-from gputop import _agent, _dumps, _history
+from gputop import _dumps, _history
 
 
 def frames(lines: list[bytes]) -> list[dict]:
@@ -329,8 +329,8 @@ def test_full_disk_during_a_dump_leaves_training_running(tmp_path):
         steps = 0
         for _ in range(100):
             blocks.append(gpu.block(0, MiB)); steps += 1
-        from gputop import _agent
-        ag = _agent._current
+        from gputop import _lifecycle
+        ag = _lifecycle._current
         # no gputop: the frames stay queued; wait until the thread has written
         # (tried to write) the labelled one, which may have waited for the OOM's
         t = time.time()
@@ -404,16 +404,19 @@ gpu.install()
 gputop.attach(history=1000)
 gpu.block(0, MiB)
 gputop.snapshot("last words", dump=True)
+time.sleep({pause})
 """
 
 
-def test_exit_waits_for_a_dump_being_written(tmp_path):
+@pytest.mark.parametrize("pause", [0, 0.5], ids=["waiting", "being_written"])
+def test_exit_waits_for_a_dump_being_written(tmp_path, pause):
     """A program that asks for a dump as its last act and exits: the
     interpreter waits for the agent thread to finish the file (it would
-    otherwise kill it after the 1 s bye), and no temporary file is left."""
+    otherwise kill it after the 1 s bye), and no temporary file is left;
+    also when the exit comes while the agent thread is already pickling."""
     d = tmp_path / "d"
     env = child_env(GPUTOP_DUMP_DIR=str(d), GPUTOP_SOCKET=str(tmp_path / "none.sock"))
-    p = subprocess.run([sys.executable, "-c", EXIT_CHILD.format(tests=str(TESTS))], env=env,
+    p = subprocess.run([sys.executable, "-c", EXIT_CHILD.format(tests=str(TESTS), pause=pause)], env=env,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     names = os.listdir(d)

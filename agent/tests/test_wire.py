@@ -11,10 +11,11 @@ import types
 
 import pytest
 from conftest import REPO
+from fakegpu import install
 
 import gputop
-from gputop import _agent, _stats, _tracker, _wire
-from gputop._stats import Counters
+from gputop import _agent, _lifecycle, _tracker, _wire
+from gputop._backend import Counters
 
 VECTORS = REPO / "testdata" / "protocol"
 T0 = 1767225600000000000
@@ -83,13 +84,13 @@ def scripted(monkeypatch: pytest.MonkeyPatch):
         {"index": 0, "uuid": GPU1[4:], "name": "NVIDIA H200", "total": TOTAL},
         {"index": 1, "uuid": GPU0[4:].upper(), "name": "NVIDIA H200", "total": TOTAL},
     ])
-    src = _stats.set_source(fake.stats, fake.devs, torch_version="2.11.0+cu130")
-    ag = ScriptedAgent(100)
+    src = install(fake.stats, fake.devs, version="2.11.0+cu130")
+    ag = ScriptedAgent(100, on_devices=_lifecycle.found_devices)
     ag.pid = 4242
     a, b = socket.socketpair()
     a.setblocking(False)
-    ag._sock = a
-    monkeypatch.setattr(_agent, "_current", ag)
+    ag.conn.sock = a
+    monkeypatch.setattr(_lifecycle, "_current", ag)
     yield ag, fake, clock, src, b
     a.close()
     b.close()
@@ -207,7 +208,7 @@ def test_mark_unicode_vector(scripted):
 def test_hello_vector_from_the_agent(scripted):
     ag, fake, clock, src, peer = scripted
     ag._check_devices()
-    ag._flush()
+    ag.conn.flush()
     assert received(peer) == vector("hello.ndjson")
 
 
@@ -220,7 +221,7 @@ def test_hello_rank_vector_from_the_agent(scripted, monkeypatch):
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "tr-5f3a")
     monkeypatch.setenv("SLURM_JOB_ID", "991")  # torchrun's id wins
     ag._check_devices()
-    ag._flush()
+    ag.conn.flush()
     assert received(peer) == vector("hello_rank.ndjson")
 
 
@@ -231,7 +232,7 @@ def test_hello_job_from_slurm_and_bad_values_sent_as_they_are(scripted, monkeypa
     monkeypatch.setenv("SLURM_JOB_ID", "991")
     monkeypatch.setenv("LOCAL_RANK", "")
     ag._check_devices()
-    ag._flush()
+    ag.conn.flush()
     f = _wire.decode(received(peer))
     assert f["rank"] == "three" and f["job"] == "991"
     assert "local_rank" not in f and "world_size" not in f
@@ -257,7 +258,7 @@ def test_hello_without_devices_from_the_agent(scripted, monkeypatch):
     ag, fake, clock, src, peer = scripted
     monkeypatch.setattr(src, "devices", lambda: [])
     ag._check_devices()
-    ag._flush()
+    ag.conn.flush()
     line = received(peer)
     assert b'"devices":[],"t":1767225600000000000}\n' in line
 

@@ -39,16 +39,17 @@ holders() walks when none is given; the default is ``cuda``.
 The package, a module per concern (each says why in its docstring):
 
 - this module: holders(), holders_report(), held_at(), holds_device_tensors();
-- _result: HoldersResult and HolderGroup, what holders() returns;
+- _result: HoldersResult and HolderGroup, what holders() returns, and its table;
 - _main_thread: running the agent thread's walk on the main thread;
 - _walk: one walk: the device, the lock, the walker run, groups ordered;
 - _walker: the walker: containers, attributes, storages, autograd graphs;
+- _group: a holder while the walk runs (the walker's groups, the hints' input);
 - _owners: modules, optimizers, exceptions and frames as owners;
 - _roots: where a walk starts, in order, and the referrer guess for the rest;
 - _classify: what the walk recognises (type classes, machinery, owner kinds);
 - _attribution: a device's allocated bytes split by owner (``held``);
 - _hints: the one-line fix of each group;
-- _format: the table, byte counts and example shapes.
+- _format: byte counts and example shapes.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ import time
 from typing import Any
 
 from ._attribution import CUDA_BLOCK, UNREACHABLE, WORKSPACES
-from ._format import format_bytes, format_table
+from ._format import format_bytes
 from ._main_thread import _on_main_thread
-from ._result import HolderGroup, HoldersResult
+from ._result import HolderGroup, HoldersResult, format_table
 from ._roots import REFERRER_MIN_BYTES, REFERRER_TENSORS, SECOND_PASS_MS
 from ._walk import ENV_DEVICE, _default_device, _parse_device, _run
 from ._walker import MAX_DEPTH, MAX_ITEMS, MAX_VISITS, PREFILTER_FRONTIER, PREFILTER_ITEMS, _Walker
@@ -69,7 +70,7 @@ __all__ = [
     "CUDA_BLOCK", "ENV_DEVICE", "MAX_DEPTH", "MAX_ITEMS", "MAX_VISITS", "PREFILTER_FRONTIER",
     "PREFILTER_ITEMS", "REFERRER_MIN_BYTES", "REFERRER_TENSORS", "SECOND_PASS_MS", "UNREACHABLE",
     "WALK_LIMIT_S", "WORKSPACES", "HolderGroup", "HoldersResult", "format_bytes", "format_table",
-    "held_at", "holders", "holders_report", "holds_device_tensors", "report_of",
+    "held_at", "holders", "holders_report", "holds_device_tensors", "on_device", "report_of",
 ]
 
 # Here, not beside the walk: held_at() reads it at each call, so that
@@ -162,13 +163,18 @@ def held_at(dev: int, limit: float | None = None) -> dict[str, Any]:
     if limit is None:
         limit = WALK_LIMIT_S
     try:
-        kind = _parse_device(None)[0]
-        return holders(device=f"{kind}:{int(dev)}", time_limit=limit).held or {"t": t, "skipped": "no attribution"}
+        return holders(device=on_device(dev), time_limit=limit).held or {"t": t, "skipped": "no attribution"}
     except BaseException as e:
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
         return {"t": t, "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
                 "skipped": f"the holders walk failed: {type(e).__name__}: {e}"}
+
+
+def on_device(dev: int) -> str:
+    """Device index dev of the device type walked by default: "cuda:1"
+    ("cpu:1" under GPUTOP_HOLDERS_DEVICE=cpu)."""
+    return f"{_parse_device(None)[0]}:{int(dev)}"
 
 
 def holds_device_tensors(obj: Any, device: Any = None, max_items: int = MAX_ITEMS) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
-from .. import _stats
+from .. import _backend
 from ._result import HolderGroup
 
 UNREACHABLE = "not reachable from Python"  # the CUDA remainder: listed last, it is no holder
@@ -29,9 +29,9 @@ class _Attribution:
         storage the walk saw (Python's share), as a workspace (a block of
         the size torch gives them that no storage owns), or as neither;
         the three shares are kept per device for held()."""
-        src = _stats.source()
-        if not self.cuda and isinstance(src, _stats.TorchSource):
-            return []  # a CPU walk: torch's allocator is CUDA's
+        src = _backend.get()
+        if self.dev_type not in src.tensor_device_types:
+            return []  # a walk of tensors whose memory is not this allocator's (torch's is CUDA's)
         try:
             if self.dev_index is not None:
                 devs = {self.dev_index}
@@ -76,7 +76,7 @@ class _Attribution:
         return dict(part) if part is not None else None
 
 
-def _partition(src: Any, dev: int, ptrs: list[int], seen_bytes: int) -> dict[str, Any]:
+def _partition(src: _backend.Backend, dev: int, ptrs: list[int], seen_bytes: int) -> dict[str, Any]:
     """Device dev's allocated bytes split by owner: python (blocks that hold
     a storage at one of ptrs, sorted), internal (cuBLAS/cuBLASLt workspaces)
     and unaccounted. Without the allocator's blocks, Python's share is the
@@ -106,6 +106,6 @@ def _no_tensors(dev: int) -> dict[str, Any] | None:
     imported, CUDA not initialised): whatever the allocator counts is
     unaccounted."""
     try:
-        return _partition(_stats.source(), dev, [], 0)
+        return _partition(_backend.get(), dev, [], 0)
     except Exception:
         return None

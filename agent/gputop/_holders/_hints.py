@@ -5,12 +5,10 @@ optimizer that holds it."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._classify import _ipython
-
-if TYPE_CHECKING:
-    from ._walker import _Group, _Walker
+from ._group import _Group
 
 
 def _has_role(g: _Group, role: str) -> bool:
@@ -21,13 +19,13 @@ def _del_stmt(paths: list[str]) -> str:
     return "del " + ", ".join(paths)
 
 
-def _hint(g: _Group, w: _Walker) -> str:
+def _hint(g: _Group, dev: str) -> str:
+    """g's fix; dev names the walked device's tensors ("CUDA", "cpu")."""
     m = g.meta
     n = len(g.members)
     path = m.get("path", g.name)
     local = m.get("local")  # "in train()": a local of a function still running
     gone = f"; released when {local[3:]} returns" if local else ""
-    dev = "CUDA" if w.cuda else w.dev_type
     if g.cat == "module":
         cls = m.get("cls", "module")
         if local:

@@ -1,13 +1,14 @@
 """What holders() returns: HoldersResult, its groups (HolderGroup, the
-wire.HolderGroup of a holders frame) and the dicts they become on the wire.
-Kept apart from the walk so that code reading a result needs none of it."""
+wire.HolderGroup of a holders frame), the dicts they become on the wire and
+the table that is a result's repr. Kept apart from the walk so that code
+reading a result needs none of it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ._format import format_table
+from ._format import format_bytes
 
 
 @dataclass
@@ -78,3 +79,30 @@ class HoldersResult:
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
         p.text(self.table())
+
+
+def format_table(res: HoldersResult, top: int | None = None) -> str:
+    head = (f"gputop holders on {res.device}: {format_bytes(res.total)} in "
+            f"{len(res.groups)} group{'s' if len(res.groups) != 1 else ''}"
+            f" ({res.took_ms:.1f} ms, {res.skipped} skipped)")
+    lines = [head]
+    if res.error:
+        lines.append(f"  walk failed: {res.error}")
+    groups = res.groups if top is None else res.groups[:top]
+    if not groups:
+        if not res.error:
+            lines.append(f"  nothing holds {res.device} memory")
+        return "\n".join(lines)
+    rows = [(format_bytes(g.bytes), str(g.tensors), g.kind, g.name, ", ".join(g.examples[:2]))
+            for g in groups]
+    hdr = ("BYTES", "TENSORS", "KIND", "HOLDER", "EXAMPLES")
+    wid = [max(len(hdr[i]), *(len(r[i]) for r in rows)) for i in range(4)]
+    fmt = f"  {{:>{wid[0]}}}  {{:>{wid[1]}}}  {{:<{wid[2]}}}  {{:<{wid[3]}}}  {{}}"
+    lines.append(fmt.format(*hdr).rstrip())
+    for g, r in zip(groups, rows):
+        lines.append(fmt.format(*r).rstrip())
+        if g.hint:
+            lines.append(f"  {'':>{wid[0]}}  -> {g.hint}")
+    if top is not None and len(res.groups) > top:
+        lines.append(f"  ... {len(res.groups) - top} more")
+    return "\n".join(lines)

@@ -18,10 +18,11 @@ import time
 from typing import Any
 
 from ._attribution import CUDA_BLOCK, _Attribution
-from ._classify import (_ATOMS, _FINDS, _KIND, _P_DIRECT, _P_GRAPH, _P_ITEM, _T_ATOM, _T_DICT,
+from ._classify import (_ATOMS, _FINDS, _P_DIRECT, _P_GRAPH, _P_ITEM, _T_ATOM, _T_DICT,
                         _T_EXC, _T_FRAME, _T_MODULE, _T_NODE, _T_OBJ, _T_OPTIM, _T_SEQ, _T_SKIP,
                         _T_TB, _T_TENSOR, _slot_descriptors, classify)
 from ._format import _examples
+from ._group import _Group
 from ._hints import _has_role, _hint
 from ._owners import _Owners
 from ._result import HolderGroup
@@ -32,21 +33,6 @@ MAX_DEPTH = 3  # attribute / item hops from a variable
 MAX_VISITS = 500_000  # objects and graph nodes examined in one walk
 PREFILTER_ITEMS = 64  # a container this long is first checked in C for anything to find
 PREFILTER_FRONTIER = 1_000_000  # objects that check may hold at once before giving up
-
-
-class _Group:
-    """A holder while the walk runs: its category (module, grad, optim, tensor,
-    items, history, traceback, other), name, facts for its hint, and the
-    storages it won."""
-
-    __slots__ = ("cat", "name", "kind", "meta", "members")
-
-    def __init__(self, cat: str, name: str) -> None:
-        self.cat = cat
-        self.name = name
-        self.kind = _KIND.get(cat, "container")
-        self.meta: dict[str, Any] = {}
-        self.members: list[tuple[int, Any, str, str]] = []  # (bytes, tensor, role, label)
 
 
 class _Walker(_Roots, _Owners, _Attribution):
@@ -523,7 +509,7 @@ class _Walker(_Roots, _Owners, _Attribution):
                 kind = "container"
             g.kind = kind
             out.append(HolderGroup(kind, g.name, nbytes, len(g.members), _examples(g.members),
-                                   _hint(g, self)))
+                                   _hint(g, "CUDA" if self.cuda else self.dev_type)))
         return out
 
 

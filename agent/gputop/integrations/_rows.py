@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import _agent, _autorun, _tracker
+from .. import _autorun, _lifecycle, _tracker
 
 
 class Rows:
@@ -26,15 +26,15 @@ class Rows:
         """The agent, and torch's OOM observer from CUDA's initialisation on,
         so that an OOM in the first allocations is still a row."""
         try:
-            if _agent.current(auto=False) is None:
-                _agent.attach(self.rate_hz)
+            if _lifecycle.current(auto=False) is None:
+                _lifecycle.attach(self.rate_hz)
             _autorun.observe_ooms_from_init()
         except Exception:
             pass
 
     def snap(self, label: str, end: bool = False) -> None:
         try:
-            _tracker._take(label, "snapshot", end=end, verdict=self.verdict)
+            _tracker.take(label, "snapshot", end=end, verdict=self.verdict)
         except Exception:
             pass
 
@@ -47,7 +47,7 @@ class Rows:
     def phase_start(self, name: str) -> None:
         self._phase = name
         try:
-            _tracker._take(name, "phase_start")
+            _tracker.take(name, "phase_start")
         except Exception:
             pass
 
@@ -58,7 +58,7 @@ class Rows:
         try:
             # an evaluation in the middle of training is no end of the run:
             # no holders walk, no verdict
-            _tracker._take(name, "phase_end", end=False)
+            _tracker.take(name, "phase_end", end=False)
         except Exception:
             pass
 

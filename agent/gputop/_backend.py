@@ -1,0 +1,260 @@
+"""What a framework gives the agent: the backend interface, and the backend
+this process uses.
+
+The agent sees a framework's allocator through one Backend and nothing
+else. A framework must provide the devices this process has initialised
+(devices(), info(): index, GPU UUID, name, total memory, so that gputop
+maps them to NVML's devices) and each device's allocator counters
+(read_raw() and counters(), read() from them). Everything else is an
+optional extra with a do-nothing default: the release steps of cleanup(),
+the peak reset, an out-of-memory hook, allocation history and memory dumps
+(History), and what the holders walk needs (live blocks, workspace sizes,
+the walk itself).
+
+torch's backend is _torch's; the tests' fake GPU (tests/fakegpu.py) is
+another. A JAX or CuPy backend is a module beside _torch, installed here.
+
+Nothing here imports a framework.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from typing import Any, Callable, NamedTuple, Sequence
+
+
+class Counters(NamedTuple):
+    """One reading of a device's allocator, in bytes / counts (torch's
+    names: allocated_bytes.all.current, reserved_bytes.all.current,
+    allocated_bytes.all.peak, reserved_bytes.all.peak,
+    inactive_split_bytes.all.current, num_alloc_retries, num_ooms)."""
+
+    allocated: int
+    reserved: int
+    peak: int
+    reserved_peak: int
+    inactive: int
+    alloc_retries: int
+    ooms: int
+
+
+ZERO = Counters(0, 0, 0, 0, 0, 0, 0)
+
+
+def normalize_uuid(u: Any) -> str:
+    """A device UUID as NVML prints it: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+
+    torch gives a bare UUID (str or object) in some versions, 16 raw bytes
+    in others, and already "GPU-..." / "MIG-..." in others.
+    """
+    if u is None:
+        return ""
+    if isinstance(u, (bytes, bytearray)):
+        h = bytes(u).hex()
+    else:
+        s = str(u).strip()
+        low = s.lower()
+        if low.startswith(("gpu-", "mig-")):
+            return s[:3].upper() + s[3:].lower()
+        h = low.replace("-", "")
+        if h.startswith("{") and h.endswith("}"):
+            h = h[1:-1]
+    if len(h) != 32 or any(c not in "0123456789abcdef" for c in h):
+        return str(u)
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+class Step(NamedTuple):
+    """One of a framework's release steps in cleanup(), in its order."""
+
+    name: str  # as cleanup() lists it ("empty_cache")
+    run: Callable[[], Any]  # returns False when the framework has no such call: it did not run
+    measured: bool = True  # what it released is measured and listed (a peak reset is not)
+
+
+class History:
+    """A framework's allocation history and memory snapshot (torch.cuda.memory's:
+    _torch.TorchHistory). _history turns the recording on and off and
+    labels it; _dumps writes the snapshot."""
+
+    def why_not(self) -> str:
+        """Why this process cannot record history ("" when it can)."""
+        return "this framework keeps no allocation history"
+
+    def record(self, max_entries: int) -> str:
+        """Record the last max_entries allocator events, with Python stacks;
+        "" once on, else why it failed."""
+        return self.why_not()
+
+    def stop(self) -> None:
+        """Stop recording."""
+
+    def labeller(self) -> Callable[[str], None] | None:
+        """What labels the calling thread's next allocations, where the
+        framework keeps such a label."""
+        return None
+
+    def snapshot(self) -> Any:
+        """Every live block (with its stack while history is on) and the
+        history: what a dump writes."""
+        raise NotImplementedError("this framework has no memory snapshot")
+
+
+Reader = Callable[[], Any]
+
+
+class Backend:
+    """A framework's allocator as the agent sees it. Every method may
+    raise; the agent catches. This base is "no framework": no devices."""
+
+    # the holders walk attributes a device's blocks when it walks tensors
+    # of these (torch) device types
+    tensor_device_types: frozenset[str] = frozenset({"cuda"})
+
+    # ---- what a framework must provide ----
+
+    def devices(self) -> list[int]:
+        """Indices of the devices this process has initialised (cheap: the
+        agent asks once a second, snapshot() at each call)."""
+        return []
+
+    def info(self, index: int) -> dict[str, Any]:
+        """{index, uuid (normalize_uuid's), name, total} of one device, for hello."""
+        raise KeyError(f"no device {index}")
+
+    def read_raw(self, index: int) -> Any:
+        """One reading of a device's allocator, as cheap as it can be taken:
+        the agent thread's tick keeps it as it is and counters() picks the
+        figures out at send time."""
+        raise KeyError(f"no device {index}")
+
+    def counters(self, raw: Any) -> Counters:
+        """The figures of a reading read_raw() (or a tick reader) took."""
+        return ZERO
+
+    # ---- readings, with defaults a framework may better ----
+
+    def read(self, index: int) -> Counters:
+        """One device's counters now (snapshot(), an OOM, cleanup())."""
+        return self.counters(self.read_raw(index))
+
+    def tick_readers(self, devs: Sequence[int]) -> tuple[tuple[int, Reader], ...]:
+        """(device, reader) pairs for the agent thread's tick: a reader
+        returns what counters() takes. The tick calls them as they are, at
+        the sampling rate: each should be one call, bound beforehand."""
+        read = self.read_raw
+        return tuple((d, functools.partial(read, d)) for d in devs)
+
+    def maintain(self, devs: Sequence[int]) -> None:
+        """The agent thread's once-a-second call with the initialised devices."""
+
+    def reading(self) -> str:
+        """How the tick reads the allocator, for status()."""
+        return "stats call"
+
+    def available(self, import_module: bool = True) -> bool:
+        """The framework can use a GPU in this process (import_module: it
+        may be imported to find out)."""
+        return False
+
+    def current(self) -> int | None:
+        """The current device index, or None before any is initialised."""
+        devs = self.devices()
+        return devs[0] if devs else None
+
+    def version(self) -> str:
+        """The framework's version, for hello."""
+        return ""
+
+    def at_init(self, fn: Callable[[], None]) -> str:
+        """Run fn once the framework has initialised its devices: now when
+        it has (or cannot tell), else from inside its initialisation (torch's
+        lazy CUDA init). "" when fn ran or will run, else why it cannot."""
+        fn()
+        return ""
+
+    def init_reading(self) -> tuple[int, Counters]:
+        """The device being initialised and its counters, from inside the
+        initialisation (at_init's fn), where devices() may not see it yet."""
+        devs = self.devices()
+        dev = devs[0] if devs else (self.current() or 0)
+        return dev, self.read(dev)
+
+    def forget(self) -> None:
+        """In a forked child: drop what was learnt of the parent's devices."""
+
+    # ---- optional extras ----
+
+    def cleanup_steps(self, devs: Sequence[int], reset_peak: bool) -> list[Step]:
+        """cleanup()'s steps after gc.collect(), for devices devs; with
+        reset_peak the peak counters restart among them."""
+        return []
+
+    def reset_peak(self, index: int) -> None:
+        """Restart a device's peak counters from what is allocated now."""
+
+    def watch_ooms(self, cb: Callable[[int, int, int, int], None], initialising: bool = False) -> bool:
+        """Have cb(device, asked, device_limit, device_free) called in the
+        failing thread at each out-of-memory error, before the framework
+        raises; True once it will be. initialising: called from at_init's
+        fn, inside the framework's initialisation."""
+        return False
+
+    def history(self) -> History | None:
+        """Allocation history and memory snapshots, once the devices are
+        initialised; None where there are none (yet)."""
+        return None
+
+    def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
+        """The allocator's live blocks on a device: (address, size, size
+        asked for), sorted; None where they cannot be read."""
+        return None
+
+    def workspace_sizes(self, index: int) -> set[int]:
+        """The sizes of the blocks the framework keeps for its libraries'
+        workspaces (torch's cuBLAS/cuBLASLt), which no tensor owns."""
+        return set()
+
+    def held_at(self, dev: int) -> dict[str, Any] | None:
+        """An end row's attribution of device dev (wire.Held), from a holders
+        walk in the calling thread; None where the framework has no walk
+        (ImportError where this installation lacks it)."""
+        return None
+
+    def holders_report(self, dev: int | None) -> dict[str, Any] | None:
+        """The holders frame's report (wire.Holders without type, t, id) for
+        device dev, else the current one; None where there is no walk."""
+        return None
+
+
+# ---- the backend this process uses ----
+
+_lock = threading.Lock()
+_current: Backend = Backend()  # gputop's __init__ installs torch's
+
+
+def get() -> Backend:
+    """The backend in use."""
+    return _current
+
+
+def install(backend: Backend) -> Backend:
+    """Use backend from now on (gputop's __init__: torch's; tests: a fake
+    GPU); returns it."""
+    global _current
+    with _lock:
+        _current = backend
+        return backend
+
+
+def _after_fork() -> None:
+    try:
+        _current.forget()
+    except Exception:
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
