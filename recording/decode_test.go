@@ -150,7 +150,7 @@ func TestDecoderLineBytes(t *testing.T) {
 	header := `{"type":"recording","v":3,"start":1767225600000000000,"tool":"t"}`
 	dev := `{"type":"device","index":0,"uuid":"GPU-1","name":"A","total":1}`
 	long := `{"type":"device","index":1,"uuid":"GPU-2","name":"` + strings.Repeat("x", 100<<10) + `","total":1}`
-	d := NewDecoder("t", strings.NewReader(header + "\n\n" + dev + "\n" + `{"type":"from_the_future"}` + "\n" + long + "\n"))
+	d := NewDecoder("t", strings.NewReader(header+"\n\n"+dev+"\n"+`{"type":"from_the_future"}`+"\n"+long+"\n"))
 	for _, want := range []string{header, dev, long} {
 		if _, err := d.Next(); err != nil {
 			t.Fatal(err)
