@@ -129,8 +129,83 @@ func checkMark(m *Mark) error {
 		if err := checkDev(fmt.Sprintf("devs[%d].dev", i), d.Dev); err != nil {
 			return err
 		}
+		if err := checkLayout(fmt.Sprintf("devs[%d].layout", i), d.Layout); err != nil {
+			return err
+		}
 	}
 	return checkDump(m.Dump)
+}
+
+func checkOOM(v *OOM) error {
+	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkDump(v.Dump), checkLayout("layout", v.Layout))
+}
+
+func checkLayoutReading(v *LayoutReading) error {
+	if err := firstErr(checkTime(v.T), checkDev("dev", v.Dev)); err != nil {
+		return err
+	}
+	if len(v.Skipped) > MaxSettingBytes {
+		return fmt.Errorf(`"skipped" is %d bytes, more than %d`, len(v.Skipped), MaxSettingBytes)
+	}
+	return checkLayout("", &v.Layout)
+}
+
+// checkLayout: a layout's figures fit inside each other (the largest free
+// block inside the free bytes, those inside what is reserved), and its
+// lists and texts keep to their bounds. field prefixes the names in the
+// error ("" for a layout frame's own fields).
+func checkLayout(field string, l *Layout) error {
+	if l == nil {
+		return nil
+	}
+	name := func(f string) string {
+		if field == "" {
+			return f
+		}
+		return field + "." + f
+	}
+	switch {
+	case l.Segments < 0 || l.Blocks < 0 || l.PoolsCut < 0:
+		return fmt.Errorf("%q, %q and %q must be >= 0", name("segments"), name("blocks"), name("pools_cut"))
+	case l.Allocated > l.Reserved:
+		return fmt.Errorf("%q (%d) is more than %q (%d)", name("allocated"), l.Allocated, name("reserved"), l.Reserved)
+	case l.FreeInSegments > l.Reserved:
+		return fmt.Errorf("%q (%d) is more than %q (%d)", name("free_in_segments"), l.FreeInSegments, name("reserved"), l.Reserved)
+	case l.LargestFree > l.FreeInSegments:
+		return fmt.Errorf("%q (%d) is more than %q (%d)", name("largest_free"), l.LargestFree, name("free_in_segments"), l.FreeInSegments)
+	case len(l.Pools) > MaxPools:
+		return fmt.Errorf("%q lists %d pools, more than %d (the rest belong in %q)", name("pools"), len(l.Pools), MaxPools, name("pools_cut"))
+	}
+	for i, p := range l.Pools {
+		pf := fmt.Sprintf("pools[%d]", i)
+		switch {
+		case p.Kind != PoolDefault && p.Kind != PoolGraph && p.Kind != PoolMemPool && p.Kind != PoolPrivate:
+			return fmt.Errorf("%q is %q (want %q, %q, %q or %q)", name(pf+".kind"), Clip(p.Kind, 40),
+				PoolDefault, PoolGraph, PoolMemPool, PoolPrivate)
+		case p.ID == "" || len(p.ID) > MaxPoolIDBytes:
+			return fmt.Errorf("%q must be 1 to %d bytes, got %d", name(pf+".id"), MaxPoolIDBytes, len(p.ID))
+		case p.Segments < 0:
+			return fmt.Errorf("%q must be >= 0", name(pf+".segments"))
+		case p.Allocated > p.Reserved || p.LargestFree > p.Reserved:
+			return fmt.Errorf("%q: allocated and largest_free must be at most reserved", name(pf))
+		}
+	}
+	if st := l.Settings; st != nil {
+		switch {
+		case st.From != "torch" && st.From != "env":
+			return fmt.Errorf("%q is %q (want \"torch\" or \"env\")", name("settings.from"), Clip(st.From, 40))
+		case len(st.Items) > MaxSettings:
+			return fmt.Errorf("%q lists %d settings, more than %d", name("settings.items"), len(st.Items), MaxSettings)
+		case len(st.Conf) > MaxSettingBytes || len(st.Env) > MaxSettingBytes:
+			return fmt.Errorf("%q or %q is longer than %d bytes", name("settings.conf"), name("settings.env"), MaxSettingBytes)
+		}
+		for i, it := range st.Items {
+			if it.Name == "" || len(it.Name) > MaxSettingBytes || len(it.Value) > MaxSettingBytes {
+				return fmt.Errorf("%q: a name of 1 to %d bytes and a value of at most %d", name(fmt.Sprintf("settings.items[%d]", i)), MaxSettingBytes, MaxSettingBytes)
+			}
+		}
+	}
+	return nil
 }
 
 // checkDump: a dump names its file or says why there is none.

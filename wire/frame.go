@@ -16,51 +16,54 @@ type Owned interface {
 	FramePID() int
 }
 
-func (f Hello) FrameType() string     { return TypeHello }
-func (f Sample) FrameType() string    { return TypeSample }
-func (f Samples) FrameType() string   { return TypeSamples }
-func (f Mark) FrameType() string      { return TypeMark }
-func (f OOM) FrameType() string       { return TypeOOM }
-func (f Holders) FrameType() string   { return TypeHolders }
-func (f Bye) FrameType() string       { return TypeBye }
-func (f Snap) FrameType() string      { return TypeSnap }
-func (f Reply) FrameType() string     { return TypeReply }
-func (f Request) FrameType() string   { return TypeRequest }
-func (f Recording) FrameType() string { return TypeRecording }
-func (f Device) FrameType() string    { return TypeDevice }
-func (f NVML) FrameType() string      { return TypeNVML }
-func (f Procs) FrameType() string     { return TypeProcs }
-func (f DevError) FrameType() string  { return TypeDevError }
-func (f Snapshot) FrameType() string  { return TypeSnapshot }
-func (f Ended) FrameType() string     { return TypeEnded }
-func (f RowHeld) FrameType() string   { return TypeRowHeld }
-func (f RowEdit) FrameType() string   { return TypeRowEdit }
-func (f Host) FrameType() string      { return TypeHost }
-func (f Hello) Typed() Frame          { f.Type = TypeHello; return f }
-func (f Sample) Typed() Frame         { f.Type = TypeSample; return f }
-func (f Samples) Typed() Frame        { f.Type = TypeSamples; return f }
-func (f Mark) Typed() Frame           { f.Type = TypeMark; return f }
-func (f OOM) Typed() Frame            { f.Type = TypeOOM; return f }
-func (f Holders) Typed() Frame        { f.Type = TypeHolders; return f }
-func (f Bye) Typed() Frame            { f.Type = TypeBye; return f }
-func (f Snap) Typed() Frame           { f.Type = TypeSnap; return f }
-func (f Reply) Typed() Frame          { f.Type = TypeReply; return f }
-func (f Request) Typed() Frame        { f.Type = TypeRequest; return f }
-func (f Recording) Typed() Frame      { f.Type = TypeRecording; return f }
-func (f Device) Typed() Frame         { f.Type = TypeDevice; return f }
-func (f NVML) Typed() Frame           { f.Type = TypeNVML; return f }
-func (f Procs) Typed() Frame          { f.Type = TypeProcs; return f }
-func (f DevError) Typed() Frame       { f.Type = TypeDevError; return f }
-func (f Snapshot) Typed() Frame       { f.Type = TypeSnapshot; return f }
-func (f Ended) Typed() Frame          { f.Type = TypeEnded; return f }
-func (f RowHeld) Typed() Frame        { f.Type = TypeRowHeld; return f }
-func (f RowEdit) Typed() Frame        { f.Type = TypeRowEdit; return f }
-func (f Host) Typed() Frame           { f.Type = TypeHost; return f }
-func (f Hello) FramePID() int         { return f.PID }
-func (f OOM) FramePID() int           { return f.PID }
-func (f Holders) FramePID() int       { return f.PID }
-func (f Bye) FramePID() int           { return f.PID }
-func (f Snapshot) FramePID() int      { return f.PID }
-func (f Ended) FramePID() int         { return f.PID }
-func (f RowHeld) FramePID() int       { return f.PID }
-func (f RowEdit) FramePID() int       { return f.PID }
+func (f Hello) FrameType() string         { return TypeHello }
+func (f Sample) FrameType() string        { return TypeSample }
+func (f Samples) FrameType() string       { return TypeSamples }
+func (f Mark) FrameType() string          { return TypeMark }
+func (f OOM) FrameType() string           { return TypeOOM }
+func (f Holders) FrameType() string       { return TypeHolders }
+func (f Bye) FrameType() string           { return TypeBye }
+func (f Snap) FrameType() string          { return TypeSnap }
+func (f Reply) FrameType() string         { return TypeReply }
+func (f Request) FrameType() string       { return TypeRequest }
+func (f Recording) FrameType() string     { return TypeRecording }
+func (f Device) FrameType() string        { return TypeDevice }
+func (f NVML) FrameType() string          { return TypeNVML }
+func (f Procs) FrameType() string         { return TypeProcs }
+func (f DevError) FrameType() string      { return TypeDevError }
+func (f Snapshot) FrameType() string      { return TypeSnapshot }
+func (f Ended) FrameType() string         { return TypeEnded }
+func (f RowHeld) FrameType() string       { return TypeRowHeld }
+func (f RowEdit) FrameType() string       { return TypeRowEdit }
+func (f Host) FrameType() string          { return TypeHost }
+func (f LayoutReading) FrameType() string { return TypeLayout }
+func (f Hello) Typed() Frame              { f.Type = TypeHello; return f }
+func (f Sample) Typed() Frame             { f.Type = TypeSample; return f }
+func (f Samples) Typed() Frame            { f.Type = TypeSamples; return f }
+func (f Mark) Typed() Frame               { f.Type = TypeMark; return f }
+func (f OOM) Typed() Frame                { f.Type = TypeOOM; return f }
+func (f Holders) Typed() Frame            { f.Type = TypeHolders; return f }
+func (f Bye) Typed() Frame                { f.Type = TypeBye; return f }
+func (f Snap) Typed() Frame               { f.Type = TypeSnap; return f }
+func (f Reply) Typed() Frame              { f.Type = TypeReply; return f }
+func (f Request) Typed() Frame            { f.Type = TypeRequest; return f }
+func (f Recording) Typed() Frame          { f.Type = TypeRecording; return f }
+func (f Device) Typed() Frame             { f.Type = TypeDevice; return f }
+func (f NVML) Typed() Frame               { f.Type = TypeNVML; return f }
+func (f Procs) Typed() Frame              { f.Type = TypeProcs; return f }
+func (f DevError) Typed() Frame           { f.Type = TypeDevError; return f }
+func (f Snapshot) Typed() Frame           { f.Type = TypeSnapshot; return f }
+func (f Ended) Typed() Frame              { f.Type = TypeEnded; return f }
+func (f RowHeld) Typed() Frame            { f.Type = TypeRowHeld; return f }
+func (f RowEdit) Typed() Frame            { f.Type = TypeRowEdit; return f }
+func (f Host) Typed() Frame               { f.Type = TypeHost; return f }
+func (f LayoutReading) Typed() Frame      { f.Type = TypeLayout; return f }
+func (f Hello) FramePID() int             { return f.PID }
+func (f OOM) FramePID() int               { return f.PID }
+func (f Holders) FramePID() int           { return f.PID }
+func (f Bye) FramePID() int               { return f.PID }
+func (f Snapshot) FramePID() int          { return f.PID }
+func (f Ended) FramePID() int             { return f.PID }
+func (f RowHeld) FramePID() int           { return f.PID }
+func (f RowEdit) FramePID() int           { return f.PID }
+func (f LayoutReading) FramePID() int     { return f.PID }

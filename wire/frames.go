@@ -24,6 +24,7 @@ const (
 	TypeOOM     = "oom"     // CUDA out of memory, with the allocator state then
 	TypeHolders = "holders" // answer to a holders request
 	TypeBye     = "bye"     // clean end of an agent connection
+	TypeLayout  = "layout"  // the caching allocator's structure on one device
 
 	// shell -> gputop (gputop snap LABEL); answered with TypeReply
 	TypeSnap = "snap"
@@ -155,6 +156,9 @@ type DevStats struct {
 	Reserved  uint64 `json:"reserved"`
 	Peak      uint64 `json:"peak"`
 	Held      *Held  `json:"held,omitempty"`
+	// the allocator's structure read with the counters, when the agent
+	// could read it within its bound
+	Layout *Layout `json:"layout,omitempty"`
 }
 
 // Held is what one process still had allocated on one device at an end
@@ -227,6 +231,9 @@ type OOM struct {
 	Reserved  uint64 `json:"reserved"`
 	Peak      uint64 `json:"peak"`
 	Dump      *Dump  `json:"dump,omitempty"` // the dump written from torch's OOM observer
+	// the allocator's structure read in torch's OOM observer, before the
+	// error reached the program: what the failed request did not fit in
+	Layout *Layout `json:"layout,omitempty"`
 	// Row is the id of the table row the store made of this frame (see
 	// Snapshot.ID): filled in by gputop, so that a recording's row_edit of
 	// that row names it. An agent's is ignored.
@@ -408,8 +415,9 @@ type Snapshot struct {
 	Held      *Held   `json:"held,omitempty"`
 	Awaiting  bool    `json:"awaiting,omitempty"`
 	Procs     *[]Proc `json:"procs,omitempty"`
-	Dump      *Dump   `json:"dump,omitempty"` // the memory dump taken with the row
-	OOM       *OOM    `json:"-"`              // on the row of an oom frame (OOMRow): that frame
+	Dump      *Dump   `json:"dump,omitempty"`   // the memory dump taken with the row
+	Layout    *Layout `json:"layout,omitempty"` // the allocator's structure at the row (its own t says when it was read)
+	OOM       *OOM    `json:"-"`                // on the row of an oom frame (OOMRow): that frame
 }
 
 // Requests an agent answers, and the label of the row a dump request makes.
@@ -480,4 +488,102 @@ type RowEdit struct {
 	Label  string `json:"label"`
 	Rename string `json:"rename,omitempty"`
 	Delete bool   `json:"delete,omitempty"`
+}
+
+// Layout is the caching allocator's structure on one device of one
+// process: what decides whether the next request fits, where the counters
+// only say how much. Read by the agent from torch's memory snapshot
+// without traces (segments and their blocks), at T. FreeInSegments is
+// reserved − allocated: the bytes torch's cache holds free; LargestFree is
+// its largest free block, the most one request can take from the cache
+// without new memory from the driver. Fragmentation is 1 − LargestFree ÷
+// FreeInSegments (Fragmentation). Pools splits the figures by memory pool
+// (the default pool, each CUDA-graph private pool, each torch.cuda.MemPool),
+// at most MaxPools, largest reserved first; PoolsCut counts those left out.
+type Layout struct {
+	T              int64          `json:"t"`
+	Segments       int            `json:"segments"`
+	Blocks         int            `json:"blocks"`
+	Reserved       uint64         `json:"reserved"`
+	Allocated      uint64         `json:"allocated"`
+	FreeInSegments uint64         `json:"free_in_segments"`
+	LargestFree    uint64         `json:"largest_free"`
+	Expandable     bool           `json:"expandable,omitempty"` // its segments are expandable
+	Pools          []Pool         `json:"pools,omitempty"`
+	PoolsCut       int            `json:"pools_cut,omitempty"`
+	Settings       *AllocSettings `json:"settings,omitempty"`
+	TookMS         float64        `json:"took_ms,omitempty"` // what the reading cost the process
+}
+
+// Pool kinds.
+const (
+	PoolDefault = "default" // the device's default pool, torch's id (0, 0)
+	PoolGraph   = "graph"   // a CUDA graph's private pool (torch.cuda.graph, mode="reduce-overhead")
+	PoolMemPool = "mempool" // a torch.cuda.MemPool the program made
+	PoolPrivate = "private" // a pool other than the default that the agent could not tell apart
+)
+
+// Pool is one memory pool's share of a Layout. ID is torch's pool id as
+// "A,B" (the default pool "0,0").
+type Pool struct {
+	Kind        string `json:"kind"`
+	ID          string `json:"id"`
+	Segments    int    `json:"segments"`
+	Reserved    uint64 `json:"reserved"`
+	Allocated   uint64 `json:"allocated"`
+	LargestFree uint64 `json:"largest_free"`
+}
+
+// AllocSettings is the caching allocator's configuration in force in the
+// process. From says where it comes from: "torch" (torch reported it)
+// or "env" (parsed from the variable Env, which torch did not report:
+// what was asked for, not necessarily what is in force). Conf is that
+// variable's value as set ("" when unset). Expandable is
+// expandable_segments when known; Items the other settings, by torch's
+// names, at most MaxSettings.
+type AllocSettings struct {
+	From       string    `json:"from"`
+	Env        string    `json:"env,omitempty"`
+	Conf       string    `json:"conf,omitempty"`
+	Expandable *bool     `json:"expandable_segments,omitempty"`
+	Items      []Setting `json:"items,omitempty"`
+}
+
+// Setting is one allocator setting by torch's name, its value as text.
+type Setting struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// LayoutReading is the frame an agent sends with a Layout of device Dev,
+// at its own low rate; Skipped, when set, says why there is no reading
+// this time (the reading would have cost more than the agent's bound, the
+// torch version has no snapshot, the call raised) and the Layout is empty.
+type LayoutReading struct {
+	Type    string `json:"type"`
+	PID     int    `json:"pid,omitempty"`
+	Dev     int    `json:"dev"`
+	Skipped string `json:"skipped,omitempty"`
+	Layout
+}
+
+// Fragmentation is 1 − LargestFree ÷ FreeInSegments as a fraction of 1:
+// how much of torch's free cache one request cannot use at once. 0 when
+// nothing is free.
+func (l Layout) Fragmentation() float64 {
+	if l.FreeInSegments == 0 || l.LargestFree >= l.FreeInSegments {
+		return 0
+	}
+	return 1 - float64(l.LargestFree)/float64(l.FreeInSegments)
+}
+
+// GraphPoolsBytes is what the pools other than the default one reserve.
+func (l Layout) GraphPoolsBytes() uint64 {
+	var n uint64
+	for _, p := range l.Pools {
+		if p.Kind != PoolDefault {
+			n += p.Reserved
+		}
+	}
+	return n
 }

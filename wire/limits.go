@@ -37,3 +37,14 @@ func Prefix(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// Bounds on a Layout from a peer: the pools it lists (largest first; more
+// are counted in PoolsCut), the settings, and the length of a setting's
+// name and value, of the variable's value and of a skip reason. A pool
+// id is two integers.
+const (
+	MaxPools        = 32
+	MaxSettings     = 32
+	MaxSettingBytes = 256
+	MaxPoolIDBytes  = 48
+)

@@ -44,12 +44,46 @@ DUMP = (
     ("error", "s", True, None),
     ("removed", "ls", True, None),
 )
+POOL = (
+    ("kind", "s", False, None),
+    ("id", "s", False, None),
+    ("segments", "i", False, None),
+    ("reserved", "i", False, None),
+    ("allocated", "i", False, None),
+    ("largest_free", "i", False, None),
+)
+SETTING = (
+    ("name", "s", False, None),
+    ("value", "s", False, None),
+)
+ALLOC_SETTINGS = (
+    ("from", "s", False, None),
+    ("env", "s", True, None),
+    ("conf", "s", True, None),
+    ("expandable_segments", "pb", True, None),
+    ("items", "L", True, SETTING),
+)
+LAYOUT = (
+    ("t", "i", False, None),
+    ("segments", "i", False, None),
+    ("blocks", "i", False, None),
+    ("reserved", "i", False, None),
+    ("allocated", "i", False, None),
+    ("free_in_segments", "i", False, None),
+    ("largest_free", "i", False, None),
+    ("expandable", "b", True, None),
+    ("pools", "L", True, POOL),
+    ("pools_cut", "i", True, None),
+    ("settings", "O", True, ALLOC_SETTINGS),
+    ("took_ms", "f", True, None),
+)
 DEV_STATS = (
     ("dev", "i", False, None),
     ("allocated", "i", False, None),
     ("reserved", "i", False, None),
     ("peak", "i", False, None),
     ("held", "O", True, HELD),
+    ("layout", "O", True, LAYOUT),
 )
 
 # One schema per frame type, in wire/frames.go field order.
@@ -158,6 +192,7 @@ SCHEMAS: dict[str, tuple] = {
         ("awaiting", "b", True, None),
         ("procs", "pL", True, PROC),
         ("dump", "O", True, DUMP),
+        ("layout", "O", True, LAYOUT),
     ),
     "oom": (
         ("type", "s", False, None),
@@ -171,6 +206,7 @@ SCHEMAS: dict[str, tuple] = {
         ("reserved", "i", False, None),
         ("peak", "i", False, None),
         ("dump", "O", True, DUMP),
+        ("layout", "O", True, LAYOUT),
         ("row", "i", True, None),
     ),
     "holders": (
@@ -184,6 +220,24 @@ SCHEMAS: dict[str, tuple] = {
         ("groups", "L", False, HOLDER_GROUP),
         ("took_ms", "f", True, None),
         ("held", "O", True, HELD),
+    ),
+    "layout": (
+        ("type", "s", False, None),
+        ("pid", "i", True, None),
+        ("dev", "i", False, None),
+        ("skipped", "s", True, None),
+        ("t", "i", False, None),
+        ("segments", "i", False, None),
+        ("blocks", "i", False, None),
+        ("reserved", "i", False, None),
+        ("allocated", "i", False, None),
+        ("free_in_segments", "i", False, None),
+        ("largest_free", "i", False, None),
+        ("expandable", "b", True, None),
+        ("pools", "L", True, POOL),
+        ("pools_cut", "i", True, None),
+        ("settings", "O", True, ALLOC_SETTINGS),
+        ("took_ms", "f", True, None),
     ),
     "held": (
         ("type", "s", False, None),
