@@ -63,8 +63,9 @@ func (a *rankAgent) sample(off time.Duration, alloc uint64) {
 		time.Now().Add(off).UnixNano(), alloc, 2*alloc, 3*alloc, alloc/4, 5, 1)
 }
 
-// promQuery asks Prometheus's HTTP API for an instant vector.
-func promQuery(t *testing.T, base, q string) []promSeries {
+// promAPI asks Prometheus's HTTP API the query q and decodes the answer's
+// result into result; the test fails when the query does not succeed.
+func promAPI(t *testing.T, base, q string, result any) {
 	t.Helper()
 	r, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
 	if err != nil {
@@ -75,13 +76,23 @@ func promQuery(t *testing.T, base, q string) []promSeries {
 		Status string `json:"status"`
 		Error  string `json:"error"`
 		Data   struct {
-			Result []promSeries `json:"result"`
+			Result json.RawMessage `json:"result"`
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Status != "success" {
 		t.Fatalf("query %q: %v %s", q, err, body.Error)
 	}
-	return body.Data.Result
+	if err := json.Unmarshal(body.Data.Result, result); err != nil {
+		t.Fatalf("query %q: its result: %v", q, err)
+	}
+}
+
+// promQuery asks Prometheus's HTTP API for an instant vector.
+func promQuery(t *testing.T, base, q string) []promSeries {
+	t.Helper()
+	var res []promSeries
+	promAPI(t, base, q, &res)
+	return res
 }
 
 type promSeries struct {
@@ -149,25 +160,12 @@ scrape_configs:
 // selector (Prometheus's matrix): each sample's time and value.
 func promSamples(t *testing.T, base, q string) []promPoint {
 	t.Helper()
-	r, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
-	if err != nil {
-		t.Fatal(err)
+	var res []struct {
+		Values [][2]any `json:"values"`
 	}
-	defer r.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []struct {
-				Values [][2]any `json:"values"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Status != "success" {
-		t.Fatalf("query %q: %v %s", q, err, body.Error)
-	}
+	promAPI(t, base, q, &res)
 	var out []promPoint
-	for _, s := range body.Data.Result {
+	for _, s := range res {
 		for _, v := range s.Values {
 			ts, _ := v[0].(float64)
 			val, _ := v[1].(string)

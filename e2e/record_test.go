@@ -216,19 +216,7 @@ func recordToFIFO(t *testing.T, dir, sock string, release <-chan struct{}) (*rec
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan []byte, 1)
-	go func() {
-		f, err := os.Open(fifo)
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer f.Close()
-		<-release
-		var b bytes.Buffer
-		b.ReadFrom(f)
-		got <- b.Bytes()
-	}()
+	got := stalledReader(fifo, release)
 	r := startRecord(t, "--source", "agent", "--socket", sock, "-o", fifo)
 	waitFile(t, sock)
 	return r, got

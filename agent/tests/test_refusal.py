@@ -92,10 +92,9 @@ class Refuser:
             pass
 
 
-@pytest.mark.parametrize("read_hello", [True, False], ids=["after-hello", "before-hello"])
-def test_refused_agent_backs_off_and_says_why_once(sock_path: str, read_hello: bool, capsys):
-    reason = "line 7: mark: \"label\" is empty"
-    srv = Refuser(sock_path, reason, read_hello)
+def attach_for_3s(srv: "Refuser"):
+    """Attach to srv for 3 s; return how many connections it saw, the time
+    taken and the agent's status then."""
     try:
         FakeGPU(1).install()
         t0 = time.monotonic()
@@ -106,6 +105,13 @@ def test_refused_agent_backs_off_and_says_why_once(sock_path: str, read_hello: b
         st = h.status()
     finally:
         srv.close()
+    return n, elapsed, st
+
+
+@pytest.mark.parametrize("read_hello", [True, False], ids=["after-hello", "before-hello"])
+def test_refused_agent_backs_off_and_says_why_once(sock_path: str, read_hello: bool, capsys):
+    reason = "line 7: mark: \"label\" is empty"
+    n, elapsed, st = attach_for_3s(Refuser(sock_path, reason, read_hello))
     # 41,915 tries in 5 s before; now the backoff's count at most
     assert 2 <= n <= backoff_bound(elapsed), f"{n} connections in {elapsed:.2f} s"
     assert st["refused"] == reason and st["last_error"] == f"refused by gputop: {reason}"
@@ -119,17 +125,7 @@ def test_a_connection_closed_at_once_backs_off(sock_path: str):
     # shutting down, a socket at its connection limit): each such
     # connection is a failed try, so the waits grow as for no gputop at
     # all instead of starting over at 50 ms
-    srv = Refuser(sock_path, None)
-    try:
-        FakeGPU(1).install()
-        t0 = time.monotonic()
-        h = gputop.attach(rate_hz=100)
-        time.sleep(3)
-        n = srv.count
-        elapsed = time.monotonic() - t0
-        st = h.status()
-    finally:
-        srv.close()
+    n, elapsed, st = attach_for_3s(Refuser(sock_path, None))
     assert 2 <= n <= backoff_bound(elapsed), f"{n} connections in {elapsed:.2f} s"
     assert st["refused"] == ""  # nothing was said: no reason to keep
 
