@@ -17,7 +17,7 @@ func TestLayoutChecks(t *testing.T) {
 	}
 	bad := map[string]func(*LayoutReading){
 		`"largest_free" (70) is more than "free_in_segments" (60)`: func(l *LayoutReading) { l.LargestFree = 70 },
-		`"allocated" (200) is more than "reserved" (100)`:         func(l *LayoutReading) { l.Allocated = 200 },
+		`"allocated" (200) is more than "reserved" (100)`:          func(l *LayoutReading) { l.Allocated = 200 },
 		`"pools[0].kind" is "cache"`:                               func(l *LayoutReading) { l.Pools[0].Kind = "cache" },
 		`"pools[0].id" must be 1 to 48 bytes`:                      func(l *LayoutReading) { l.Pools[0].ID = strings.Repeat("9", 49) },
 		`lists 33 pools, more than 32`: func(l *LayoutReading) {
