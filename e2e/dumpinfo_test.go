@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/gputop/gputop/units"
 )
 
 // gputop dump-info on the real H200 dumps: the OOM's request and the line
@@ -115,4 +120,107 @@ func TestDumpInfoHostile(t *testing.T) {
 			t.Errorf("exit %d:\n%s", code, out)
 		}
 	})
+}
+
+// gputop dump-info shows torch's cache as gputop shows it live: per
+// device the segments, reserved, allocated, free in segments, the largest
+// free block and the fragmentation, a line per pool, and the allocator's
+// settings; each figure as make_structure.py worked it out in Python
+// (structure.json), on the generated two-device dump with private pools
+// and on a real H200 dump. A segment_pool_id of the wrong type exits 1
+// naming the segment.
+func TestDumpInfoStructure(t *testing.T) {
+	dumps := filepath.Join("..", "testdata", "memdump")
+	raw, err := os.ReadFile(filepath.Join(dumps, "structure.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var figures map[string]map[string]struct {
+		Segments, Expandable, Blocks int
+		Reserved, Allocated, Free    uint64
+		LargestFree                  uint64 `json:"largest_free"`
+		PendingFree                  uint64 `json:"pending_free"`
+		Fragmentation                float64
+		Pools                        map[string]struct {
+			Kind                string
+			Type                string
+			Segments            int
+			Reserved, Allocated uint64
+			LargestFree         uint64 `json:"largest_free"`
+		}
+	}
+	if err := json.Unmarshal(raw, &figures); err != nil {
+		t.Fatal(err)
+	}
+	b := units.Bytes
+	for _, name := range []string{"pools.pickle", "oom.pickle"} {
+		out, code := run(t, "dump-info", filepath.Join(dumps, name))
+		if code != 0 {
+			t.Fatalf("%s: exit %d:\n%s", name, code, out)
+		}
+		for dev, w := range figures[name] {
+			want := []string{
+				fmt.Sprintf("cuda:%s: reserved %s in %d segment", dev, b(w.Reserved), w.Segments),
+				fmt.Sprintf("  torch's cache: %d segment", w.Segments),
+				fmt.Sprintf(" (%d expandable), %d block", w.Expandable, w.Blocks),
+				fmt.Sprintf("    %s reserved, %s allocated, %s free in segments\n", b(w.Reserved), b(w.Allocated), b(w.Free)),
+				fmt.Sprintf("    largest free block %s (fragmentation %.1f%% = 1 − largest free ÷ free in segments)\n",
+					b(w.LargestFree), 100*w.Fragmentation),
+			}
+			if len(w.Pools) == 1 {
+				// the default pool alone: its line would be the totals
+				want = append(want, fmt.Sprintf(", %d block%s, all in the default pool\n", w.Blocks, map[bool]string{true: "s"}[w.Blocks != 1]))
+				w.Pools = nil
+			} else {
+				want = append(want, "    pool     id      type   segments    reserved   allocated  largest free\n")
+			}
+			for key, p := range w.Pools {
+				want = append(want, fmt.Sprintf("    %-7s  %-6s  %-5s  %8d  %10s  %10s  %12s\n", p.Kind, key[:6], p.Type,
+					p.Segments, b(p.Reserved), b(p.Allocated), b(p.LargestFree)))
+			}
+			for _, s := range want {
+				if !strings.Contains(out, s) {
+					t.Errorf("%s cuda:%s: the output does not hold %q:\n%s", name, dev, s, out)
+				}
+			}
+		}
+		in := false
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "allocator settings:") || strings.HasPrefix(l, "  torch's cache:") {
+				in = true
+			} else if !strings.HasPrefix(l, "    ") && !(strings.HasPrefix(l, "  ") && strings.Contains(l, "=")) {
+				in = false
+			}
+			if in && utf8.RuneCountInString(l) > 100 {
+				t.Errorf("%s: a line of %d columns: %q", name, utf8.RuneCountInString(l), l)
+			}
+		}
+	}
+	out, _ := run(t, "dump-info", filepath.Join(dumps, "pools.pickle"))
+	for _, s := range []string{
+		"allocator settings:\n  PYTORCH_CUDA_ALLOC_CONF=\"expandable_segments:True,garbage_collection_threshold:0.6\"\n",
+		"  max_split_size=-1  garbage_collection_threshold=0.6  expandable_segments=True\n",
+		"    1.0 MiB of it in blocks freed but still used by another stream (active_pending_free)\n",
+		"    private: a CUDA graph's pool or a torch.cuda.MemPool (a dump does not say which)\n",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("pools.pickle: the output does not hold %q:\n%s", s, out)
+		}
+	}
+	out, _ = run(t, "dump-info", filepath.Join(dumps, "oom.pickle"))
+	if !strings.Contains(out, "allocator settings: PYTORCH_CUDA_ALLOC_CONF=\"\"  max_split_size=-1  ") ||
+		!strings.Contains(out, "  expandable_segments=False  ") || strings.Contains(out, "private") {
+		t.Errorf("oom.pickle: torch 2.11's settings or the default pool alone not shown:\n%s", out)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad-pool.pickle")
+	data := "\x80\x04}(\x8c\x08segments](}(\x8c\x06deviceK\x00\x8c\x0atotal_sizeK\x09" +
+		"\x8c\x0fsegment_pool_id\x8c\x06(0, 0)ue" + "u."
+	if err := os.WriteFile(bad, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, "dump-info", bad)
+	if want := `bad-pool.pickle: segment 0: "segment_pool_id" is a string, not a pair of non-negative integers`; code != 1 || !strings.Contains(out, want) {
+		t.Errorf("a segment_pool_id of the wrong type: exit %d:\n%s\nwant %q", code, out, want)
+	}
 }

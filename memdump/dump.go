@@ -20,6 +20,9 @@ type Dump struct {
 	// History: the snapshot came with torch's allocation history on
 	// (trace entries, or stacks on its blocks).
 	History bool
+	// Settings: the allocator's settings the dump gives
+	// (allocator_settings, in recent torch); nil when it gives none.
+	Settings *Settings
 	// Cut: file names, function names and labels longer than maxText
 	// bytes (each string of the file counted once), cut to it
 	Cut int
@@ -41,6 +44,8 @@ type Device struct {
 	Live        []Group // live blocks by allocating frame, largest first
 	Trace       int     // trace entries of the allocation history
 	OOM         *OOM    // the history's latest out-of-memory error
+	// Structure: the allocator's structure, as gputop shows it live.
+	Structure Structure
 }
 
 // Group is the live blocks one Python frame allocated.
@@ -206,15 +211,18 @@ func (f field) uint(key string, required bool, what func() string) (uint64, erro
 
 func (w *walker) summarise(v any) (*Dump, error) {
 	var segments, traces []any
+	var set *Settings
 	switch s := v.(type) {
 	case *types.Dict:
-		var sv, tv field
+		var sv, tv, settings field
 		if err := w.fields(s, func() string { return "the snapshot" }, func(k string, v any) {
 			switch k {
 			case "segments":
 				sv.put(v)
 			case "device_traces":
 				tv.put(v)
+			case "allocator_settings":
+				settings.put(v)
 			}
 		}); err != nil {
 			return nil, err
@@ -229,6 +237,11 @@ func (w *walker) summarise(v any) (*Dump, error) {
 		if traces, err = w.list(tv.v, func() string { return "device_traces" }); err != nil {
 			return nil, err
 		}
+		if settings.set {
+			if set, err = w.settings(settings.v); err != nil {
+				return nil, err
+			}
+		}
 	case *types.List:
 		segments = *s // memory_viz takes a bare list as the segments alone
 		if err := w.visit(len(segments)); err != nil {
@@ -237,11 +250,13 @@ func (w *walker) summarise(v any) (*Dump, error) {
 	default:
 		return nil, fmt.Errorf("not a torch memory snapshot: the pickle holds %s, not a dict of segments", typeName(v))
 	}
-	d := &Dump{Bytes: -1}
+	d := &Dump{Bytes: -1, Settings: set}
 	devs := map[int]*Device{}
+	structures := map[int]*structureOf{}
 	dev := func(i int) *Device {
 		if devs[i] == nil {
 			devs[i] = &Device{Index: i}
+			structures[i] = &structureOf{}
 		}
 		return devs[i]
 	}
@@ -317,7 +332,7 @@ func (w *walker) summarise(v any) (*Dump, error) {
 	var order []*group
 	for i, sv := range segments {
 		where := func() string { return fmt.Sprintf("segment %d", i) }
-		var device, total, blocksV field
+		var device, total, blocksV, allocated, segType, poolID, expandable field
 		if err := w.fields(sv, where, func(k string, v any) {
 			switch k {
 			case "device":
@@ -326,8 +341,20 @@ func (w *walker) summarise(v any) (*Dump, error) {
 				total.put(v)
 			case "blocks":
 				blocksV.put(v)
+			case "allocated_size":
+				allocated.put(v)
+			case "segment_type":
+				segType.put(v)
+			case "segment_pool_id":
+				poolID.put(v)
+			case "is_expandable":
+				expandable.put(v)
 			}
 		}); err != nil {
+			return nil, err
+		}
+		g, err := w.segment(where, allocated, segType, poolID, expandable)
+		if err != nil {
 			return nil, err
 		}
 		di, err := device.uint("device", true, where)
@@ -339,12 +366,14 @@ func (w *walker) summarise(v any) (*Dump, error) {
 		if err != nil {
 			return nil, err
 		}
+		g.total = tot
 		dv.Segments++
-		dv.Reserved += tot
+		dv.Reserved = sat(dv.Reserved, tot, nil)
 		blocks, err := w.list(blocksV.v, func() string { return fmt.Sprintf("segment %d's blocks", i) })
 		if err != nil {
 			return nil, err
 		}
+		g.blocks = len(blocks)
 		for j, bv := range blocks {
 			where := func() string { return fmt.Sprintf("segment %d block %d", i, j) }
 			var size, state, frames, req, addr field
@@ -380,31 +409,36 @@ func (w *walker) summarise(v any) (*Dump, error) {
 					return nil, err
 				}
 				k := [2]int{dv.Index, id}
-				g := groups[k]
-				if g == nil {
-					g = &group{g: &Group{Frame: w.byID[id]}, dev: dv.Index}
-					groups[k] = g
-					order = append(order, g)
+				gr := groups[k]
+				if gr == nil {
+					gr = &group{g: &Group{Frame: w.byID[id]}, dev: dv.Index}
+					groups[k] = gr
+					order = append(order, gr)
 				}
-				g.g.Bytes += sz
-				g.g.Requested += rq
-				g.g.Blocks++
-				dv.Allocated += sz
+				gr.g.Bytes += sz
+				gr.g.Requested += rq
+				gr.g.Blocks++
+				dv.Allocated = sat(dv.Allocated, sz, nil)
 				dv.Blocks++
+				g.blockAlloc = sat(g.blockAlloc, sz, &g.saturated)
 				a, _ := addr.uint("address", false, where)
-				if l := latest[[2]uint64{uint64(dv.Index), a}]; l != "" && !g.labels[l] {
-					if g.labels == nil {
-						g.labels = map[string]bool{}
+				if l := latest[[2]uint64{uint64(dv.Index), a}]; l != "" && !gr.labels[l] {
+					if gr.labels == nil {
+						gr.labels = map[string]bool{}
 					}
-					g.labels[l] = true
-					g.g.Labels = append(g.g.Labels, l)
+					gr.labels[l] = true
+					gr.g.Labels = append(gr.g.Labels, l)
 				}
 			case "inactive":
-				dv.Free += sz
+				dv.Free = sat(dv.Free, sz, nil)
 				dv.FreeBlocks++
 				dv.LargestFree = max(dv.LargestFree, sz)
+				g.largestFree = max(g.largestFree, sz)
+			case "active_pending_free", "active_awaiting_free":
+				g.pending = sat(g.pending, sz, &g.saturated)
 			}
 		}
+		structures[dv.Index].add(g)
 	}
 	for _, g := range order {
 		dv := devs[g.dev]
@@ -423,6 +457,7 @@ func (w *walker) summarise(v any) (*Dump, error) {
 		if dv.OOM != nil {
 			dv.OOM.LargestFree = dv.LargestFree
 		}
+		dv.Structure = structures[dv.Index].done()
 		d.Devices = append(d.Devices, *dv)
 	}
 	slices.SortFunc(d.Devices, func(a, b Device) int { return cmp.Compare(a.Index, b.Index) })

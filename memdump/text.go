@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/units"
@@ -41,6 +42,7 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 		fmt.Fprintf(&b, "  free in the segments: %s in %d block%s (%s of reserved), the largest %s\n",
 			units.Bytes(dv.Free), dv.FreeBlocks, plural(dv.FreeBlocks), percent(dv.Free, dv.Reserved),
 			units.Bytes(dv.LargestFree))
+		writeStructure(&b, dv.Structure)
 		if o := dv.OOM; o != nil {
 			fmt.Fprintf(&b, "  out of memory: %s asked for at %s", units.Bytes(o.Requested), clean(o.Frame.String()))
 			if o.Label != "" {
@@ -78,6 +80,7 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 			fmt.Fprintf(&b, "  %12s %7d  (%d more frames)\n", units.Bytes(bytes), blocks, len(rest))
 		}
 	}
+	writeSettings(&b, d.Settings)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -113,4 +116,142 @@ func percent(a, b uint64) string {
 		return "0%"
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+}
+
+// textWidth is the most columns a line of the structure or the settings
+// takes: the settings' lines hold to it whatever the dump says, the
+// structure's while a device's sizes are below 10,000 GiB and its counts
+// below 10^6 (a real device's are far below).
+const textWidth = 100
+
+// maxPoolLines: pools listed per device; the rest are summed in a line.
+const maxPoolLines = 8
+
+// The pool table's id and type columns: longer ones (a hostile dump's)
+// are cut.
+const (
+	maxPoolID   = 24
+	maxPoolType = 8
+)
+
+// writeStructure writes a device's structure: the same figures, in the
+// same words, as gputop's live view of the allocator.
+func writeStructure(b *strings.Builder, s Structure) {
+	// one pool of one type, the default: its line would repeat the totals
+	onlyDefault := len(s.Pools) == 1 && s.Pools[0].Kind() == "default"
+	fmt.Fprintf(b, "  torch's cache: %d segment%s (%d expandable), %d block%s%s\n",
+		s.Segments, plural(s.Segments), s.Expandable, s.Blocks, plural(s.Blocks),
+		map[bool]string{true: ", all in the default pool"}[onlyDefault])
+	fmt.Fprintf(b, "    %s reserved, %s allocated, %s free in segments\n",
+		units.Bytes(s.Reserved), units.Bytes(s.Allocated), units.Bytes(s.Free()))
+	fmt.Fprintf(b, "    largest free block %s (fragmentation %.1f%% = 1 − largest free ÷ free in segments)\n",
+		units.Bytes(s.LargestFree), 100*s.Fragmentation())
+	if s.PendingFree > 0 {
+		fmt.Fprintf(b, "    %s of it in blocks freed but still used by another stream (active_pending_free)\n",
+			units.Bytes(s.PendingFree))
+	}
+	if s.Saturated {
+		b.WriteString("    sizes summed past 2^64 bytes, held there: no device's (a damaged or made-up dump?)\n")
+	}
+	if len(s.Pools) == 0 || onlyDefault {
+		return
+	}
+	idW, typeW := len("id"), len("type")
+	shown := s.Pools[:min(len(s.Pools), maxPoolLines)]
+	for _, p := range shown {
+		idW = max(idW, utf8.RuneCountInString(clip(p.IDText(), maxPoolID)))
+		typeW = max(typeW, utf8.RuneCountInString(clip(clean(p.Type), maxPoolType)))
+	}
+	fmt.Fprintf(b, "    %-7s  %-*s  %-*s  %8s  %10s  %10s  %12s\n",
+		"pool", idW, "id", typeW, "type", "segments", "reserved", "allocated", "largest free")
+	private, unknown := false, false
+	for _, p := range shown {
+		typ := clean(p.Type)
+		if typ == "" {
+			typ = "-"
+		}
+		fmt.Fprintf(b, "    %-7s  %-*s  %-*s  %8d  %10s  %10s  %12s\n",
+			p.Kind(), idW, clip(p.IDText(), maxPoolID), typeW, clip(typ, maxPoolType), p.Segments,
+			units.Bytes(p.Reserved), units.Bytes(p.Allocated), units.Bytes(p.LargestFree))
+		private = private || p.Kind() == "private"
+		unknown = unknown || p.Kind() == "unknown"
+	}
+	if rest := s.Pools[len(shown):]; len(rest) > 0 {
+		var segs int
+		var reserved, allocated uint64
+		for _, p := range rest {
+			segs += p.Segments
+			reserved, allocated = sat(reserved, p.Reserved, nil), sat(allocated, p.Allocated, nil)
+			private = private || p.Kind() == "private"
+		}
+		fmt.Fprintf(b, "    (%d more pools: %d segment%s, %s reserved, %s allocated)\n",
+			len(rest), segs, plural(segs), units.Bytes(reserved), units.Bytes(allocated))
+	}
+	if private {
+		b.WriteString("    private: a CUDA graph's pool or a torch.cuda.MemPool (a dump does not say which)\n")
+	}
+	if unknown {
+		b.WriteString("    unknown: the dump gives no segment_pool_id (an older torch, or another tool)\n")
+	}
+}
+
+// clip is s cut to n bytes with "…".
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return cut(s, n)
+}
+
+// writeSettings writes the allocator's settings, packed into lines of
+// at most textWidth columns; a setting longer than a line goes on in
+// lines of its own. Widths are counted in bytes: text made printable is
+// never wider than its bytes.
+func writeSettings(b *strings.Builder, s *Settings) {
+	if s == nil {
+		b.WriteString("allocator settings: not in this dump\n")
+		return
+	}
+	line := "allocator settings:"
+	if len(s.Entries) == 0 {
+		line += " none given"
+	}
+	cuts := 0
+	for i, e := range s.Entries {
+		if e.Cut {
+			cuts++
+		}
+		item := clean(e.Key) + "=" + clean(e.Value)
+		sep := "  "
+		if i == 0 {
+			sep = " "
+		}
+		if len(line)+len(sep)+len(item) > textWidth {
+			b.WriteString(line + "\n")
+			line, sep = " ", " "
+		}
+		for len(line)+len(sep)+len(item) > textWidth {
+			n := textWidth - len(line) - len(sep)
+			if sp := strings.LastIndexByte(item[:n], ' '); sp > 0 {
+				n = sp + 1 // after a space, where one is
+			}
+			for n > 0 && !utf8.RuneStart(item[n]) {
+				n--
+			}
+			b.WriteString(line + sep + strings.TrimRight(item[:n], " ") + "\n")
+			line, sep, item = "   ", " ", item[n:]
+		}
+		line += sep + item
+	}
+	b.WriteString(line + "\n")
+	if s.More > 0 || cuts > 0 {
+		var what []string
+		if s.More > 0 {
+			what = append(what, fmt.Sprintf("%d more not shown", s.More))
+		}
+		if cuts > 0 {
+			what = append(what, fmt.Sprintf("%d cut (…): keys to %d bytes, values to %d", cuts, maxSettingKey, maxSettingValue))
+		}
+		fmt.Fprintf(b, "  (%s)\n", strings.Join(what, "; "))
+	}
 }
