@@ -27,9 +27,9 @@ var mayImport = map[string][]string{
 	"runner":                    {"printable"},
 	// readers of the store: they never write it (ingest/onlyway_test.go)
 	"snapshot": {"store", "wire", "units", "outfile"},
-	"view":     {"store", "wire", "snapshot"},
+	"present":  {"store", "wire", "snapshot"},
 	"metrics":  {"store", "wire"},
-	// sources: they write through ingest and never import ui, view or snapshot
+	// sources: they write through ingest and never import ui, present or snapshot
 	"sampler":   {"ingest", "store", "wire", "sampler/native"},
 	"agentlink": {"ingest", "store", "wire", "printable"},
 	"recording": {"ingest", "store", "wire"},
@@ -37,8 +37,8 @@ var mayImport = map[string][]string{
 	// a live session assembled: the store, its ingest, the recorder, the
 	// sources and the metrics endpoint, wired once for every command
 	"session": {"agentlink", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},
-	// the UI: reads through view and snapshot, writes through ingest, never a source
-	"ui": {"view", "snapshot", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
+	// the UI: reads through present and snapshot, writes through ingest, never a source
+	"ui": {"present", "snapshot", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
 	// the benchmarks drive the store and the ingest directly
 	"bench":              {"ingest", "store"},
 	"bench/cmd/soak":     {"bench", "store"},

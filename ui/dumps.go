@@ -9,16 +9,16 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/gputop/gputop/memdump"
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
 )
 
 // agentCell is the process pane's AGENT cell: the agent's state, and
 // whether it records torch's allocation history (so that a dump shows who
 // allocated each block).
-func agentCell(r view.Process) string {
+func agentCell(r present.Process) string {
 	switch {
 	case r.History > 0:
 		return r.Status + ", history " + strconv.Itoa(r.History)

@@ -9,9 +9,9 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
 )
 
 // tooSmall is true while the screen only says it is too small.
@@ -208,7 +208,7 @@ func (m *Model) toggleHolders(now int64) tea.Cmd {
 }
 
 // holdersNote explains why the holders pane has no report.
-func (m *Model) holdersNote(r view.Process, ok bool) string {
+func (m *Model) holdersNote(r present.Process, ok bool) string {
 	switch {
 	case !ok:
 		return "no process selected"

@@ -4,7 +4,7 @@ package ui
 // size, says how many lines it would like, and draws itself cut to its
 // box. The root model sizes them top to bottom (draw.go's layout), each by
 // its name; a pane that is hidden gets no lines and is not drawn. Its data
-// comes from view's Screen, handed over in refresh.go's setScreen.
+// comes from present's Screen, handed over in refresh.go's setScreen.
 type pane interface {
 	SetSize(w, h int)
 	View() string

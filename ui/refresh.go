@@ -6,8 +6,8 @@ package ui
 import (
 	"time"
 
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -78,13 +78,13 @@ func (m *Model) refresh(force bool) bool {
 
 // query is what this frame asks of the store: the selected GPU and
 // process, the cursor, the chart's window.
-func (m *Model) query(now, from, to int64) view.Query {
-	return view.Query{Dev: m.dev, Now: now, Cursor: m.tl.cursor(now), Replay: m.opt.Replay, Paused: m.tl.paused,
+func (m *Model) query(now, from, to int64) present.Query {
+	return present.Query{Dev: m.dev, Now: now, Cursor: m.tl.cursor(now), Replay: m.opt.Replay, Paused: m.tl.paused,
 		From: from, To: to, Cols: m.chart.Columns(), PID: m.procs.sel, Picked: m.procs.chosen}
 }
 
 // setScreen hands each pane its part of the screen.
-func (m *Model) setScreen(s view.Screen, now int64) {
+func (m *Model) setScreen(s present.Screen, now int64) {
 	m.dev = s.Dev
 	m.header.SetData(s.Devices, m.dev)
 	m.header.SetHosts(s.Hosts)
