@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -276,7 +276,7 @@ func TestSessionVectorInStore(t *testing.T) {
 	}
 	// the end rows carry their walk's attribution, and their verdicts
 	var ends []string
-	for _, r := range snapshot.Rows(st.Snapshots(), st.Devices()) {
+	for _, r := range summary.Rows(st.Snapshots(), st.Devices()) {
 		if r.Verdict != nil {
 			ends = append(ends, fmt.Sprintf("%s/%d: %s", r.Label, r.Dev, r.Verdict.Line()))
 		}

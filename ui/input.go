@@ -10,8 +10,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gputop/gputop/present"
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 )
 
 // tooSmall is true while the screen only says it is too small.
@@ -116,7 +116,7 @@ func (m *Model) cancelPrompt() tea.Cmd {
 func (m *Model) exportKey() tea.Cmd {
 	path := m.opt.CSVPath
 	if path == "" {
-		path = snapshot.DefaultCSVPath(m.opt.Now())
+		path = summary.DefaultCSVPath(m.opt.Now())
 	}
 	return m.export(path, false)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/summary"
 )
 
 // rowPick names a row (by its ID) to select once the table's data holds
@@ -34,9 +34,9 @@ func (m *tableModel) takePick() {
 }
 
 // Selected returns the selected row, if any.
-func (m *tableModel) Selected() (snapshot.Row, bool) {
+func (m *tableModel) Selected() (summary.Row, bool) {
 	if m.sel < 0 || m.sel >= len(m.d.Dev.Rows) {
-		return snapshot.Row{}, false
+		return summary.Row{}, false
 	}
 	return m.d.Dev.Rows[m.sel], true
 }
@@ -91,11 +91,11 @@ func (m *tableModel) detailLines() []string {
 }
 
 // detailFigures are the row's values of the summary columns marked for the
-// details (snapshot.Column.Detail), on one line: those it has a value for.
-func (m *tableModel) detailFigures(r snapshot.Row) []string {
-	ctx := &snapshot.Context{Start: m.d.Start}
+// details (summary.Column.Detail), on one line: those it has a value for.
+func (m *tableModel) detailFigures(r summary.Row) []string {
+	ctx := &summary.Context{Start: m.d.Start}
 	var figs []string
-	for _, c := range snapshot.Columns {
+	for _, c := range summary.Columns {
 		if c.Detail == "" {
 			continue
 		}

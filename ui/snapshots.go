@@ -7,15 +7,15 @@ import (
 
 	"charm.land/lipgloss/v2"
 
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
 )
 
 // summaryData is what the snapshot table shows.
 type summaryData struct {
-	Dev      snapshot.DevRows // the selected GPU's rows visible at the cursor, time order
-	DevIndex int              // the selected GPU (the footer is about it)
+	Dev      summary.DeviceRows // the selected GPU's rows visible at the cursor, time order
+	DevIndex int                // the selected GPU (the footer is about it)
 	DevName  string
 	Start    int64 // run start, for the TIME column
 	NVMLPeak *uint64
@@ -173,7 +173,7 @@ func (m *tableModel) View() string {
 	*m.drawn = drawnRows{first: first, n: len(rows)}
 	earlier, later := first, len(all)-first-len(rows)
 	cols, shown := m.columns(rows, earlier, later)
-	ctx := &snapshot.Context{Start: m.d.Start}
+	ctx := &summary.Context{Start: m.d.Start}
 	data := make([][]string, len(rows))
 	for i, r := range rows {
 		data[i] = make([]string, len(shown))
@@ -192,8 +192,8 @@ func (m *tableModel) View() string {
 				return st.Missing, true
 			case shown[col].Name == "label" && row < len(rows) && rows[row].OOM != nil:
 				return st.Error, true
-			case cell == snapshot.Released.Mark() || cell == snapshot.Leaked.Mark() ||
-				cell == snapshot.Unknown.Mark() || cell == snapshot.Pending.Mark():
+			case cell == summary.Released.Mark() || cell == summary.Leaked.Mark() ||
+				cell == summary.Unknown.Mark() || cell == summary.Pending.Mark():
 				return m.verdictStyle(cell), true
 			}
 			return lipgloss.Style{}, false
@@ -201,29 +201,29 @@ func (m *tableModel) View() string {
 	return fit(strings.Join(append([]string{tbl}, tail...), "\n"), m.w, m.h)
 }
 
-// columns are the table's columns for rows (snapshot.TUIColumns, as this
+// columns are the table's columns for rows (summary.TUIColumns, as this
 // width and these rows have them), with how many rows are out of view
 // before and after them in the label's title.
-func (m *tableModel) columns(rows []snapshot.Row, earlier, later int) ([]column, []snapshot.Column) {
+func (m *tableModel) columns(rows []summary.Row, earlier, later int) ([]column, []summary.Column) {
 	allocAll, _, nvmlAll, _ := m.missing()
-	endRow := slices.ContainsFunc(rows, func(r snapshot.Row) bool { return r.Verdict != nil })
+	endRow := slices.ContainsFunc(rows, func(r summary.Row) bool { return r.Verdict != nil })
 	var cols []column
-	var shown []snapshot.Column
-	for _, c := range snapshot.TUIColumns() {
+	var shown []summary.Column
+	for _, c := range summary.TUIColumns() {
 		tc := c.TUI
 		switch {
-		case tc.Only == snapshot.SeveralProcesses && !m.d.Dev.MultiProcess,
-			tc.Only == snapshot.EndRowShown && !endRow:
+		case tc.Only == summary.SeveralProcesses && !m.d.Dev.MultiProcess,
+			tc.Only == summary.EndRowShown && !endRow:
 			continue
 		}
 		title := tc.Title
-		if tc.Wide != "" && m.w >= snapshot.WideTitles {
+		if tc.Wide != "" && m.w >= summary.WideTitles {
 			title = tc.Wide
 		}
 		switch {
-		case tc.SaysAbsent && c.Origin == snapshot.OriginTorch && allocAll:
+		case tc.SaysAbsent && c.Origin == summary.OriginTorch && allocAll:
 			title += " (no agent)"
-		case tc.SaysAbsent && c.Origin == snapshot.OriginDriver && nvmlAll:
+		case tc.SaysAbsent && c.Origin == summary.OriginDriver && nvmlAll:
 			title += " (no NVML)"
 		}
 		if tc.Flex {
@@ -257,9 +257,9 @@ func (m *tableModel) latestEnd() int64 {
 // verdictStyle colours a verdict's sign.
 func (m *tableModel) verdictStyle(mark string) lipgloss.Style {
 	switch mark {
-	case snapshot.Released.Mark():
+	case summary.Released.Mark():
 		return m.styles.Good
-	case snapshot.Leaked.Mark():
+	case summary.Leaked.Mark():
 		return m.styles.Error
 	}
 	return m.styles.Warn
@@ -270,11 +270,11 @@ func (m *tableModel) peakLine() string {
 	st := m.styles
 	nv := dash + " (no NVML)"
 	if m.d.NVMLPeak != nil {
-		nv = snapshot.MiB(*m.d.NVMLPeak) + " MiB"
+		nv = summary.MiB(*m.d.NVMLPeak) + " MiB"
 	}
 	tp := dash + " (no agent)"
 	if m.d.TorchPk != nil {
-		tp = fmt.Sprintf("%s MiB (pid %s)", snapshot.MiB(*m.d.TorchPk), m.d.TorchPID)
+		tp = fmt.Sprintf("%s MiB (pid %s)", summary.MiB(*m.d.TorchPk), m.d.TorchPID)
 	}
 	rest := fmt.Sprintf(" NVML used %s, torch allocated %s", nv, tp)
 	head := fmt.Sprintf("run peak on GPU %d:", m.d.DevIndex)

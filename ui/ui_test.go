@@ -13,8 +13,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gputop/gputop/ingest"
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -148,7 +148,7 @@ func TestSnapshotFlowAddsRowInSameFrame(t *testing.T) {
 
 func TestExportUnwritablePathKeepsRows(t *testing.T) {
 	st := newFixture()
-	write := func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
+	write := func(path string) error { return summary.WriteCSV(path, st.Snapshots(), st.Devices()) }
 	bad := filepath.Join(t.TempDir(), "no-such-dir", "out.csv")
 	m := newModel(t, st, Options{Title: fixTitle, CSVPath: bad, WriteCSV: write}, 160, 50)
 	rows := len(st.Snapshots())
@@ -186,7 +186,7 @@ func TestExportDefaultPathAndMissingWriter(t *testing.T) {
 	var got string
 	m := newModel(t, newFixture(), Options{WriteCSV: func(p string) error { got = p; return nil }}, 160, 50)
 	m = send(t, m, press("e")...)
-	if want := snapshot.DefaultCSVPath(fixtureNow); got != want {
+	if want := summary.DefaultCSVPath(fixtureNow); got != want {
 		t.Errorf("e without --csv wrote %q, want %q", got, want)
 	}
 	m = newModel(t, newFixture(), Options{}, 160, 50)

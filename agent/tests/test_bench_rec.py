@@ -126,7 +126,7 @@ def test_rec_reads_the_fields_wire_defines():
 # ---------------------------------------------------------------- rows, as export makes them
 
 def time_string(t: int) -> str:
-    """snapshot.TimeString in UTC: milliseconds, cut, not rounded."""
+    """summary.TimeString in UTC: milliseconds, cut, not rounded."""
     s, ns = divmod(t, 10**9)
     return (datetime.datetime.fromtimestamp(s, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
             + f".{ns // 10**6:03d}Z")

@@ -1,4 +1,4 @@
-package snapshot
+package summary
 
 import (
 	"encoding/csv"
@@ -229,7 +229,7 @@ func TestCSVOOMColumns(t *testing.T) {
 		t.Fatalf("%d records", len(recs))
 	}
 	if r := recs[1]; r[0] != "Epoch 1" || r[col["oom_requested_bytes"]] != "" || r[col["oom_free_bytes"]] != "" || r[col["oom_limit_bytes"]] != "" {
-		t.Fatalf("a snapshot row has no OOM figures: %v", r)
+		t.Fatalf("an OOM row has no OOM figures: %v", r)
 	}
 	if r := recs[2]; r[0] != "OOM" || r[col["oom_requested_bytes"]] != "85899345920" || r[col["oom_free_bytes"]] != "5242880" ||
 		r[col["oom_limit_bytes"]] != "75161927680" ||
