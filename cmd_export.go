@@ -94,15 +94,15 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		say(stderr, "gputop export:", err)
 		return 1
 	}
-	rows := fmt.Sprintf("%d rows", len(st.Snapshots()))
-	if len(st.Snapshots()) == 1 {
+	rows := fmt.Sprintf("%d rows", len(st.Rows()))
+	if len(st.Rows()) == 1 {
 		rows = "1 row"
 	}
 	say(report, fmt.Sprintf("wrote %s (%s)", *out, rows))
 	if info.Dropped.Any() {
 		say(report, fmt.Sprintf("%s: %s", file, droppedNote(info.Dropped)))
 	}
-	for _, l := range summary.Findings(st.Snapshots(), st.Devices()) {
+	for _, l := range summary.Findings(st.Rows(), st.Devices()) {
 		say(report, l)
 	}
 	return code

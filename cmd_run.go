@@ -245,7 +245,7 @@ func (f *runFlags) command(path string, argv []string, inj *runner.Injection) *e
 // summary is the end of a headless run: the summary table and findings,
 // and --csv when the run was monitored.
 func (f *runFlags) summary(st *store.Store, monitored bool, stderr io.Writer) {
-	snaps, devs := st.Snapshots(), st.Devices()
+	snaps, devs := st.Rows(), st.Devices()
 	if len(snaps) > 0 {
 		for _, l := range summary.Table(snaps, devs) {
 			say(stderr, l)
@@ -358,7 +358,7 @@ func runTUI(cmd *exec.Cmd, name string, in *ingest.Ingest, opt ui.Options, csvPa
 		return cmd.Process.Pid
 	}
 	opt.CSVPath, opt.FPS, opt.Now, opt.Title = csvPath, fps, time.Now, "run: "+name
-	opt.WriteCSV = func(path string) error { return summary.WriteCSV(path, in.Store().Snapshots(), in.Store().Devices()) }
+	opt.WriteCSV = func(path string) error { return summary.WriteCSV(path, in.Store().Rows(), in.Store().Devices()) }
 	model := ui.NewRun(ui.New(in, opt), ui.Command{
 		Name:      name,
 		Lines:     out.Tail,

@@ -24,10 +24,10 @@ func (c *Rows) Get(st *store.Store, replay bool, cursor int64, devs []store.Devi
 	ver := st.Shape().Rows
 	n := -1
 	if replay {
-		n = st.CountSnapshots(cursor)
+		n = st.CountRows(cursor)
 	}
 	if !c.valid || c.ver != ver || c.n != n || c.devs != len(devs) {
-		snaps := st.Snapshots()
+		snaps := st.Rows()
 		if n >= 0 {
 			snaps = snaps[:min(n, len(snaps))]
 		}

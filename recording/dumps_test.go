@@ -56,7 +56,7 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, s := range map[string]*store.Store{"live": st.Store, "loaded": back} {
-		rows := s.Snapshots()
+		rows := s.Rows()
 		if len(rows) != 3 {
 			t.Fatalf("%s: %d rows, want 3", name, len(rows))
 		}

@@ -15,7 +15,7 @@ import (
 // same device and process, and, on an end row, its verdict. A delta is nil
 // when either side lacks that value.
 type Row struct {
-	wire.Snapshot
+	wire.Row
 	DevName    string
 	DAllocated *int64 // torch allocated, vs the previous row of this process with allocator values
 	DReserved  *int64
@@ -30,13 +30,13 @@ type rowKey struct{ dev, pid int }
 // Rows computes the summary rows in the order given (the store keeps them in
 // time order): each row's deltas against the previous row of its device and
 // process, and each end row's verdict.
-func Rows(snaps []wire.Snapshot, devs []store.Device) []Row {
+func Rows(snaps []wire.Row, devs []store.Device) []Row {
 	rows := make([]Row, len(snaps))
-	prevAlloc := map[rowKey]wire.Snapshot{}
-	prevNVML := map[rowKey]wire.Snapshot{}
-	first := map[rowKey]wire.Snapshot{}
+	prevAlloc := map[rowKey]wire.Row{}
+	prevNVML := map[rowKey]wire.Row{}
+	first := map[rowKey]wire.Row{}
 	for i, s := range snaps {
-		r := Row{Snapshot: s}
+		r := Row{Row: s}
 		k := rowKey{s.Dev, s.PID}
 		if s.Dev >= 0 && s.Dev < len(devs) {
 			r.DevName = devs[s.Dev].Name

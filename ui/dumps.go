@@ -126,7 +126,7 @@ func (m *dumpModel) stop() {
 
 // dumpRow is the row whose dump the pane shows: the selected row when it
 // has one, else the latest row of the GPU that has one.
-func (m *tableModel) dumpRow() (summary.Row, bool) {
+func (m *summaryModel) dumpRow() (summary.Row, bool) {
 	rows := m.d.Dev.Rows
 	if m.sel >= 0 && m.sel < len(rows) && rows[m.sel].Dump != nil && rows[m.sel].Dump.Path != "" {
 		return rows[m.sel], true

@@ -134,7 +134,7 @@ func (m *Model) togglePane(id paneID) {
 	}
 	name, what := "procs", "processes"
 	if id == paneTable {
-		name, what = "table", "snapshots"
+		name, what = "table", "summary"
 	}
 	m.keys.setHelp(name, verb+what)
 }
@@ -166,7 +166,7 @@ func (m *Model) export(path string, quitting bool) tea.Cmd {
 	}
 	write, st := m.opt.WriteCSV, m.st
 	return func() tea.Msg {
-		n := len(st.Snapshots())
+		n := len(st.Rows())
 		return csvMsg{path: path, rows: n, err: write(path), quitting: quitting}
 	}
 }

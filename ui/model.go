@@ -1,7 +1,7 @@
 // Package ui is gputop's terminal interface: a Bubble Tea v2 program that
 // redraws from the store at a frame rate (never one message per sample).
 // The root Model owns the layout and the keys; each pane (header, chart,
-// processes, snapshot table, holders, prompt, status) lives in its own file
+// processes, summary, holders, prompt, status) lives in its own file
 // with its own SetSize and View.
 package ui
 
@@ -75,7 +75,7 @@ type Model struct {
 	header  headerModel
 	chart   chartModel
 	procs   procsModel
-	table   tableModel
+	table   summaryModel
 	holders holdersModel
 	dump    dumpModel
 	prompt  promptModel
@@ -132,7 +132,7 @@ func New(in *ingest.Ingest, opt Options) Model {
 		header:  newHeader(&styles),
 		chart:   newChart(&styles),
 		procs:   newProcs(&styles),
-		table:   newTable(&styles),
+		table:   newSummary(&styles),
 		holders: newHolders(&styles),
 		dump:    newDump(&styles),
 		prompt:  newPrompt(&styles),
@@ -204,7 +204,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		return m, nil
 	case csvMsg:
 		if msg.err != nil {
-			text := msg.err.Error() + " (every snapshot is still here; try --csv with a writable path)"
+			text := msg.err.Error() + " (every row is still here; try --csv with a writable path)"
 			if msg.quitting {
 				m.quitArmed = true
 				text += "; press q again to quit without writing"

@@ -24,7 +24,7 @@ const (
 )
 
 // every box below the title bar is a pane
-var _ = []pane{&headerModel{}, &chartModel{}, &procsModel{}, &tableModel{}, &holdersModel{}}
+var _ = []pane{&headerModel{}, &chartModel{}, &procsModel{}, &summaryModel{}, &holdersModel{}}
 
 // chartMinLines is the least height at which the chart is still a chart:
 // the marker labels, four rows of plot, the X axis and its labels, the

@@ -17,7 +17,7 @@ import (
 // about as far at each redraw at every zoom (a second at the default one
 // minute). Numbers that change 30 times a second cannot be read anyway, and
 // each distinct frame costs the terminal renderer a full-screen pass; what
-// changes the screen's shape (a snapshot row, a marker, a log line, an
+// changes the screen's shape (a row, a marker, a log line, an
 // agent coming or going, a holders report) and every key are drawn at the
 // next tick or at once. Live, the values are also redrawn with each new
 // second of the clock. On the H200 each value redraw per second cost about
@@ -39,7 +39,7 @@ func (m *Model) shape() store.Shape {
 	sh := m.st.Shape()
 	if m.opt.Replay {
 		cursor := m.tl.cursor(m.now())
-		sh.Snapshots, sh.Markers = m.st.CountSnapshots(cursor), m.st.CountMarkers(cursor)
+		sh.RowCount, sh.Markers = m.st.CountRows(cursor), m.st.CountMarkers(cursor)
 	}
 	return sh
 }
@@ -91,7 +91,7 @@ func (m *Model) setScreen(s present.Screen, now int64) {
 	sel, selOK := s.SelectedProcess() // before the pane sorts the rows
 	m.procs.SetRows(s.Procs, s.Selected, s.Picked, s.EndedHidden)
 
-	sd := summaryData{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel, Bounds: s.Bounds}
+	sd := summaryRows{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel, Bounds: s.Bounds}
 	m.nRows = s.AllRows
 	var total uint64
 	if m.dev < len(s.Devices) {
