@@ -276,7 +276,7 @@ func pids(lines []string) map[string]bool {
 	return m
 }
 
-// Snapshot labels: the newest SnapshotLabels distinct ones, each at its
+// Row labels: the newest RowLabels distinct ones, each at its
 // newest time, text from outside clipped and valid UTF-8.
 func TestCollectorRowLabels(t *testing.T) {
 	st := newStore()

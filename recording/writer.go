@@ -212,7 +212,7 @@ func (w *Writer) push(it item) bool {
 // Frame queues a wire frame (a value or a pointer to one). The ingest calls
 // it with its lock held, so it only queues; encoding happens in the goroutine.
 //
-// Marks are not written (the store has already turned them into snapshot
+// Marks are not written (the store has already turned them into
 // rows, which are). An oom frame, a row and a device first write
 // every pending batch, so loading sees the samples the live store had. An
 // OOM's table row is no frame (ingest does not report it): Load gives the

@@ -12,7 +12,7 @@ import (
 // the row whose ID is e.ID, which must still be the row of e.PID on
 // device e.Dev at e.T labelled e.Label; without an ID (a recording made
 // before rows had ids), the first row in time order that those fit. A
-// renamed row takes the new label (as AddSnapshot keeps labels), and so
+// renamed row takes the new label (as AddRow keeps labels), and so
 // does its chart marker; a deleted row and its marker go, so the deltas,
 // verdicts and the CSV are worked out from the rows that are left. The
 // row is found through a map of IDs (or, without one, a search by time),

@@ -155,7 +155,7 @@ func TestRowsFollowAModel(t *testing.T) {
 				}
 			}
 			if got := st.CountRows(at); got != want {
-				t.Fatalf("step %d: CountSnapshots(%d) = %d, want %d", step, at, got, want)
+				t.Fatalf("step %d: CountRows(%d) = %d, want %d", step, at, got, want)
 			}
 			if got := st.CountMarkers(at); got != want {
 				t.Fatalf("step %d: CountMarkers(%d) = %d, want %d", step, at, got, want)

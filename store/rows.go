@@ -66,11 +66,11 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 }
 
 // AddRow completes a row (NVML used at its time and the highest NVML
-// used since the device's previous snapshot, where NVML is known; values
+// used since the device's previous row, where NVML is known; values
 // already set are kept) and appends it with an ID of the store's (the
 // row's own is not kept: a recording's names a row of that recording). It
 // returns the completed row.
-// The peak covers [previous snapshot's time, row.T] (from the store's start
+// The peak covers [previous row's time, row.T] (from the store's start
 // for the first row) and is exact while that range is inside the raw window.
 func (s *Store) AddRow(row wire.Row) wire.Row {
 	defer s.writeNotes()
@@ -125,7 +125,7 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 
 // nvmlFigures sets a row's NVML used (the last sample at or before its
 // time) and NVML peak (since the device's previous row: the last of
-// s.snapshots[:before] at or before it) where unset.
+// s.rows[:before] at or before it) where unset.
 func (s *Store) nvmlFigures(row *wire.Row, sr *series, before int) {
 	if row.NVMLUsed == nil {
 		if v, _, ok := sr.valueAt(row.T); ok {
@@ -168,7 +168,7 @@ func (s *Store) fillDue(dev int, t int64) {
 	s.nvmlDue = keep
 }
 
-// fillRows gives the rows of d in rows (s.snapshots or a copy of it, in
+// fillRows gives the rows of d in rows (s.rows or a copy of it, in
 // the same order) their NVML figures from the samples at hand.
 func (s *Store) fillRows(rows []wire.Row, d rowAt) {
 	sr := s.series[Key{d.dev, 0, NVMLUsed}]

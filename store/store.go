@@ -1,5 +1,5 @@
 // Package store holds everything gputop knows: bounded per-series history
-// (raw ring + min/max tiers), devices, processes, attached agents, snapshots
+// (raw ring + min/max tiers), devices, processes, attached agents, rows
 // and markers. Sources write into it through package ingest, whose Tap sees
 // what each mutator returns it kept; the UI and exporters read from it.
 // All methods are safe for concurrent use.
@@ -120,9 +120,9 @@ type Store struct {
 	// the rows, in time order; a deleted row leaves a hole (ID 0)
 	// until compactRows takes the holes out together (rowkeep.go)
 	rows     []wire.Row
-	rowIndex map[uint64]int // a row's ID -> its index in snapshots
+	rowIndex map[uint64]int // a row's ID -> its index in rows
 	lastRow  uint64         // the ID of the newest row made: how many were
-	holes    int            // deleted rows still in snapshots
+	holes    int            // deleted rows still in s.rows
 	bounds   Bounds         // what the bounds on rows left out
 	notes    []string       // lines for Log, written once the lock is let go
 	markers  []Marker       // markers that are no row's (a row's is the row, markers.go)

@@ -149,7 +149,7 @@ func TestAddRowFillsNVMLUsedAndPeak(t *testing.T) {
 	// The spike at 20.5 s is after c (20 s), though already ingested.
 	c := st.AddRow(wire.Row{T: at(20), Label: "c", Dev: 0})
 	wantU(t, "c peak", c.NVMLPeak, uint64(1000))
-	// dev 1's own previous snapshot (d) bounds its interval, dev 0's do not
+	// dev 1's own previous row (d) bounds its interval, dev 0's do not
 	e := st.AddRow(wire.Row{T: at(16), Label: "e", Dev: 1})
 	wantU(t, "e peak", e.NVMLPeak, uint64(7000))
 	f := st.AddRow(wire.Row{T: at(35), Label: "f", Dev: 0})
@@ -176,7 +176,7 @@ func TestAddRowFillsNVMLUsedAndPeak(t *testing.T) {
 	}
 	want := []string{"before", "early", "a", "d", "b", "e", "c", "agent-only", "f", "g"}
 	if !reflect.DeepEqual(labels, want) {
-		t.Fatalf("snapshot order %v, want %v", labels, want)
+		t.Fatalf("row order %v, want %v", labels, want)
 	}
 	// markers are in time order too (a replay counts those before its cursor)
 	ms := st.Markers()
@@ -397,7 +397,7 @@ func TestAgentHelloMapsByUUID(t *testing.T) {
 	wantU(t, "dev 0 nvml", rows[1].NVMLUsed, uint64(10))
 	wantU(t, "agent-only nvml", rows[2].NVMLUsed, nil)
 	if len(st.Rows()) != 3 {
-		t.Fatalf("snapshots %+v", st.Rows())
+		t.Fatalf("rows %+v", st.Rows())
 	}
 
 	st.AgentMark(42, wire.Mark{T: 2 * sec, Label: "train", Kind: wire.MarkPhaseStart, Devs: []wire.DevStats{{Dev: 0}}})
@@ -690,7 +690,7 @@ func TestConcurrentSourcesAndReaders(t *testing.T) {
 		}
 	}
 	if n := len(st.Rows()); n != 2*per/500 {
-		t.Fatalf("%d snapshots, want %d (a key and a mark every 500 ms)", n, 2*per/500)
+		t.Fatalf("%d rows, want %d (a key and a mark every 500 ms)", n, 2*per/500)
 	}
 	if reads.Load() == 0 {
 		t.Fatalf("readers never ran")

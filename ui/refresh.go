@@ -33,7 +33,7 @@ const (
 	maxValueInterval = time.Second
 )
 
-// shape is the store's Shape; in replay, snapshots and markers count only
+// shape is the store's Shape; in replay, rows and markers count only
 // up to the cursor, as rows and markers appear when the cursor passes them.
 func (m *Model) shape() store.Shape {
 	sh := m.st.Shape()

@@ -404,7 +404,7 @@ type Row struct {
 	Reserved  *uint64 `json:"reserved,omitempty"`
 	Peak      *uint64 `json:"peak,omitempty"`
 	NVMLUsed  *uint64 `json:"nvml_used,omitempty"`
-	NVMLPeak  *uint64 `json:"nvml_peak,omitempty"` // highest NVML used since the previous snapshot on this device
+	NVMLPeak  *uint64 `json:"nvml_peak,omitempty"` // highest NVML used since the previous row on this device
 	End       bool    `json:"end,omitempty"`
 	Held      *Held   `json:"held,omitempty"`
 	Awaiting  bool    `json:"awaiting,omitempty"`
