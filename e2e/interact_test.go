@@ -72,7 +72,7 @@ func (tm *term) mouse(button, x, y int) {
 }
 
 // tableHas reports whether a line of the screen starts with label, as a
-// row of the snapshot table does (the chart's markers are above the axis).
+// row of the summary does (the chart's markers are above the axis).
 func tableHas(scr, label string) bool {
 	for _, l := range strings.Split(scr, "\n") {
 		if strings.HasPrefix(l, label+" ") {
