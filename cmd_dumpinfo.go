@@ -1,4 +1,4 @@
-// gputop dump-info FILE: a torch memory snapshot summed up as text.
+// gputop dump-info FILE: a torch memory dump summed up as text.
 
 package main
 
@@ -27,7 +27,7 @@ func cmdDumpInfo(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if file == "" {
-		fmt.Fprintln(stderr, "gputop dump-info: want a FILE (a torch memory snapshot pickle)")
+		fmt.Fprintln(stderr, "gputop dump-info: want a FILE (a torch memory dump: memory_viz's pickle)")
 		return 2
 	}
 	if *top < 0 {

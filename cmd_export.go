@@ -10,8 +10,8 @@ import (
 
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 )
 
 // loadWarnings are a load's warnings, with how many more there were.
@@ -90,19 +90,19 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		say(stderr, fmt.Sprintf("gputop export: warning: %s has more rows than gputop keeps (%d): %d of the oldest are not in the CSV (each process's first row on a GPU and its end rows are kept while others can go)",
 			file, b.MaxRows, b.RowsDropped))
 	}
-	if err := snapshot.WriteStoreCSV(*out, st); err != nil {
+	if err := summary.WriteStoreCSV(*out, st); err != nil {
 		say(stderr, "gputop export:", err)
 		return 1
 	}
-	rows := fmt.Sprintf("%d rows", len(st.Snapshots()))
-	if len(st.Snapshots()) == 1 {
+	rows := fmt.Sprintf("%d rows", len(st.Rows()))
+	if len(st.Rows()) == 1 {
 		rows = "1 row"
 	}
 	say(report, fmt.Sprintf("wrote %s (%s)", *out, rows))
 	if info.Dropped.Any() {
 		say(report, fmt.Sprintf("%s: %s", file, droppedNote(info.Dropped)))
 	}
-	for _, l := range snapshot.Findings(st.Snapshots(), st.Devices()) {
+	for _, l := range summary.Findings(st.Rows(), st.Devices()) {
 		say(report, l)
 	}
 	return code

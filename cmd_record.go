@@ -87,7 +87,7 @@ func cmdRecord(args []string, stderr io.Writer) int {
 	}
 	ended := ses.Stop()
 	events.flush(stderr, "gputop record: ")
-	say(stderr, fmt.Sprintf("gputop record: %s: %d snapshots, %d bytes", f.out, len(ses.Store().Snapshots()), ended.Stats.Bytes))
+	say(stderr, fmt.Sprintf("gputop record: %s: %d rows, %d bytes", f.out, len(ses.Store().Rows()), ended.Stats.Bytes))
 	if sayRecordingEnd(stderr, ended, "gputop record:", "gputop record: "+f.out+":") {
 		return 1
 	}

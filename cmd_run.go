@@ -27,8 +27,8 @@ import (
 	"github.com/gputop/gputop/runner"
 	"github.com/gputop/gputop/sampler"
 	"github.com/gputop/gputop/session"
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/ui"
 )
 
@@ -245,19 +245,19 @@ func (f *runFlags) command(path string, argv []string, inj *runner.Injection) *e
 // summary is the end of a headless run: the summary table and findings,
 // and --csv when the run was monitored.
 func (f *runFlags) summary(st *store.Store, monitored bool, stderr io.Writer) {
-	snaps, devs := st.Snapshots(), st.Devices()
+	snaps, devs := st.Rows(), st.Devices()
 	if len(snaps) > 0 {
-		for _, l := range snapshot.Table(snaps, devs) {
+		for _, l := range summary.Table(snaps, devs) {
 			say(stderr, l)
 		}
-		for _, l := range snapshot.Findings(snaps, devs) {
+		for _, l := range summary.Findings(snaps, devs) {
 			say(stderr, l)
 		}
 	}
 	if f.csv == "" || !monitored {
 		return
 	}
-	if err := snapshot.WriteCSV(f.csv, snaps, devs); err != nil {
+	if err := summary.WriteCSV(f.csv, snaps, devs); err != nil {
 		say(stderr, "gputop run:", err)
 	} else {
 		say(stderr, fmt.Sprintf("gputop run: wrote %s (%d rows)", f.csv, len(snaps)))
@@ -358,7 +358,7 @@ func runTUI(cmd *exec.Cmd, name string, in *ingest.Ingest, opt ui.Options, csvPa
 		return cmd.Process.Pid
 	}
 	opt.CSVPath, opt.FPS, opt.Now, opt.Title = csvPath, fps, time.Now, "run: "+name
-	opt.WriteCSV = func(path string) error { return snapshot.WriteCSV(path, in.Store().Snapshots(), in.Store().Devices()) }
+	opt.WriteCSV = func(path string) error { return summary.WriteCSV(path, in.Store().Rows(), in.Store().Devices()) }
 	model := ui.NewRun(ui.New(in, opt), ui.Command{
 		Name:      name,
 		Lines:     out.Tail,

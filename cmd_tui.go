@@ -18,8 +18,8 @@ import (
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/session"
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/ui"
 )
 
@@ -95,7 +95,7 @@ func cmdTUI(args []string, stderr io.Writer) int {
 		return 1
 	}
 	st := src.in.Store()
-	opt.WriteCSV = func(path string) error { return snapshot.WriteStoreCSV(path, st) }
+	opt.WriteCSV = func(path string) error { return summary.WriteStoreCSV(path, st) }
 	var model tea.Model = ui.New(src.in, opt)
 	if src.load != nil {
 		model = ui.NewLoading(src.in, opt, src.load.ui())

@@ -26,10 +26,10 @@ var mayImport = map[string][]string{
 	"memdump":                   {"printable", "units"},
 	"runner":                    {"printable"},
 	// readers of the store: they never write it (ingest/onlyway_test.go)
-	"snapshot": {"store", "wire", "units", "outfile"},
-	"view":     {"store", "wire", "snapshot"},
-	"metrics":  {"store", "wire"},
-	// sources: they write through ingest and never import ui, view or snapshot
+	"summary": {"store", "wire", "units", "outfile"},
+	"present": {"store", "wire", "summary"},
+	"metrics": {"store", "wire"},
+	// sources: they write through ingest and never import ui, present or summary
 	"sampler":   {"ingest", "store", "wire", "sampler/native"},
 	"agentlink": {"ingest", "store", "wire", "printable"},
 	"recording": {"ingest", "store", "wire"},
@@ -37,8 +37,8 @@ var mayImport = map[string][]string{
 	// a live session assembled: the store, its ingest, the recorder, the
 	// sources and the metrics endpoint, wired once for every command
 	"session": {"agentlink", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},
-	// the UI: reads through view and snapshot, writes through ingest, never a source
-	"ui": {"view", "snapshot", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
+	// the UI: reads through present and summary, writes through ingest, never a source
+	"ui": {"present", "summary", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
 	// the benchmarks drive the store and the ingest directly
 	"bench":              {"ingest", "store"},
 	"bench/cmd/soak":     {"bench", "store"},

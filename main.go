@@ -39,7 +39,7 @@ Usage:
                                   node: --metrics ADDR); --stdio: the live stream on standard output,
                                   until standard input ends (for --ssh); -o FILE: a recording too
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
-  gputop dump-info FILE           a torch memory snapshot (a dump, memory_viz's pickle) as text
+  gputop dump-info FILE           a torch memory dump (memory_viz's pickle) as text
   gputop run [flags] -- CMD ARGS  run CMD with the agent attached at its first CUDA use, no code
                                   change; its output in a pane (--no-tui, or not a terminal:
                                   passed through, the summary at the end; exits with CMD's code)

@@ -13,10 +13,10 @@ import (
 	"github.com/gputop/gputop/demo"
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
-	"github.com/gputop/gputop/view"
 )
 
 // openDemo loads the recording embedded in the binary for the TUI (--demo).
@@ -32,7 +32,7 @@ func openDemo(log *logbook.Book, opt *ui.Options) tuiSource {
 	opt.Title = "demo: " + demo.Title
 	opt.Replay = true
 	// open where the whole run's story is on screen, found in its rows
-	opt.OpenAt, _ = view.StoryMoment(in.Store())
+	opt.OpenAt, _ = present.StoryMoment(in.Store())
 	return tuiSource{in: in}
 }
 

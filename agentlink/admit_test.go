@@ -51,8 +51,8 @@ func TestFramesARecordingCouldNotKeepAreRefused(t *testing.T) {
 		a, ok := agentByPID(st, 99)
 		return ok && a.Last[0].Allocated == uint64(len(cases))
 	})
-	if len(st.Snapshots()) != 0 {
-		t.Errorf("a refused mark made rows: %+v", st.Snapshots())
+	if len(st.Rows()) != 0 {
+		t.Errorf("a refused mark made rows: %+v", st.Rows())
 	}
 }
 

@@ -65,7 +65,7 @@ func TestHelloSamplesMarkMappedByUUID(t *testing.T) {
 	}
 	p.sendFrame(wire.Mark{Type: wire.TypeMark, T: t0 + 51*ms, Label: "Epoch 5",
 		Devs: []wire.DevStats{{Dev: 0, Allocated: 50 << 20, Reserved: 64 << 20, Peak: 60 << 20}}})
-	waitFor(t, "mark", func() bool { return len(st.Snapshots()) == 1 })
+	waitFor(t, "mark", func() bool { return len(st.Rows()) == 1 })
 
 	if n := st.Count(store.Key{Dev: 1, PID: 77, Metric: store.Allocated}); n != 50 {
 		t.Errorf("GPU 1 has %d allocated samples of pid 77, want 50", n)
@@ -76,10 +76,10 @@ func TestHelloSamplesMarkMappedByUUID(t *testing.T) {
 	if v, _, _ := st.Latest(store.Key{Dev: 1, PID: 77, Metric: store.Peak}); v != 150<<20 {
 		t.Errorf("peak latest %d", v)
 	}
-	row := st.Snapshots()[0]
+	row := st.Rows()[0]
 	if row.Label != "Epoch 5" || row.Dev != 1 || row.PID != 77 || row.Source != "agent" ||
 		*row.Allocated != 50<<20 || *row.Reserved != 64<<20 || *row.Peak != 60<<20 {
-		t.Errorf("snapshot row %+v", row)
+		t.Errorf("row %+v", row)
 	}
 	if len(st.Devices()) != 2 {
 		t.Errorf("a known UUID must not add a device: %d devices", len(st.Devices()))
@@ -612,7 +612,7 @@ func TestSnapRoundTrip(t *testing.T) {
 	if err := Snap(srv.Path(), "Epoch 5", nil, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	rows := st.Snapshots()
+	rows := st.Rows()
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want one per device: %+v", len(rows), rows)
 	}
@@ -636,7 +636,7 @@ func TestSnapRoundTrip(t *testing.T) {
 	if err := Snap(srv.Path(), "Training end", &no, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		if (r.Label == "Epoch 6") != r.End {
 			t.Errorf("row %q: end %v", r.Label, r.End)
 		}
@@ -653,7 +653,7 @@ func TestSnapLongLabel(t *testing.T) {
 	if err := Snap(srv.Path(), long, nil, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		if len(r.Label) > wire.MaxLabelBytes || !strings.HasSuffix(r.Label, wire.LabelCut) {
 			t.Fatalf("row labelled %d bytes: %.80q", len(r.Label), r.Label)
 		}

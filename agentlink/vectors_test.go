@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -262,7 +262,7 @@ func TestSessionVectorInStore(t *testing.T) {
 		alloc uint64
 	}
 	var got []row
-	for _, s := range st.Snapshots() {
+	for _, s := range st.Rows() {
 		got = append(got, row{s.Label, s.Dev, *s.Allocated})
 	}
 	want := []row{
@@ -272,11 +272,11 @@ func TestSessionVectorInStore(t *testing.T) {
 		{"After cleanup", 1, 0}, {"After cleanup", 0, 0},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("snapshot rows\n got %v\nwant %v", got, want)
+		t.Errorf("rows\n got %v\nwant %v", got, want)
 	}
 	// the end rows carry their walk's attribution, and their verdicts
 	var ends []string
-	for _, r := range snapshot.Rows(st.Snapshots(), st.Devices()) {
+	for _, r := range summary.Rows(st.Rows(), st.Devices()) {
 		if r.Verdict != nil {
 			ends = append(ends, fmt.Sprintf("%s/%d: %s", r.Label, r.Dev, r.Verdict.Line()))
 		}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Two DDP ranks on two GPUs beside `gputop record --source all`, each rank
-shown the other's GPU as cuda:0: gputop must put each rank's snapshot rows
+shown the other's GPU as cuda:0: gputop must put each rank's rows
 and processes on the GPU its UUID names, with that rank's torch values.
 
     PYTHONPATH=agent python3 bench/ddp_check.py --gputop bin/gputop [--results-dir DIR]

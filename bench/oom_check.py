@@ -68,7 +68,7 @@ print(json.dumps({"pid": os.getpid(), "raised": raised, "want": want, "total": t
                   "after": after, "status": status}))
 """
 
-# what `gputop export` must say of each scenario's OOM (snapshot/oom.go)
+# what `gputop export` must say of each scenario's OOM (summary/oom.go)
 CAUSE = {"huge": "more than the whole GPU", "fill": "Live tensors fill the GPU",
          "limit": "set_per_process_memory_fraction"}
 GIB = 1 << 30

@@ -103,7 +103,7 @@ func TestEndedAgentsForgottenInTerminal(t *testing.T) {
 		shortAgent(t, sock, 30000+i)
 	}
 	// 100 ended: the store keeps 64 (store.DefaultOptions().KeepEnded),
-	// the pane lists 32 of those (view.MaxEndedListed)
+	// the pane lists 32 of those (present.MaxEndedListed)
 	scr := tm.waitFor("… and 68 ended")
 	if !strings.Contains(scr, "30099") || strings.Contains(scr, "30000") {
 		t.Fatalf("the pane does not list the most recently ended first:\n%s", scr)

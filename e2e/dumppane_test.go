@@ -70,7 +70,7 @@ func TestDumpPaneHostileAndRemote(t *testing.T) {
 	tm.waitFor("Epoch 2")
 	tm.keys("I")
 	scr := tm.waitFor("this dump was written on gpu-b, not on this machine")
-	if strings.Contains(scr, "torch memory snapshot") {
+	if strings.Contains(scr, "torch memory dump") {
 		t.Errorf("the remote row's path was read here:\n%s", scr)
 	}
 	tm.keys("q")

@@ -53,7 +53,7 @@ var base = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano()
 
 // writeRecording writes a real recording with the real writer: one device at
 // a steady 1234 MiB for 20 s at 1 kHz with a 5 ms spike at 10 s, and one
-// snapshot row.
+// row.
 func writeRecording(t *testing.T, path string) {
 	t.Helper()
 	w, err := recording.Create(path, wire.Recording{Type: wire.TypeRecording, V: wire.Version, Start: base, Tool: "test", RateHz: 1000})
@@ -367,7 +367,7 @@ func TestSecondRecorderOnTheSameSocket(t *testing.T) {
 	if err := first.Wait(); err != nil {
 		t.Fatalf("first recorder: %v: %s", err, firstErr.String())
 	}
-	if !strings.Contains(firstErr.String(), "0 snapshots") {
+	if !strings.Contains(firstErr.String(), "0 rows") {
 		t.Fatalf("first recorder's summary: %s", firstErr.String())
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 // rowsRecording writes a real recording of secs seconds of one device
 // (NVML at 100/s) with twelve
-// snapshot rows ("row 01" at 1 s … "row 12" at 12 s) and three processes
+// rows ("row 01" at 1 s … "row 12" at 12 s) and three processes
 // NVML lists: pid 100 uses 1 GiB, pid 200 3 GiB, pid 300 2 GiB.
 func rowsRecording(t *testing.T, path string, secs int) {
 	t.Helper()
@@ -72,7 +72,7 @@ func (tm *term) mouse(button, x, y int) {
 }
 
 // tableHas reports whether a line of the screen starts with label, as a
-// row of the snapshot table does (the chart's markers are above the axis).
+// row of the summary does (the chart's markers are above the axis).
 func tableHas(scr, label string) bool {
 	for _, l := range strings.Split(scr, "\n") {
 		if strings.HasPrefix(l, label+" ") {

@@ -54,7 +54,7 @@ func TestRecordedPastMaxDevicesExportsEveryRow(t *testing.T) {
 	if !strings.Contains(msg, "pid 3025 (train.py): cuda:24, cuda:25, cuda:26") || !strings.Contains(msg, "not added: gputop keeps at most 1024 devices") {
 		t.Fatalf("recorder did not say which devices found no room:\n%.3000s", msg)
 	}
-	if !strings.Contains(msg, fmt.Sprintf("%d snapshots", rows)) {
+	if !strings.Contains(msg, fmt.Sprintf("%d rows", rows)) {
 		t.Fatalf("recorder kept a different number of rows than %d:\n%.3000s", rows, msg[max(len(msg)-500, 0):])
 	}
 

@@ -51,7 +51,7 @@ func TestEndRowAskThatFails(t *testing.T) {
 	in, tap := endRowSetup(t)
 	in.SetAsker(func(pid, torchDev int) error { return errors.New("pid 7 is not reading requests") })
 	in.TakeSnapshot("After cleanup", 0, 12, "key", nil)
-	row := in.Store().Snapshots()[0]
+	row := in.Store().Rows()[0]
 	if row.Held == nil || row.Held.Skipped != "could not ask for a holders walk: pid 7 is not reading requests" {
 		t.Fatalf("row %+v", row)
 	}

@@ -66,14 +66,14 @@ func (in *Ingest) frame(f wire.Frame) {
 
 // Apply applies frame f of agent process pid (as gputop files it: the
 // kernel's pid for a live peer, the frame's for a recording) to the store,
-// and returns the snapshot rows it made (a mark's, an OOM's, a snapshot
+// and returns the rows it made (a mark's, an OOM's, a snapshot
 // frame's), or the row an edit changed, as it was (none: the edit named no
 // row). Frames that are about
-// no process (procs, device_error, host, snapshot rows, NVML batches)
+// no process (procs, device_error, host, rows, NVML batches)
 // ignore pid. A batch (wire.NVML, wire.Samples) must have been checked
 // whole: its lists as long as its dt. A frame type the store has no use
 // for (a socket's snap, reply, request) does nothing.
-func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Snapshot {
+func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Row {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	st := in.st
@@ -99,7 +99,7 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Snapshot {
 	case wire.OOM:
 		if o, row, ok := st.AgentOOM(pid, v); ok {
 			in.frame(o) // its row is the event's: not recorded apart
-			return []wire.Snapshot{row}
+			return []wire.Row{row}
 		}
 	case wire.Holders:
 		if h, given, ok := st.AgentHolders(pid, v); ok {
@@ -115,10 +115,10 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Snapshot {
 	case wire.RowEdit:
 		if row, e, ok := st.EditRow(v); ok {
 			in.frame(e)
-			return []wire.Snapshot{row}
+			return []wire.Row{row}
 		}
-	case wire.Snapshot:
-		rows := []wire.Snapshot{st.AddSnapshot(v)}
+	case wire.Row:
+		rows := []wire.Row{st.AddRow(v)}
 		in.rows(rows)
 		return rows
 	case wire.Procs:
@@ -201,11 +201,11 @@ func (in *Ingest) HostDevice(d store.Device) int {
 // recording's rate is worked out from its samples).
 func (in *Ingest) Rate(dev int, hz float64) { in.st.SetRate(dev, hz) }
 
-// TakeSnapshot takes the snapshot rows of device dev at time t from what
+// TakeSnapshot takes the rows of device dev at time t from what
 // the store holds (see store.TakeSnapshot) and asks the agents of its end
 // rows for their holders walks through the asker (SetAsker), with no lock
 // held (an agent server takes its own locks, and calls Apply under them).
-func (in *Ingest) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
+func (in *Ingest) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Row {
 	in.mu.Lock()
 	ask := in.ask
 	rows, asks := in.st.TakeSnapshot(label, dev, t, source, end, ask != nil)
@@ -222,9 +222,9 @@ func (in *Ingest) TakeSnapshot(label string, dev int, t int64, source string, en
 	return rows
 }
 
-// rows reports snapshot rows; an OOM row is its oom frame's, reported
+// rows reports rows; an OOM row is its oom frame's, reported
 // already.
-func (in *Ingest) rows(rows []wire.Snapshot) {
+func (in *Ingest) rows(rows []wire.Row) {
 	for _, r := range rows {
 		if r.OOM == nil {
 			in.frame(r)

@@ -32,7 +32,7 @@ func TestApply(t *testing.T) {
 	if len(rows) != 1 || !rows[0].End || rows[0].Held == nil {
 		t.Fatalf("mark rows %+v", rows)
 	}
-	snaps := st.Snapshots()
+	snaps := st.Rows()
 	if len(snaps) != 2 || snaps[1].OOM == nil {
 		t.Fatalf("rows %+v", snaps)
 	}

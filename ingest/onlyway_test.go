@@ -17,7 +17,7 @@ import (
 var storeOnly = map[string]bool{
 	"AddNVML": true, "SetDevice": true, "SetDeviceError": true, "SetProcs": true, "SetRate": true,
 	"SetHost": true, "AgentHello": true, "AgentSample": true, "AgentMark": true, "AgentOOM": true,
-	"AgentHolders": true, "SetHeld": true, "AddSnapshot": true, "EditRow": true,
+	"AgentHolders": true, "SetHeld": true, "AddRow": true, "EditRow": true,
 }
 
 // No code outside store and ingest (tests aside) calls them.

@@ -59,7 +59,7 @@ func TestTapReceivesFrames(t *testing.T) {
 	in.TakeSnapshot("k", 0, 19, "key", nil)
 	in.Apply(7, wire.Ended{T: 20, Reason: "killed"})
 	// the OOM's row is no frame of its own: its oom frame is
-	want := []string{"Device", "DevError", "Procs", "Hello", "Sample", "Snapshot", "OOM", "Holders", "Snapshot", "Ended"}
+	want := []string{"Device", "DevError", "Procs", "Hello", "Sample", "Row", "OOM", "Holders", "Row", "Ended"}
 	if got := tap.types(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("frames %v\nwant %v", got, want)
 	}
@@ -71,10 +71,10 @@ func TestTapReceivesFrames(t *testing.T) {
 	}
 	// no NVML sample at or after 19 yet: the row waits for it, and the
 	// frame leaves NVML out (a reader computes it from the samples)
-	if s := tap.frames[8].(wire.Snapshot); s.Label != "k" || s.PID != 7 || s.Allocated == nil || *s.Allocated != 1 || s.NVMLUsed != nil {
+	if s := tap.frames[8].(wire.Row); s.Label != "k" || s.PID != 7 || s.Allocated == nil || *s.Allocated != 1 || s.NVMLUsed != nil {
 		t.Fatalf("snapshot frame %+v", s)
 	}
-	if r := st.Snapshots()[2]; r.Label != "k" || r.NVMLUsed == nil || *r.NVMLUsed != 101 {
+	if r := st.Rows()[2]; r.Label != "k" || r.NVMLUsed == nil || *r.NVMLUsed != 101 {
 		t.Fatalf("row k meanwhile shows %+v", r)
 	}
 }

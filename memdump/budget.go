@@ -46,15 +46,15 @@ type BudgetError struct {
 func (e *BudgetError) Error() string {
 	where := e.Path
 	if where == "" {
-		where = "snapshot"
+		where = "dump"
 	}
 	size := units.Bytes(uint64(max(e.Size, 0)))
 	if e.Budget == "memory" {
 		return fmt.Sprintf("%s: over the reader's memory budget at byte %d: decoding it would allocate more than %s "+
-			"(%d bytes for each of its %s, plus %s), far more than a torch memory snapshot needs (values nested or repeated by the thousand?)",
+			"(%d bytes for each of its %s, plus %s), far more than a torch memory dump needs (values nested or repeated by the thousand?)",
 			where, e.Offset, units.Bytes(uint64(e.Limit)), MemoryPerByte, size, units.Bytes(MemoryBase))
 	}
 	return fmt.Sprintf("%s: over the reader's budget of %d visits (%d for each byte of its %s, plus %d): summing it up "+
-		"would look at its values far more often than a torch memory snapshot needs (the same lists and dicts referred to over and over?)",
+		"would look at its values far more often than a torch memory dump needs (the same lists and dicts referred to over and over?)",
 		where, e.Limit, VisitsPerByte, size, VisitsBase)
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/nlpodyssey/gopickle/types"
 )
 
-// Dump is a snapshot summed up, one Device per CUDA device it covers.
+// Dump is a dump summed up, one Device per CUDA device it covers.
 type Dump struct {
 	Path    string
 	Bytes   int64 // the file's size; -1 when not known
 	Devices []Device
-	// History: the snapshot came with torch's allocation history on
+	// History: the dump came with torch's allocation history on
 	// (trace entries, or stacks on its blocks).
 	History bool
 	// Settings: the allocator's settings the dump gives
@@ -28,7 +28,7 @@ type Dump struct {
 	Cut int
 }
 
-// Device is one device's part of a snapshot.
+// Device is one device's part of a dump.
 type Device struct {
 	Index     int
 	Segments  int    // cudaMalloc'd segments the allocator keeps
@@ -54,7 +54,7 @@ type Group struct {
 	Bytes     uint64 // blocks' sizes
 	Requested uint64 // what was asked for (sizes are rounded up)
 	Blocks    int
-	// Labels: the snapshot labels or phases (torch's user_metadata, set
+	// Labels: the labels of gputop.snapshot calls or phases (torch's user_metadata, set
 	// by the agent) their allocations were made under, in the order the
 	// blocks lie in memory.
 	Labels []string
@@ -67,7 +67,7 @@ type OOM struct {
 	Frame      Frame  // where it was asked for
 	Label      string // user_metadata then
 	// LargestFree is the largest free block in the device's segments when
-	// the snapshot was taken; in a dump taken at the OOM (gputop's agent
+	// the dump was taken; in a dump taken at the OOM (gputop's agent
 	// does so from torch's OOM observer) that is the largest at the OOM.
 	LargestFree uint64
 }
@@ -86,7 +86,7 @@ func (f Frame) String() string {
 	return fmt.Sprintf("%s:%d %s", f.File, f.Line, f.Name)
 }
 
-// summarise turns an unpickled snapshot into a Dump, within the visit
+// summarise turns an unpickled dump into a Dump, within the visit
 // budget for a file of size bytes.
 func summarise(ctx context.Context, v any, size int64, c *cost) (*Dump, error) {
 	w := &walker{ctx: ctx, size: size, limit: visitLimit(size), frameDicts: map[*types.Dict]frameInfo{},
@@ -95,7 +95,7 @@ func summarise(ctx context.Context, v any, size int64, c *cost) (*Dump, error) {
 	return w.summarise(v)
 }
 
-// walker reads an unpickled snapshot. Every list element and dict entry
+// walker reads an unpickled dump. Every list element and dict entry
 // it looks at is a visit (and a string it hashes, one more for each 256
 // bytes): a pickle can refer to the same lists again and again, so that
 // a small file holds more blocks than memory, and the visits are what
@@ -215,7 +215,7 @@ func (w *walker) summarise(v any) (*Dump, error) {
 	switch s := v.(type) {
 	case *types.Dict:
 		var sv, tv, settings field
-		if err := w.fields(s, func() string { return "the snapshot" }, func(k string, v any) {
+		if err := w.fields(s, func() string { return "the dump" }, func(k string, v any) {
 			switch k {
 			case "segments":
 				sv.put(v)
@@ -228,7 +228,7 @@ func (w *walker) summarise(v any) (*Dump, error) {
 			return nil, err
 		}
 		if !sv.set {
-			return nil, fmt.Errorf("not a torch memory snapshot: a dict without \"segments\"")
+			return nil, fmt.Errorf("not a torch memory dump: a dict without \"segments\"")
 		}
 		var err error
 		if segments, err = w.list(sv.v, func() string { return "segments" }); err != nil {
@@ -248,7 +248,7 @@ func (w *walker) summarise(v any) (*Dump, error) {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("not a torch memory snapshot: the pickle holds %s, not a dict of segments", typeName(v))
+		return nil, fmt.Errorf("not a torch memory dump: the pickle holds %s, not a dict of segments", typeName(v))
 	}
 	d := &Dump{Bytes: -1, Settings: set}
 	devs := map[int]*Device{}

@@ -45,7 +45,7 @@ func FuzzRead(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(oom[:len(oom)/2]) // cut short
-	f.Add(snapshotPickle("train.py"))
+	f.Add(dumpPickle("train.py"))
 	f.Add(nested(4 << 10))
 	f.Add([]byte("\x80\x04" + strings.Repeat("(", 4<<10) + "."))
 	f.Add([]byte("\x80\x04" + strings.Repeat("]\x94", 2<<10) + "."))

@@ -16,7 +16,7 @@ import (
 // over, and refuses to hand over the byte that would make gopickle
 // allocate more than the budget allows: the last byte of a length that
 // runs past the end of the file, the opcode that takes the estimated
-// allocation past memoryLimit, an opcode no torch snapshot holds. A
+// allocation past memoryLimit, an opcode no torch dump holds. A
 // frame's opcodes are read when the frame is, before gopickle runs one of
 // them.
 //
@@ -182,7 +182,7 @@ func (g *guard) opcode(b byte) error {
 		return g.malformed(fmt.Errorf("unknown opcode: %#x", b))
 	}
 	if op.eff == effRefused {
-		return g.malformed(fmt.Errorf("%s %s: a torch memory snapshot holds plain dicts, lists, strings and numbers only", op.name, op.refusing))
+		return g.malformed(fmt.Errorf("%s %s: a torch memory dump holds plain dicts, lists, strings and numbers only", op.name, op.refusing))
 	}
 	if err := g.charge(op.cost); err != nil {
 		return err
@@ -249,7 +249,7 @@ func (g *guard) lengthRead() error {
 		return &ReadError{Offset: g.size, Size: g.size, Truncated: true, Err: &overrun{op.name, g.opAt, n, left}}
 	}
 	if op.maxArg > 0 && int64(n) > op.maxArg {
-		return g.malformed(fmt.Errorf("%s of %d bytes: a torch memory snapshot's integers fit in 64 bits", op.name, n))
+		return g.malformed(fmt.Errorf("%s of %d bytes: a torch memory dump's integers fit in 64 bits", op.name, n))
 	}
 	c := alloc(int64(n))
 	switch {

@@ -173,7 +173,7 @@ func TestRealDumpsWithinBudget(t *testing.T) {
 	}
 }
 
-// Opcodes no torch snapshot holds are refused where they are, and so are
+// Opcodes no torch dump holds are refused where they are, and so are
 // integers past 64 bits by far (decoding them is quadratic).
 func TestRefusedOpcodes(t *testing.T) {
 	for _, c := range []struct{ name, data, want string }{
@@ -246,10 +246,10 @@ func TestDumpNotARegularFile(t *testing.T) {
 	}
 }
 
-// snapshotPickle is a small snapshot as torch's pickle would hold it:
+// dumpPickle is a small dump as torch's pickle would hold it:
 // one segment with a live block allocated at file:7 f under "Epoch 1",
 // and that allocation and an OOM in the history.
-func snapshotPickle(file string) []byte {
+func dumpPickle(file string) []byte {
 	var b bytes.Buffer
 	frames := "](}(\x8c\x08filenameX" + le(4, uint64(len(file))) + file + "\x8c\x04lineK\x07\x8c\x04name\x8c\x01fue"
 	b.WriteString("\x80\x04}(\x8c\x08segments](}(\x8c\x06deviceK\x00\x8c\x0atotal_sizeK\x09\x8c\x06blocks](")
@@ -264,8 +264,8 @@ func snapshotPickle(file string) []byte {
 	return b.Bytes()
 }
 
-func TestSnapshotPickle(t *testing.T) {
-	d, err := readBytes(t, snapshotPickle("train.py"))
+func TestDumpPickle(t *testing.T) {
+	d, err := readBytes(t, dumpPickle("train.py"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestSnapshotPickle(t *testing.T) {
 // Names and labels past maxText are cut, and the text says how many.
 func TestLongNamesCut(t *testing.T) {
 	long := strings.Repeat("a", 10000) + ".py"
-	d, err := readBytes(t, snapshotPickle(long))
+	d, err := readBytes(t, dumpPickle(long))
 	if err != nil {
 		t.Fatal(err)
 	}

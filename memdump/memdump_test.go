@@ -257,12 +257,12 @@ func TestCorruptDump(t *testing.T) {
 	}
 }
 
-func TestNotASnapshot(t *testing.T) {
+func TestNotADump(t *testing.T) {
 	for _, c := range []struct {
 		name, data, want string
 	}{
 		{"text", "segments: none\n", "not a readable pickle at byte"},
-		{"an integer", "\x80\x04K\x05.", "not a torch memory snapshot: the pickle holds an integer"},
+		{"an integer", "\x80\x04K\x05.", "not a torch memory dump: the pickle holds an integer"},
 		{"a dict without segments", "\x80\x04}\x94.", `a dict without "segments"`},
 		{"a class", "\x80\x04\x8c\x02os\x8c\x06system\x93.", "names the class os.system"},
 	} {

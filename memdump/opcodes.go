@@ -45,7 +45,7 @@ const (
 	effPopMark         // POP_MARK: back to the stack before the MARK
 	effPopAny          // POP: the top value, or the MARK when the stack is empty
 	effStop            // STOP: the result
-	effRefused         // none of a torch snapshot's: refused
+	effRefused         // none of a torch dump's: refused
 )
 
 type opcode struct {

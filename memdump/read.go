@@ -1,5 +1,5 @@
-// Package memdump reads the memory snapshots PyTorch's caching allocator
-// writes (torch.cuda.memory._snapshot() pickled: the files
+// Package memdump reads the dumps of PyTorch's caching allocator (what
+// torch.cuda.memory._snapshot() returns, pickled: the files
 // pytorch.org/memory_viz opens, and the dumps gputop's agent writes) and
 // sums them up: the live blocks grouped by the Python frame that allocated
 // them, each device's segments (reserved against allocated, the free
@@ -25,7 +25,7 @@ import (
 	"github.com/nlpodyssey/gopickle/pickle"
 )
 
-// ReadError says why a file is not a readable snapshot and where: Offset
+// ReadError says why a file is not a readable dump and where: Offset
 // is the byte at which decoding stopped, counted from 0 (the last byte the
 // decoder read: an unknown opcode's own byte); for a file cut short, the
 // file's size.
@@ -40,7 +40,7 @@ type ReadError struct {
 func (e *ReadError) Error() string {
 	where := e.Path
 	if where == "" {
-		where = "snapshot"
+		where = "dump"
 	}
 	if e.Truncated {
 		why := "the pickle ends before its STOP opcode"
@@ -55,7 +55,7 @@ func (e *ReadError) Error() string {
 
 func (e *ReadError) Unwrap() error { return e.Err }
 
-// ReadFile decodes and sums up the snapshot in path, within the budget
+// ReadFile decodes and sums up the dump in path, within the budget
 // (budget.go); ctx ends the read early.
 func ReadFile(ctx context.Context, path string) (*Dump, error) {
 	// O_NONBLOCK: a FIFO named as a dump must not block the open
@@ -98,7 +98,7 @@ func kind(m os.FileMode) string {
 // decoding, and the summary's visits.
 type cost struct{ estimate, visits int64 }
 
-// read decodes and sums up the size bytes of a snapshot read from r; c,
+// read decodes and sums up the size bytes of a dump read from r; c,
 // when given, gets what that cost.
 func read(ctx context.Context, r io.Reader, path string, size int64, c *cost) (*Dump, error) {
 	if c == nil {
@@ -188,8 +188,8 @@ func frameLeft(u *pickle.Unpickler) int64 {
 	return int64((*bytes.Reader)(f.UnsafePointer()).Len())
 }
 
-// findClass refuses every class: a torch snapshot is made of dicts, lists,
-// strings and numbers only, so a file naming a class is no snapshot.
+// findClass refuses every class: a torch dump is made of dicts, lists,
+// strings and numbers only, so a file naming a class is no dump.
 func findClass(module, name string) (any, error) {
-	return nil, fmt.Errorf("names the class %s.%s: a torch memory snapshot holds plain dicts and lists only", module, name)
+	return nil, fmt.Errorf("names the class %s.%s: a torch memory dump holds plain dicts and lists only", module, name)
 }

@@ -17,9 +17,9 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 	var b strings.Builder
 	name := d.Path
 	if name == "" {
-		name = "snapshot"
+		name = "dump"
 	}
-	fmt.Fprintf(&b, "%s: torch memory snapshot", printable.Clean(name))
+	fmt.Fprintf(&b, "%s: torch memory dump", printable.Clean(name))
 	if d.Bytes >= 0 {
 		fmt.Fprintf(&b, " of %s", units.Bytes(uint64(d.Bytes)))
 	}

@@ -51,11 +51,11 @@ const (
 	// missing a spike.
 	MinWindow = time.Second
 	MaxWindow = time.Hour
-	// SnapshotLabels is how many distinct snapshot labels
+	// RowLabels is how many distinct snapshot labels
 	// gputop_snapshot_timestamp_seconds carries: the newest.
-	SnapshotLabels = 10
-	// snapshotRowsRead bounds the rows a scrape reads to find them.
-	snapshotRowsRead = 512
+	RowLabels = 10
+	// rowsRead bounds the rows a scrape reads to find them.
+	rowsRead = 512
 	// maxLabelBytes clips peer-chosen label values (snapshot labels).
 	maxLabelBytes = 100
 )
@@ -85,8 +85,8 @@ var (
 	descOOMs      = desc("gputop_torch_ooms_total", "torch.cuda num_ooms.", procLabels)
 	descProcUsed  = desc("gputop_process_nvml_used_bytes", "The process's used device memory, from NVML's process list.", procLabels)
 
-	descSnapshots = desc("gputop_snapshots_total", "Snapshot rows taken (keys, code, gputop snap, OOMs).", nil)
-	descSnapTime  = desc("gputop_snapshot_timestamp_seconds", "When the newest snapshot of each label was taken (the newest few labels), for annotations.", []string{"label"})
+	descRows     = desc("gputop_snapshots_total", "Rows taken (keys, code, gputop snap, OOMs).", nil)
+	descSnapTime = desc("gputop_snapshot_timestamp_seconds", "When the newest snapshot of each label was taken (the newest few labels), for annotations.", []string{"label"})
 )
 
 // Collector is a prometheus.Collector over a store. It keeps nothing
@@ -127,7 +127,7 @@ func NewCollector(st *store.Store, opt Options) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNVMLUsed, descNVMLTotal, c.usedMax, c.usedMin, descRate,
 		descAllocated, descReserved, descPeak, c.allocatedMax, descInactive, descRetries, descOOMs, descProcUsed,
-		descSnapshots, descSnapTime} {
+		descRows, descSnapTime} {
 		ch <- d
 	}
 }
@@ -211,8 +211,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	counter(descSnapshots, float64(c.st.Shape().RowsMade))
-	for _, s := range newestLabels(c.st.LastSnapshots(snapshotRowsRead), SnapshotLabels) {
+	counter(descRows, float64(c.st.Shape().RowsMade))
+	for _, s := range newestLabels(c.st.LastRows(rowsRead), RowLabels) {
 		gauge(descSnapTime, float64(s.T)/1e9, labelText(s.Label))
 	}
 }
@@ -256,8 +256,8 @@ func sortedDevs(m map[int]int) []int {
 
 // newestLabels returns the newest row of each of the n most recently
 // used labels, newest first.
-func newestLabels(rows []wire.Snapshot, n int) []wire.Snapshot {
-	var out []wire.Snapshot
+func newestLabels(rows []wire.Row, n int) []wire.Row {
+	var out []wire.Row
 	seen := map[string]bool{}
 	for i := len(rows) - 1; i >= 0 && len(out) < n; i-- {
 		l := labelText(rows[i].Label)

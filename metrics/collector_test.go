@@ -276,9 +276,9 @@ func pids(lines []string) map[string]bool {
 	return m
 }
 
-// Snapshot labels: the newest SnapshotLabels distinct ones, each at its
+// Row labels: the newest RowLabels distinct ones, each at its
 // newest time, text from outside clipped and valid UTF-8.
-func TestCollectorSnapshotLabels(t *testing.T) {
+func TestCollectorRowLabels(t *testing.T) {
 	st := newStore()
 	st.AddNVML(0, t0, 1, 0)
 	for i := 0; i < 30; i++ {
@@ -291,7 +291,7 @@ func TestCollectorSnapshotLabels(t *testing.T) {
 			labels = append(labels, l)
 		}
 	}
-	if len(labels) != SnapshotLabels {
+	if len(labels) != RowLabels {
 		t.Fatalf("%d labels:\n%s", len(labels), strings.Join(labels, "\n"))
 	}
 	long := 0

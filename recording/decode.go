@@ -246,8 +246,8 @@ var loadChecks = map[string]func(d *Decoder, f wire.Frame) (wire.Frame, error){
 	wire.TypeProcs:    devTime(func(v wire.Procs) (int, int64) { return v.Dev, v.T }),
 	wire.TypeDevError: devTime(func(v wire.DevError) (int, int64) { return v.Dev, v.T }),
 	wire.TypeRowEdit:  devTime(func(v wire.RowEdit) (int, int64) { return v.Dev, v.T }),
-	wire.TypeSnapshot: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
-		v := f.(wire.Snapshot)
+	wire.TypeRow: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
+		v := f.(wire.Row)
 		if d.hdr.V < 3 {
 			// before version 3 rows did not say; the label did
 			v.End = wire.IsEndLabel(v.Label)

@@ -176,11 +176,11 @@ type unwritten struct {
 	through uint64
 }
 
-// add notes the row of f (a snapshot row, an OOM's) as not written.
+// add notes the row of f (a row, an OOM's) as not written.
 func (u *unwritten) add(f any) {
 	var id uint64
 	switch v := f.(type) {
-	case wire.Snapshot:
+	case wire.Row:
 		id = v.ID
 	case wire.OOM:
 		id = v.Row

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -56,7 +56,7 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, s := range map[string]*store.Store{"live": st.Store, "loaded": back} {
-		rows := s.Snapshots()
+		rows := s.Rows()
 		if len(rows) != 3 {
 			t.Fatalf("%s: %d rows, want 3", name, len(rows))
 		}
@@ -72,7 +72,7 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 		if !slices.Equal(got, []string{labelled, "", cleanOOM}) {
 			t.Errorf("%s: rows' dumps %q", name, got)
 		}
-		recs := snapshot.Records(rows, s.Devices())
+		recs := summary.Records(rows, s.Devices())
 		col := slices.Index(recs[0], "dump")
 		if col != len(recs[0])-1 {
 			t.Fatalf("%s: the dump column is at %d of %d", name, col, len(recs[0]))

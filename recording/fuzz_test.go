@@ -42,7 +42,7 @@ func fuzzSeeds() map[string][]byte {
 	f := sb.frame()
 	valid.Write(append(f.AppendJSON(nil), '\n'))
 	writeLines(&valid,
-		wire.Snapshot{Type: wire.TypeSnapshot, T: base + 3*ms, Label: "Epoch 5", Dev: 0, PID: 7, Source: "agent", Allocated: u64(1 << 20), Reserved: u64(2 << 20), Peak: u64(3 << 20), NVMLUsed: u64(1 << 30), NVMLPeak: u64(5 << 30)},
+		wire.Row{Type: wire.TypeRow, T: base + 3*ms, Label: "Epoch 5", Dev: 0, PID: 7, Source: "agent", Allocated: u64(1 << 20), Reserved: u64(2 << 20), Peak: u64(3 << 20), NVMLUsed: u64(1 << 30), NVMLPeak: u64(5 << 30)},
 		wire.OOM{Type: wire.TypeOOM, PID: 7, T: base + 3*ms, Dev: 0, Requested: 1 << 34, Allocated: 1, Reserved: 2, Peak: 3},
 		wire.Holders{Type: wire.TypeHolders, PID: 7, T: base + 4*ms, Dev: 0, Total: 10, Groups: []wire.HolderGroup{{Kind: "container", Name: "losses", Bytes: 10, Tensors: 1}}},
 		wire.DevError{Type: wire.TypeDevError, T: base + 4*ms, Dev: 0, Error: "GPU is lost"},
@@ -92,8 +92,8 @@ func TestFuzzSeeds(t *testing.T) {
 	// the valid seed is valid, and loads its agent-only device as such
 	st := store.New(liveOptions())
 	info, err := LoadReader("valid", bytes.NewReader(fuzzSeeds()["valid"]), st)
-	if err != nil || info.Samples != 7 || len(st.Snapshots()) != 2 {
-		t.Fatalf("valid seed: %v, %+v, %d rows", err, info, len(st.Snapshots()))
+	if err != nil || info.Samples != 7 || len(st.Rows()) != 2 {
+		t.Fatalf("valid seed: %v, %+v, %d rows", err, info, len(st.Rows()))
 	}
 	if d := st.Devices(); len(d) != 2 || d[0].Source != "nvml" || d[1].Source != "agent" {
 		t.Fatalf("devices %+v", d)

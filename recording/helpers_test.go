@@ -114,7 +114,7 @@ func session(st tapped, n int) {
 		case 2500:
 			st.AgentEnded(5151, t, false, "connection reset by peer")
 		case 2700:
-			st.AddSnapshot(wire.Snapshot{T: t, Label: "imported", Dev: 0, Source: "cli", Allocated: u64(1), Reserved: u64(2), Peak: u64(3)})
+			st.AddRow(wire.Row{T: t, Label: "imported", Dev: 0, Source: "cli", Allocated: u64(1), Reserved: u64(2), Peak: u64(3)})
 		case 2600:
 			// an end row from a key: the agent is asked for a walk of
 			// each device; one request cannot be sent, one is answered
@@ -156,7 +156,7 @@ func record(t testing.TB, path string, n int) *store.Store {
 }
 
 // sameStore fails unless b holds what a holds: every series sample for
-// sample, devices, processes, agents, snapshot rows and markers.
+// sample, devices, processes, agents, rows and markers.
 func sameStore(t *testing.T, a, b *store.Store) {
 	t.Helper()
 	if !reflect.DeepEqual(a.Keys(), b.Keys()) {
@@ -214,11 +214,11 @@ func sameStore(t *testing.T, a, b *store.Store) {
 	if !reflect.DeepEqual(a.Agents(), b.Agents()) {
 		t.Errorf("agents:\n live   %+v\n loaded %+v", a.Agents(), b.Agents())
 	}
-	as, bs := a.Snapshots(), b.Snapshots()
+	as, bs := a.Rows(), b.Rows()
 	if !reflect.DeepEqual(as, bs) {
-		t.Errorf("snapshot rows differ:\n live   %s\n loaded %s", js(as), js(bs))
+		t.Errorf("rows differ:\n live   %s\n loaded %s", js(as), js(bs))
 	}
-	// snapshot rows carry their marker kind, so phase markers come back as such
+	// rows carry their marker kind, so phase markers come back as such
 	am, bm := a.Markers(), b.Markers()
 	if !reflect.DeepEqual(am, bm) {
 		t.Errorf("markers:\n live   %+v\n loaded %+v", am, bm)
@@ -307,13 +307,13 @@ func tap(st *store.Store, w *Writer) tapped {
 	return tapped{st, in}
 }
 
-func (s tapped) SetDevice(d store.Device)                       { s.in.Device(d) }
-func (s tapped) AddNVML(dev int, t int64, used, res uint64)     { s.in.NVML(dev, t, used, res) }
-func (s tapped) AgentHello(h wire.Hello)                        { s.in.Apply(h.PID, h) }
-func (s tapped) AgentSample(pid int, smp wire.Sample)           { s.in.Apply(pid, smp) }
-func (s tapped) AgentMark(pid int, m wire.Mark) []wire.Snapshot { return s.in.Apply(pid, m) }
-func (s tapped) AgentOOM(pid int, o wire.OOM)                   { s.in.Apply(pid, o) }
-func (s tapped) AgentHolders(pid int, h wire.Holders)           { s.in.Apply(pid, h) }
+func (s tapped) SetDevice(d store.Device)                   { s.in.Device(d) }
+func (s tapped) AddNVML(dev int, t int64, used, res uint64) { s.in.NVML(dev, t, used, res) }
+func (s tapped) AgentHello(h wire.Hello)                    { s.in.Apply(h.PID, h) }
+func (s tapped) AgentSample(pid int, smp wire.Sample)       { s.in.Apply(pid, smp) }
+func (s tapped) AgentMark(pid int, m wire.Mark) []wire.Row  { return s.in.Apply(pid, m) }
+func (s tapped) AgentOOM(pid int, o wire.OOM)               { s.in.Apply(pid, o) }
+func (s tapped) AgentHolders(pid int, h wire.Holders)       { s.in.Apply(pid, h) }
 func (s tapped) AgentEnded(pid int, t int64, clean bool, reason string) {
 	s.in.AgentEnded(pid, t, clean, reason)
 }
@@ -324,17 +324,17 @@ func (s tapped) SetDeviceError(dev int, t int64, err string) {
 	s.in.Apply(0, wire.DevError{Type: wire.TypeDevError, T: t, Dev: dev, Error: err})
 }
 func (s tapped) SetAsker(a ingest.Asker) { s.in.SetAsker(a) }
-func (s tapped) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
+func (s tapped) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Row {
 	return s.in.TakeSnapshot(label, dev, t, source, end)
 }
-func (s tapped) EditRow(e wire.RowEdit) (wire.Snapshot, bool) {
+func (s tapped) EditRow(e wire.RowEdit) (wire.Row, bool) {
 	rows := s.in.Apply(0, e)
 	if len(rows) == 0 {
-		return wire.Snapshot{}, false
+		return wire.Row{}, false
 	}
 	return rows[0], true
 }
-func (s tapped) AddSnapshot(row wire.Snapshot) { s.in.Apply(0, row) }
+func (s tapped) AddRow(row wire.Row) { s.in.Apply(0, row) }
 func (s tapped) SetHeld(pid, dev int, t int64, h *wire.Held) {
 	s.in.Apply(pid, wire.RowHeld{Type: wire.TypeRowHeld, PID: pid, T: t, Dev: dev, Held: h})
 }

@@ -9,7 +9,7 @@ import "github.com/gputop/gputop/wire"
 // It is four times an agent's line (wire.MaxFrameBytes) so that whatever
 // gputop admitted live can be written and loaded again. Recording a frame
 // can make it longer than the agent sent it: gputop adds the pid, a mark
-// becomes snapshot rows carrying its label, a hello its devices, and text
+// becomes rows carrying its label, a hello its devices, and text
 // from outside is cleaned (a character becomes at most three bytes, U+FFFD).
 // The socket server admits a frame only if its canonical encoding (Go's
 // field order, no HTML escaping: what the Writer writes) fits in

@@ -115,7 +115,7 @@ type loader struct {
 	devs      []wire.Device
 	agentDevs map[int]bool // devices AgentHello made from held-back frames
 	rates     map[int]*rate
-	// the last frame was an oom: the store's OOM snapshot row that follows
+	// the last frame was an oom: the store's OOM row that follows
 	// it in an older recording is a duplicate of what AgentOOM recreates.
 	oom struct {
 		set bool
@@ -166,7 +166,7 @@ func (l *loader) apply(f wire.Frame) error {
 		l.in.Apply(0, v)
 	case wire.Hello:
 		l.hello(v)
-	case wire.Snapshot:
+	case wire.Row:
 		if oom.set && v.IsOOMRowOf(oom.pid, oom.t) {
 			l.info.Frames-- // AgentOOM already made this row
 			return nil

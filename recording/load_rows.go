@@ -30,7 +30,7 @@ func (r *rowIDs) recording(joined int) {
 
 // made notes the store's id of the row (rows, as Apply made it) that the
 // recording calls id (0: the recording gave it none).
-func (r *rowIDs) made(id uint64, rows []wire.Snapshot, st *store.Store) {
+func (r *rowIDs) made(id uint64, rows []wire.Row, st *store.Store) {
 	if id == 0 || len(rows) != 1 {
 		return
 	}
@@ -40,7 +40,7 @@ func (r *rowIDs) made(id uint64, rows []wire.Snapshot, st *store.Store) {
 	r.ids[id] = rows[0].ID
 	// forget the rows the store no longer keeps (store.Options.MaxRows),
 	// so that the map stays about as small as the store's rows
-	if len(r.ids) > 2*st.Shape().Snapshots+1024 {
+	if len(r.ids) > 2*st.Shape().RowCount+1024 {
 		for k, v := range r.ids {
 			if !st.HasRow(v) {
 				delete(r.ids, k)

@@ -62,7 +62,7 @@ func expectOf(t testing.TB, ls [][]byte) expect {
 			var f wire.NVML
 			json.Unmarshal(l, &f)
 			e.samples += len(f.DT)
-		case wire.TypeSnapshot, wire.TypeOOM:
+		case wire.TypeRow, wire.TypeOOM:
 			e.rows++
 		}
 	}
@@ -77,7 +77,7 @@ func checkLoaded(t *testing.T, what string, info Info, st *store.Store, e expect
 	if n := st.Count(store.Key{Dev: 0, Metric: store.NVMLUsed}); n != uint64(e.samples) {
 		t.Fatalf("%s: store has %d samples, want %d", what, n, e.samples)
 	}
-	if n := len(st.Snapshots()); n != e.rows {
+	if n := len(st.Rows()); n != e.rows {
 		t.Fatalf("%s: store has %d rows, want %d", what, n, e.rows)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // wire.MaxClockSkew of the clock, torch indices >= 0 listed once per hello,
 // UUIDs never empty, frames whose canonical encoding fits in
 // wire.MaxFrameBytes). A Writer records the run; loading the file into a
-// fresh store must give the same devices, snapshot rows, markers, agents,
+// fresh store must give the same devices, rows, markers, agents,
 // samples and log lines. Runs include hellos with more unknown UUIDs than
 // store.MaxDevices allows; TestLoadBackFramesAtTheLimit adds frames at the
 // size limit whose text grows when cleaned.
@@ -76,8 +76,8 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 	if n := len(live.Devices()); n != store.MaxDevices {
 		t.Fatalf("%d devices live, want the limit %d", n, store.MaxDevices)
 	}
-	if rows != store.MaxDevices || len(live.Snapshots()) != rows {
-		t.Fatalf("%d rows made, %d kept; want one per device that has room, %d", rows, len(live.Snapshots()), store.MaxDevices)
+	if rows != store.MaxDevices || len(live.Rows()) != rows {
+		t.Fatalf("%d rows made, %d kept; want one per device that has room, %d", rows, len(live.Rows()), store.MaxDevices)
 	}
 	logs := strings.Join(logOf(live.Store).Lines(), "\n")
 	if !strings.Contains(logs, "pid 1025 (train.py): cuda:24, cuda:25") || !strings.Contains(logs, "at most 1024 devices") {
@@ -88,8 +88,8 @@ func TestLoadBackPastMaxDevices(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	if len(loaded.Snapshots()) != rows {
-		t.Fatalf("%d of %d rows loaded (%d frames)", len(loaded.Snapshots()), rows, info.Frames)
+	if len(loaded.Rows()) != rows {
+		t.Fatalf("%d of %d rows loaded (%d frames)", len(loaded.Rows()), rows, info.Frames)
 	}
 	sameRecorded(t, live.Store, loaded)
 }
@@ -158,7 +158,7 @@ func loadBackWith(t *testing.T, seed int64, n int, more func(*ingestRun)) string
 }
 
 // sameRecorded fails unless b holds what a holds: devices (their sample
-// rate aside, which a loader computes), snapshot rows, markers, agents,
+// rate aside, which a loader computes), rows, markers, agents,
 // each series' count and latest sample, the span and the log.
 func sameRecorded(t *testing.T, a, b *store.Store) {
 	t.Helper()
@@ -172,8 +172,8 @@ func sameRecorded(t *testing.T, a, b *store.Store) {
 	if !reflect.DeepEqual(ad, bd) {
 		t.Errorf("devices: %d live, %d loaded; first difference: %s", len(ad), len(bd), firstDiff(ad, bd))
 	}
-	if as, bs := a.Snapshots(), b.Snapshots(); !reflect.DeepEqual(as, bs) {
-		t.Errorf("snapshot rows: %d live, %d loaded; first difference: %s", len(as), len(bs), firstDiff(as, bs))
+	if as, bs := a.Rows(), b.Rows(); !reflect.DeepEqual(as, bs) {
+		t.Errorf("rows: %d live, %d loaded; first difference: %s", len(as), len(bs), firstDiff(as, bs))
 	}
 	if am, bm := a.Markers(), b.Markers(); !reflect.DeepEqual(am, bm) {
 		t.Errorf("markers: %d live, %d loaded; first difference: %s", len(am), len(bm), firstDiff(am, bm))

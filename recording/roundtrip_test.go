@@ -56,7 +56,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("the OOM row was written %d times; want it recreated from the oom frame", n)
 	}
 	var ooms int
-	for _, r := range loaded.Snapshots() {
+	for _, r := range loaded.Rows() {
 		if r.Source == "oom" {
 			ooms++
 			if r.NVMLUsed == nil || r.NVMLPeak == nil || *r.NVMLPeak < 4<<30 {
@@ -79,7 +79,7 @@ func TestRoundTrip(t *testing.T) {
 	// end rows come back with their attribution: from the mark, from a
 	// late answer (a held frame), or why there is none
 	var ends []string
-	for _, r := range loaded.Snapshots() {
+	for _, r := range loaded.Rows() {
 		if r.End {
 			what := "no attribution"
 			switch {
@@ -115,11 +115,11 @@ func TestRoundTripExport(t *testing.T) {
 	if _, err := Load(path, st); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(live.Snapshots(), st.Snapshots()) {
-		t.Fatalf("rows differ:\n live   %s\n loaded %s", js(live.Snapshots()), js(st.Snapshots()))
+	if !reflect.DeepEqual(live.Rows(), st.Rows()) {
+		t.Fatalf("rows differ:\n live   %s\n loaded %s", js(live.Rows()), js(st.Rows()))
 	}
-	if len(st.Snapshots()) < 10 {
-		t.Fatalf("only %d rows", len(st.Snapshots()))
+	if len(st.Rows()) < 10 {
+		t.Fatalf("only %d rows", len(st.Rows()))
 	}
 }
 
@@ -131,14 +131,14 @@ func TestLoadOOMRowNotDoubled(t *testing.T) {
 		wire.Device{Type: wire.TypeDevice, Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30},
 		wire.Hello{Type: wire.TypeHello, V: 1, PID: 9, T: base, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}},
 		wire.OOM{Type: wire.TypeOOM, PID: 9, T: base + 5, Dev: 0, Allocated: 1, Reserved: 2, Peak: 3},
-		wire.Snapshot{Type: wire.TypeSnapshot, T: base + 5, Label: "OOM", Dev: 0, PID: 9, Source: "oom", Allocated: u64(1), Reserved: u64(2), Peak: u64(3)},
-		wire.Snapshot{Type: wire.TypeSnapshot, T: base + 6, Label: "after", Dev: 0, PID: 9, Source: "agent", Allocated: u64(1), Reserved: u64(2), Peak: u64(3)},
+		wire.Row{Type: wire.TypeRow, T: base + 5, Label: "OOM", Dev: 0, PID: 9, Source: "oom", Allocated: u64(1), Reserved: u64(2), Peak: u64(3)},
+		wire.Row{Type: wire.TypeRow, T: base + 6, Label: "after", Dev: 0, PID: 9, Source: "agent", Allocated: u64(1), Reserved: u64(2), Peak: u64(3)},
 	)
 	st := store.New(store.DefaultOptions())
 	if _, err := LoadReader("oom", &buf, st); err != nil {
 		t.Fatal(err)
 	}
-	rows := st.Snapshots()
+	rows := st.Rows()
 	if len(rows) != 2 || rows[0].Source != "oom" || rows[1].Label != "after" {
 		t.Fatalf("rows: %s", js(rows))
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-// editedRecording writes a recording of n snapshot rows, each then renamed
+// editedRecording writes a recording of n rows, each then renamed
 // (or deleted) by the user, oldest first, as a TUI's --record writes it.
 func editedRecording(b *testing.B, n int, del bool) []byte {
 	path := tempPath(b, "edits.gputop")
@@ -22,7 +22,7 @@ func editedRecording(b *testing.B, n int, del bool) []byte {
 	in := ingest.New(store.New(liveOptions()))
 	in.SetTap(w)
 	in.Device(store.Device{Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30, Source: "nvml"})
-	rows := make([]wire.Snapshot, 0, n)
+	rows := make([]wire.Row, 0, n)
 	for i := range n {
 		rows = append(rows, in.TakeSnapshot(fmt.Sprintf("row %d", i), 0, base+int64(i)*ms, "key", nil)...)
 		if i%1000 == 999 {
@@ -71,8 +71,8 @@ func BenchmarkLoadRowEdits(b *testing.B) {
 				if _, err := LoadReader("bench", bytes.NewReader(data), st); err != nil {
 					b.Fatal(err)
 				}
-				if want := map[bool]int{false: n, true: 0}[c.del]; len(st.Snapshots()) != want {
-					b.Fatalf("%d rows loaded, want %d", len(st.Snapshots()), want)
+				if want := map[bool]int{false: n, true: 0}[c.del]; len(st.Rows()) != want {
+					b.Fatalf("%d rows loaded, want %d", len(st.Rows()), want)
 				}
 			}
 		})

@@ -49,7 +49,7 @@ func TestRowEditsLoadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var labels, marks []string
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		labels = append(labels, r.Label)
 	}
 	for _, m := range st.Markers() {
@@ -61,8 +61,8 @@ func TestRowEditsLoadBack(t *testing.T) {
 	if got := strings.Join(marks, ","); got != "first,three" {
 		t.Fatalf("loaded markers %s, want first,three", got)
 	}
-	if !reflect.DeepEqual(live.Snapshots(), st.Snapshots()) {
-		t.Fatalf("rows differ:\n live   %s\n loaded %s", js(live.Snapshots()), js(st.Snapshots()))
+	if !reflect.DeepEqual(live.Rows(), st.Rows()) {
+		t.Fatalf("rows differ:\n live   %s\n loaded %s", js(live.Rows()), js(st.Rows()))
 	}
 }
 
@@ -80,7 +80,7 @@ func TestRowEditRefused(t *testing.T) {
 		tc.edit.Type = wire.TypeRowEdit
 		writeLines(&buf, header(),
 			wire.Device{Type: wire.TypeDevice, Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30},
-			wire.Snapshot{Type: wire.TypeSnapshot, T: base + 5, Label: "a", Dev: 0, Source: "key"},
+			wire.Row{Type: wire.TypeRow, T: base + 5, Label: "a", Dev: 0, Source: "key"},
 			tc.edit)
 		st := store.New(store.DefaultOptions())
 		_, err := LoadReader("edits", &buf, st)
@@ -88,7 +88,7 @@ func TestRowEditRefused(t *testing.T) {
 		if !strings.Contains(fe.Error(), tc.want) || !strings.Contains(fe.Error(), "line 4") {
 			t.Errorf("error %q, want line 4 and %q", fe.Error(), tc.want)
 		}
-		if rows := st.Snapshots(); len(rows) != 1 || rows[0].Label != "a" {
+		if rows := st.Rows(); len(rows) != 1 || rows[0].Label != "a" {
 			t.Errorf("rows before the bad line: %s", js(rows))
 		}
 	}
@@ -142,7 +142,7 @@ func TestWriterDropsEditsOfRowsItDropped(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the recording does not load to its end: %v", err)
 	}
-	if rows := st.Snapshots(); len(rows) != 1 || rows[0].Label != "kept, renamed" {
+	if rows := st.Rows(); len(rows) != 1 || rows[0].Label != "kept, renamed" {
 		t.Fatalf("loaded rows %s", js(rows))
 	}
 	if !info.Dropped.Any() {
@@ -154,8 +154,8 @@ func TestWriterDropsEditsOfRowsItDropped(t *testing.T) {
 // naming its line, whether the recorder dropped lines before it (the row
 // likely among them) or not; the lines after it load.
 func TestLoadSkipsEditsOfMissingRows(t *testing.T) {
-	row := func(id uint64, ms_ int64, label string) wire.Snapshot {
-		return wire.Snapshot{Type: wire.TypeSnapshot, ID: id, T: base + ms_*ms, Label: label, Dev: 0, Source: "key"}
+	row := func(id uint64, ms_ int64, label string) wire.Row {
+		return wire.Row{Type: wire.TypeRow, ID: id, T: base + ms_*ms, Label: label, Dev: 0, Source: "key"}
 	}
 	edit := func(id uint64, ms_ int64, label, rename string) wire.RowEdit {
 		return wire.RowEdit{Type: wire.TypeRowEdit, ID: id, T: base + ms_*ms, Dev: 0, Label: label, Rename: rename}
@@ -186,7 +186,7 @@ func TestLoadSkipsEditsOfMissingRows(t *testing.T) {
 				t.Fatalf("the recording does not load to its end: %v", err)
 			}
 			var labels []string
-			for _, r := range st.Snapshots() {
+			for _, r := range st.Rows() {
 				labels = append(labels, r.Label)
 			}
 			if got := strings.Join(labels, ","); got != "a,B,d" {
@@ -216,14 +216,14 @@ func TestTwinRowEditsLoadBack(t *testing.T) {
 	live := tap(store.New(liveOptions()), w)
 	live.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30, Source: "nvml"})
 	live.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 7, T: base, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}})
-	var rows []wire.Snapshot
+	var rows []wire.Row
 	for i := range 3 {
 		rows = append(rows, live.AgentMark(7, wire.Mark{Type: wire.TypeMark, T: base + 5*ms, Label: "step",
 			Devs: []wire.DevStats{{Dev: 0, Allocated: uint64(i + 1)}}})...)
 	}
 	live.AgentOOM(7, wire.OOM{Type: wire.TypeOOM, T: base + 5*ms, Dev: 0, Allocated: 9})
 	live.AgentOOM(7, wire.OOM{Type: wire.TypeOOM, T: base + 5*ms, Dev: 0, Allocated: 10})
-	oom := live.Snapshots()[4]
+	oom := live.Rows()[4]
 	for _, e := range []wire.RowEdit{
 		{ID: rows[1].ID, T: base + 5*ms, PID: 7, Label: "step", Delete: true},
 		{ID: rows[2].ID, T: base + 5*ms, PID: 7, Label: "step", Rename: "third"},
@@ -241,14 +241,14 @@ func TestTwinRowEditsLoadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		got = append(got, fmt.Sprintf("%s=%d", r.Label, *r.Allocated))
 	}
 	if s := strings.Join(got, ","); s != "step=1,third=3,OOM=9,second OOM=10" {
 		t.Fatalf("loaded rows %s", s)
 	}
-	if !reflect.DeepEqual(live.Snapshots(), st.Snapshots()) {
-		t.Fatalf("rows differ:\n live   %s\n loaded %s", js(live.Snapshots()), js(st.Snapshots()))
+	if !reflect.DeepEqual(live.Rows(), st.Rows()) {
+		t.Fatalf("rows differ:\n live   %s\n loaded %s", js(live.Rows()), js(st.Rows()))
 	}
 }
 
@@ -280,7 +280,7 @@ func TestJoinedRecordingsKeepTheirRowIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	var labels []string
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		labels = append(labels, r.Label)
 	}
 	if got := strings.Join(labels, ","); got != "first,second, renamed" {
@@ -296,7 +296,7 @@ func TestLoadEditsPastMaxRows(t *testing.T) {
 	frames := []any{header(), wire.Device{Type: wire.TypeDevice, Index: 0, UUID: "GPU-a", Name: "g", Total: 1 << 30}}
 	const n = 5000
 	for i := range n {
-		frames = append(frames, wire.Snapshot{Type: wire.TypeSnapshot, ID: uint64(i + 1), T: base + int64(i)*ms, Label: "r", Dev: 0, Source: "key"})
+		frames = append(frames, wire.Row{Type: wire.TypeRow, ID: uint64(i + 1), T: base + int64(i)*ms, Label: "r", Dev: 0, Source: "key"})
 	}
 	for i := range n {
 		frames = append(frames, wire.RowEdit{Type: wire.TypeRowEdit, ID: uint64(i + 1), T: base + int64(i)*ms, Label: "r", Rename: fmt.Sprint(i)})
@@ -309,7 +309,7 @@ func TestLoadEditsPastMaxRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := st.Snapshots()
+	rows := st.Rows()
 	if len(rows) > 100 || rows[len(rows)-1].Label != fmt.Sprint(n-1) || rows[0].Label != "0" {
 		t.Fatalf("%d rows kept, first %q, last %q", len(rows), rows[0].Label, rows[len(rows)-1].Label)
 	}

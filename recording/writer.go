@@ -212,8 +212,8 @@ func (w *Writer) push(it item) bool {
 // Frame queues a wire frame (a value or a pointer to one). The ingest calls
 // it with its lock held, so it only queues; encoding happens in the goroutine.
 //
-// Marks are not written (the store has already turned them into snapshot
-// rows, which are). An oom frame, a snapshot row and a device first write
+// Marks are not written (the store has already turned them into
+// rows, which are). An oom frame, a row and a device first write
 // every pending batch, so loading sees the samples the live store had. An
 // OOM's table row is no frame (ingest does not report it): Load gives the
 // oom to store.AgentOOM, which makes that row again from the same samples.
@@ -245,7 +245,7 @@ func (w *Writer) Frame(f wire.Frame) {
 		// every sample gputop had before the OOM goes first: loading makes
 		// its row again from them (the store records no OOM row)
 		w.sealAll()
-	case wire.Snapshot:
+	case wire.Row:
 		// the samples the row's NVML figures were computed from go first,
 		// so loading computes the same (rows are rare)
 		w.sealAll()
@@ -262,7 +262,7 @@ func (w *Writer) Frame(f wire.Frame) {
 
 // recorded says whether Frame writes frames of a type: those the table
 // (wire.Frames) marks Recorded and not Own. Marks become the store's
-// snapshot rows, which are written instead; socket control frames are not
+// rows, which are written instead; socket control frames are not
 // kept; the header and the batches are the writer's own.
 func recorded(typ string) bool {
 	s, ok := wire.Lookup(typ)

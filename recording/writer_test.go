@@ -332,8 +332,8 @@ func TestKilledRecorder(t *testing.T) {
 				t.Fatalf("killed recording: %v", err)
 			}
 		}
-		if info.Samples < 100 || len(st.Snapshots()) == 0 || len(st.Agents()) != 1 {
-			t.Fatalf("killed recording kept %d samples, %d rows, %d agents", info.Samples, len(st.Snapshots()), len(st.Agents()))
+		if info.Samples < 100 || len(st.Rows()) == 0 || len(st.Agents()) != 1 {
+			t.Fatalf("killed recording kept %d samples, %d rows, %d agents", info.Samples, len(st.Rows()), len(st.Agents()))
 		}
 	}
 }

@@ -170,7 +170,7 @@ func (c *conn) apply(f wire.Frame, lineBytes int64) error {
 			in.Apply(0, v)
 		}
 		return nil
-	case wire.Snapshot:
+	case wire.Row:
 		d, ok := c.dev(v.Dev)
 		if !ok {
 			return nil

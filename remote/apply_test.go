@@ -24,7 +24,7 @@ func stream(t0 int64, uuid string, allocated uint64) []wire.Frame {
 		wire.Procs{Type: wire.TypeProcs, T: t0, Dev: 0, Procs: []wire.Proc{{PID: 1234, Name: "python", Used: 1 << 29}}},
 		wire.Hello{Type: wire.TypeHello, V: 1, PID: 1234, T: t0, Argv: []string{"train.py"}, Devices: []wire.AgentDevice{{Index: 0, UUID: uuid}}},
 		wire.Samples{Type: wire.TypeSamples, PID: 1234, Dev: 0, T0: t0 + 1, DT: []int64{0}, Allocated: []int64{int64(allocated)}, Reserved: []int64{0}, Peak: []int64{0}},
-		wire.Snapshot{Type: wire.TypeSnapshot, T: t0 + 2, Label: "Epoch 1", Dev: 0, PID: 1234, Source: "agent"},
+		wire.Row{Type: wire.TypeRow, T: t0 + 2, Label: "Epoch 1", Dev: 0, PID: 1234, Source: "agent"},
 	}
 }
 
@@ -84,7 +84,7 @@ func TestHostsKeptApart(t *testing.T) {
 	if _, _, ok := st.Latest(store.Key{Dev: 0, PID: 1234, Metric: store.Allocated}); ok {
 		t.Error("a remote sample landed on the local GPU's pid 1234")
 	}
-	rows := st.Snapshots()
+	rows := st.Rows()
 	if len(rows) != 2 || rows[0].Dev != 1 || rows[0].PID != store.HostPID(1, 1234) || rows[1].Dev != 2 || rows[1].PID != store.HostPID(2, 1234) {
 		t.Fatalf("rows %+v", rows)
 	}

@@ -56,7 +56,7 @@ func TestHostBounds(t *testing.T) {
 	}
 	applyAll(t, flood, []wire.Frame{
 		wire.Samples{Type: wire.TypeSamples, PID: 100, Dev: 0, T0: t0 + 1, DT: []int64{0}, Allocated: []int64{5}, Reserved: []int64{0}, Peak: []int64{0}},
-		wire.Snapshot{Type: wire.TypeSnapshot, T: t0 + 2, Label: "refused row", Dev: 0, PID: 100, Source: "agent"},
+		wire.Row{Type: wire.TypeRow, T: t0 + 2, Label: "refused row", Dev: 0, PID: 100, Source: "agent"},
 		wire.Bye{Type: wire.TypeBye, PID: 100, T: t0 + 3},
 	})
 	// a hello at the bound is taken, naming one device the stream never listed
@@ -78,7 +78,7 @@ func TestHostBounds(t *testing.T) {
 	if _, ok := agents[store.HostPID(1, 100)]; ok {
 		t.Error("the hello over MaxHelloBytes was taken")
 	}
-	if rows := st.Snapshots(); len(rows) != 1 || rows[0].Label != "Epoch 1" {
+	if rows := st.Rows(); len(rows) != 1 || rows[0].Label != "Epoch 1" {
 		t.Errorf("rows %+v: want only other's", rows)
 	}
 	a, ok := agents[store.HostPID(1, 101)]

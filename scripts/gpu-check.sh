@@ -269,7 +269,7 @@ replay_smoke() { # RECORDING: the TUI replays it in a real terminal; its screen 
 	done
 	grep -Eq " in [0-9]+ groups?, " "$L/replay-holders.txt" || missing="$missing 'a holders report after h (logs/replay-holders.txt)'"
 	if [ -z "$missing" ]; then
-		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six snapshot rows, the After cleanup verdict and, after h, the holders report on screen ($(grep -o '✓ After cleanup: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
+		result 13-replay-screen PASS "gputop --replay at 160x50, at the end of the run: the six rows, the After cleanup verdict and, after h, the holders report on screen ($(grep -o '✓ After cleanup: .*' "$L/replay-screen.txt" | head -1 | sed 's/ *$//' | cut -c1-110); logs/replay-screen.txt)"
 	else
 		result 13-replay-screen FAIL "gputop --replay at 160x50, at the end of the run: not on screen:$missing (logs/replay-screen.txt, replay.stderr)"
 	fi
@@ -350,7 +350,7 @@ step_oom() {
 	return $rc
 }
 
-oom_screen() { # RECORDING: the TUI explains its OOM under the snapshot table
+oom_screen() { # RECORDING: the TUI explains its OOM under the summary table
 	command -v tmux >/dev/null || { result 33-oom-screen SKIP "tmux not installed"; return; }
 	tmux -L "$TMUXL" -f /dev/null new-session -d -s oom -x 160 -y 50 \
 		"exec $GPUTOP --replay $1 2>$L/oom-replay.stderr"

@@ -77,7 +77,7 @@ func TestAgentSessionRecordsAndAsks(t *testing.T) {
 	if ag := st.Agents(); len(ag) != 1 || ag[0].Hello.PID != os.Getpid() {
 		t.Errorf("agents in the recording: %+v", ag)
 	}
-	if snaps := st.Snapshots(); len(snaps) != 1 || snaps[0].Label != "After cleanup" || *snaps[0].Allocated != 300<<20 {
+	if snaps := st.Rows(); len(snaps) != 1 || snaps[0].Label != "After cleanup" || *snaps[0].Allocated != 300<<20 {
 		t.Errorf("rows in the recording: %+v", snaps)
 	}
 }

@@ -27,7 +27,7 @@ type Agent struct {
 	Holders   *wire.Holders
 	OOMs      int
 
-	rows bool // a snapshot row names it: its place outlives it (KeepEnded)
+	rows bool // a row names it: its place outlives it (KeepEnded)
 }
 
 // AgentHello registers an agent process and maps its torch device indices
@@ -197,11 +197,11 @@ func (s *Store) AgentSample(pid int, smp wire.Sample) bool {
 	return true
 }
 
-// AgentMark turns a mark from code into one snapshot row per device it
+// AgentMark turns a mark from code into one row per device it
 // lists, for at most wire.MaxMarkRows devices (the rest are counted in
 // Bounds). Each row keeps the mark's dump, without the list of older
 // dumps removed, which only the log line of the mark names.
-func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
+func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 	defer s.writeNotes()
 	dump := cleanDump(m.Dump)
 	s.mu.Lock()
@@ -232,7 +232,7 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 	if m.End != nil {
 		end = *m.End
 	}
-	var rows []wire.Snapshot
+	var rows []wire.Row
 	for _, ds := range m.Devs {
 		dev, ok := a.DevMap[ds.Dev]
 		if !ok {
@@ -240,21 +240,21 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 		}
 		if len(rows) == wire.MaxMarkRows {
 			if s.bounds.MarkDevs == 0 {
-				s.note(fmt.Sprintf("pid %d: a mark listed more than %d devices: the devices past that (wire.MaxMarkRows) get no row; the snapshot pane counts them",
+				s.note(fmt.Sprintf("pid %d: a mark listed more than %d devices: the devices past that (wire.MaxMarkRows) get no row; the summary pane counts them",
 					pid, wire.MaxMarkRows))
 			}
 			s.bounds.MarkDevs++
 			continue
 		}
 		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak
-		row := wire.Snapshot{
-			Type: wire.TypeSnapshot, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
+		row := wire.Row{
+			Type: wire.TypeRow, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
 			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump,
 		}
 		if end {
 			row.Held = ds.Held
 		}
-		rows = append(rows, s.addSnapshot(row, kind))
+		rows = append(rows, s.addRow(row, kind))
 	}
 	return rows
 }
@@ -264,7 +264,7 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Snapshot {
 // row's ID filled in), the row, and whether it was kept (its process and
 // device known). The row is the event's: a recording holds the event, and
 // loading it makes the row again.
-func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Snapshot, bool) {
+func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Row, bool) {
 	o.Dump = cleanDump(o.Dump)
 	if o.Dump != nil {
 		defer func() { s.log(DumpLine(pid, wire.LabelOOM, o.Dump)) }()
@@ -273,11 +273,11 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Snapshot, bool) {
 	defer s.mu.Unlock()
 	a := s.agents[pid]
 	if a == nil {
-		return o, wire.Snapshot{}, false
+		return o, wire.Row{}, false
 	}
 	dev, ok := a.DevMap[o.Dev]
 	if !ok {
-		return o, wire.Snapshot{}, false
+		return o, wire.Row{}, false
 	}
 	a.OOMs++
 	s.agentsVer++
@@ -288,7 +288,7 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Snapshot, bool) {
 		}
 	}
 	o.Row = 0
-	row := s.addSnapshot(wire.OOMRow(o, dev), wire.MarkOOM)
+	row := s.addRow(wire.OOMRow(o, dev), wire.MarkOOM)
 	o.Row = row.ID
 	return o, row, true
 }

@@ -56,7 +56,7 @@ func TestKeepEndedForgetsTheLongestEnded(t *testing.T) {
 		t.Errorf("EndedForgotten = %d, %d; want 1 on each of its devices", n0, n1)
 	}
 	rows := 0
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		if r.PID == 101 {
 			rows++
 		}

@@ -47,14 +47,14 @@ func (s *Store) ExtremesFrom(k Key, t int64) Extremes {
 	return e
 }
 
-// LastSnapshots returns up to the n newest snapshot rows, oldest first,
+// LastRows returns up to the n newest rows, oldest first,
 // without copying the rest (a scrape asks at every interval).
-func (s *Store) LastSnapshots(n int) []wire.Snapshot {
+func (s *Store) LastRows(n int) []wire.Row {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var rows []wire.Snapshot
-	for i := len(s.snapshots) - 1; i >= 0 && len(rows) < n; i-- {
-		if r := s.snapshots[i]; !isHole(&r) {
+	var rows []wire.Row
+	for i := len(s.rows) - 1; i >= 0 && len(rows) < n; i-- {
+		if r := s.rows[i]; !isHole(&r) {
 			rows = append(rows, r)
 		}
 	}

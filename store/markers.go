@@ -1,4 +1,4 @@
-// The chart's markers, in time order: every snapshot row is one (its
+// The chart's markers, in time order: every row is one (its
 // label, its kind), and the markers that are no row's (an agent that
 // ended) are kept apart.
 
@@ -18,11 +18,11 @@ type Marker struct {
 	PID   int
 	Label string
 	Kind  string // snapshot, phase_start, phase_end, oom, ended
-	Row   uint64 // the ID of the snapshot row it is; 0: no row's (ended)
+	Row   uint64 // the ID of the row it is; 0: no row's (ended)
 }
 
-// rowMarker is the marker a snapshot row is.
-func rowMarker(r *wire.Snapshot) Marker {
+// rowMarker is the marker a row is.
+func rowMarker(r *wire.Row) Marker {
 	kind := r.Kind
 	if kind == "" {
 		kind = wire.MarkSnapshot
@@ -70,18 +70,18 @@ const (
 // keep says to; the caller holds the lock.
 func (s *Store) markersIn(keep func(*Marker) bool, from, to int64) []Marker {
 	var out []Marker
-	i := sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T >= from })
+	i := sort.Search(len(s.rows), func(i int) bool { return s.rows[i].T >= from })
 	j := sort.Search(len(s.markers), func(i int) bool { return s.markers[i].T >= from })
 	for {
-		for i < len(s.snapshots) && isHole(&s.snapshots[i]) {
+		for i < len(s.rows) && isHole(&s.rows[i]) {
 			i++
 		}
-		row := i < len(s.snapshots) && s.snapshots[i].T < to
+		row := i < len(s.rows) && s.rows[i].T < to
 		other := j < len(s.markers) && s.markers[j].T < to
 		var m Marker
 		switch {
-		case row && (!other || s.snapshots[i].T <= s.markers[j].T):
-			m = rowMarker(&s.snapshots[i])
+		case row && (!other || s.rows[i].T <= s.markers[j].T):
+			m = rowMarker(&s.rows[i])
 			i++
 		case other:
 			m = s.markers[j]

@@ -13,14 +13,14 @@ func TestEditRowKeepsMarkersInStep(t *testing.T) {
 	st.SetDevice(Device{Index: 0, UUID: "GPU-0", Name: "g", Total: 1 << 30})
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 9, T: 100 * ms, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
 	st.AgentOOM(9, wire.OOM{Type: wire.TypeOOM, T: 500 * ms, Dev: 0, Requested: 1 << 30, Allocated: 10, Reserved: 20, Peak: 30})
-	st.AddSnapshot(wire.Snapshot{T: 600 * ms, Label: "after", Dev: 0, PID: 9, Source: "key"})
+	st.AddRow(wire.Row{T: 600 * ms, Label: "after", Dev: 0, PID: 9, Source: "key"})
 	if _, _, ok := st.EditRow(wire.RowEdit{T: 500 * ms, Dev: 0, PID: 9, Label: wire.LabelOOM, Rename: "the big OOM"}); !ok {
 		t.Fatal("the OOM row was not found")
 	}
 	if _, _, ok := st.EditRow(wire.RowEdit{T: 600 * ms, Dev: 0, PID: 9, Label: "after", Delete: true}); !ok {
 		t.Fatal("the row was not found")
 	}
-	rows, marks := st.Snapshots(), st.Markers()
+	rows, marks := st.Rows(), st.Markers()
 	if len(rows) != 1 || rows[0].Label != "the big OOM" || rows[0].OOM == nil {
 		t.Fatalf("rows: %+v", rows)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-// DefaultMaxRows is how many snapshot rows a store keeps (Options.MaxRows):
+// DefaultMaxRows is how many rows a store keeps (Options.MaxRows):
 // far more than a run's marks, few enough that a node that runs for weeks,
 // or a recording full of rows, stays within tens of MiB.
 const DefaultMaxRows = 50_000
@@ -45,7 +45,7 @@ func (s *Store) labelEnding(l, suffix string) string {
 	if cut {
 		s.bounds.LabelsCut++
 		if s.bounds.LabelsCut == 1 {
-			s.note(fmt.Sprintf("a label longer than %d bytes was cut to that (wire.MaxLabelBytes), ending in %q; the snapshot pane counts them",
+			s.note(fmt.Sprintf("a label longer than %d bytes was cut to that (wire.MaxLabelBytes), ending in %q; the summary pane counts them",
 				wire.MaxLabelBytes, wire.LabelCut))
 		}
 	}
@@ -69,22 +69,22 @@ func cutLabel(l string, n int) (string, bool) {
 }
 
 // isHole reports whether r is the hole a deleted row left.
-func isHole(r *wire.Snapshot) bool { return r.ID == 0 }
+func isHole(r *wire.Row) bool { return r.ID == 0 }
 
 // putRow gives row the next ID and inserts it in time order, after the
 // rows of the same time (replay may add a row before later recorded ones).
-func (s *Store) putRow(row wire.Snapshot) wire.Snapshot {
+func (s *Store) putRow(row wire.Row) wire.Row {
 	s.lastRow++
 	row.ID = s.lastRow
-	i := sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > row.T })
-	s.snapshots = slices.Insert(s.snapshots, i, row)
-	for j := i; j < len(s.snapshots); j++ {
-		if id := s.snapshots[j].ID; id != 0 {
+	i := sort.Search(len(s.rows), func(i int) bool { return s.rows[i].T > row.T })
+	s.rows = slices.Insert(s.rows, i, row)
+	for j := i; j < len(s.rows); j++ {
+		if id := s.rows[j].ID; id != 0 {
 			s.rowIndex[id] = j
 		}
 	}
 	s.rowsVer++
-	if len(s.snapshots)-s.holes > s.opt.MaxRows {
+	if len(s.rows)-s.holes > s.opt.MaxRows {
 		s.compactRows()
 	}
 	return row
@@ -95,11 +95,11 @@ func (s *Store) putRow(row wire.Snapshot) wire.Snapshot {
 // the rows after it; the holes go together once they are a quarter of the
 // rows.
 func (s *Store) deleteRow(i int) {
-	delete(s.rowIndex, s.snapshots[i].ID)
-	s.snapshots[i] = wire.Snapshot{T: s.snapshots[i].T}
+	delete(s.rowIndex, s.rows[i].ID)
+	s.rows[i] = wire.Row{T: s.rows[i].T}
 	s.holes++
 	s.rowsVer++
-	if s.holes*4 > len(s.snapshots) {
+	if s.holes*4 > len(s.rows) {
 		s.compactRows()
 	}
 }
@@ -111,7 +111,7 @@ func (s *Store) deleteRow(i int) {
 // only when nothing else is left to drop. A recording has every row; the
 // CSV and the table have those kept.
 func (s *Store) compactRows() {
-	live := len(s.snapshots) - s.holes
+	live := len(s.rows) - s.holes
 	drop := 0
 	if live > s.opt.MaxRows {
 		drop = live - s.opt.MaxRows + s.opt.MaxRows/16
@@ -119,8 +119,8 @@ func (s *Store) compactRows() {
 	if drop > 0 {
 		gone := 0
 		first := map[[2]int]bool{}
-		for i := range s.snapshots {
-			r := &s.snapshots[i]
+		for i := range s.rows {
+			r := &s.rows[i]
 			if isHole(r) {
 				continue
 			}
@@ -130,27 +130,27 @@ func (s *Store) compactRows() {
 				continue
 			}
 			if !r.End && gone < drop {
-				*r = wire.Snapshot{T: r.T}
+				*r = wire.Row{T: r.T}
 				gone++
 			}
 		}
-		for i := 0; i < len(s.snapshots) && gone < drop; i++ {
-			if r := &s.snapshots[i]; !isHole(r) {
-				*r = wire.Snapshot{T: r.T}
+		for i := 0; i < len(s.rows) && gone < drop; i++ {
+			if r := &s.rows[i]; !isHole(r) {
+				*r = wire.Row{T: r.T}
 				gone++
 			}
 		}
 		if s.bounds.RowsDropped == 0 {
-			s.note(fmt.Sprintf("more than %d snapshot rows: the oldest are dropped from memory, so not in the table or the CSV (a recording keeps them); the snapshot pane counts them",
+			s.note(fmt.Sprintf("more than %d rows: the oldest are dropped from memory, so not in the table or the CSV (a recording keeps them); the summary pane counts them",
 				s.opt.MaxRows))
 		}
 		s.bounds.RowsDropped += uint64(gone)
 	}
-	s.snapshots = slices.DeleteFunc(s.snapshots, func(r wire.Snapshot) bool { return isHole(&r) })
+	s.rows = slices.DeleteFunc(s.rows, func(r wire.Row) bool { return isHole(&r) })
 	s.holes = 0
 	clear(s.rowIndex)
-	for i := range s.snapshots {
-		s.rowIndex[s.snapshots[i].ID] = i
+	for i := range s.rows {
+		s.rowIndex[s.rows[i].ID] = i
 	}
 	s.rowsVer++
 }

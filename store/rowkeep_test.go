@@ -26,8 +26,8 @@ func agentStore(opt Options, devs int) (*Store, *[]string) {
 	return st, &log
 }
 
-func twinMark(st *Store, t int64, label string, allocs ...uint64) []wire.Snapshot {
-	var rows []wire.Snapshot
+func twinMark(st *Store, t int64, label string, allocs ...uint64) []wire.Row {
+	var rows []wire.Row
 	for _, a := range allocs {
 		rows = append(rows, st.AgentMark(9, wire.Mark{Type: wire.TypeMark, T: t, Label: label,
 			Devs: []wire.DevStats{{Dev: 0, Allocated: a}}})...)
@@ -35,7 +35,7 @@ func twinMark(st *Store, t int64, label string, allocs ...uint64) []wire.Snapsho
 	return rows
 }
 
-func allocs(rows []wire.Snapshot) []uint64 {
+func allocs(rows []wire.Row) []uint64 {
 	var out []uint64
 	for _, r := range rows {
 		out = append(out, *r.Allocated)
@@ -56,7 +56,7 @@ func TestEditRowTwins(t *testing.T) {
 	if old, e, ok := st.EditRow(second); !ok || *old.Allocated != 2 || e.ID != rows[1].ID {
 		t.Fatalf("delete of the second: %v %+v", ok, old)
 	}
-	if got := allocs(st.Snapshots()); !slices.Equal(got, []uint64{1, 3}) {
+	if got := allocs(st.Rows()); !slices.Equal(got, []uint64{1, 3}) {
 		t.Fatalf("after deleting the second twin: %v, want [1 3]", got)
 	}
 	if _, _, ok := st.EditRow(second); ok {
@@ -88,7 +88,7 @@ func TestEditRowTwins(t *testing.T) {
 	if old, _, ok := st.EditRow(wire.RowEdit{T: 200 * ms, Dev: 0, PID: 9, Label: "again", Delete: true}); !ok || *old.Allocated != 4 {
 		t.Fatalf("delete without an id: %v %+v", ok, old)
 	}
-	if got := allocs(st.Snapshots()); !slices.Equal(got, []uint64{1, 3, 5}) {
+	if got := allocs(st.Rows()); !slices.Equal(got, []uint64{1, 3, 5}) {
 		t.Fatalf("rows %v, want [1 3 5]", got)
 	}
 }
@@ -104,14 +104,14 @@ func TestRowsFollowAModel(t *testing.T) {
 		st := New(opt)
 		st.SetDevice(Device{Index: 0, UUID: "GPU-0", Name: "g", Total: 1 << 30})
 		st.SetDevice(Device{Index: 1, UUID: "GPU-1", Name: "g", Total: 1 << 30})
-		var model []wire.Snapshot // what the store should hold, in its order
+		var model []wire.Row // what the store should hold, in its order
 		dropped := uint64(0)
 		for step := range 1500 {
 			switch op := rng.Intn(10); {
 			case op < 5 || len(model) == 0:
-				r := st.AddSnapshot(wire.Snapshot{T: int64(1 + rng.Intn(200)), Label: fmt.Sprintf("r%d", step),
+				r := st.AddRow(wire.Row{T: int64(1 + rng.Intn(200)), Label: fmt.Sprintf("r%d", step),
 					Dev: rng.Intn(2), PID: rng.Intn(3), Source: "key", End: rng.Intn(8) == 0})
-				i, _ := slices.BinarySearchFunc(model, r.T+1, func(m wire.Snapshot, t int64) int { return int(m.T - t) })
+				i, _ := slices.BinarySearchFunc(model, r.T+1, func(m wire.Row, t int64) int { return int(m.T - t) })
 				for i < len(model) && model[i].T <= r.T {
 					i++
 				}
@@ -135,13 +135,13 @@ func TestRowsFollowAModel(t *testing.T) {
 			// guess which), and check they are within it
 			if b := st.Bounds(); b.RowsDropped != dropped {
 				kept := map[uint64]bool{}
-				for _, r := range st.Snapshots() {
+				for _, r := range st.Rows() {
 					kept[r.ID] = true
 				}
-				model = slices.DeleteFunc(model, func(r wire.Snapshot) bool { return !kept[r.ID] })
+				model = slices.DeleteFunc(model, func(r wire.Row) bool { return !kept[r.ID] })
 				dropped = b.RowsDropped
 			}
-			if got := st.Snapshots(); !slices.Equal(rowKeys(got), rowKeys(model)) {
+			if got := st.Rows(); !slices.Equal(rowKeys(got), rowKeys(model)) {
 				t.Fatalf("max %d step %d: rows\n%v\nwant\n%v", maxRows, step, ids(got), ids(model))
 			}
 			if n := len(model); n > maxRows {
@@ -154,8 +154,8 @@ func TestRowsFollowAModel(t *testing.T) {
 					want++
 				}
 			}
-			if got := st.CountSnapshots(at); got != want {
-				t.Fatalf("step %d: CountSnapshots(%d) = %d, want %d", step, at, got, want)
+			if got := st.CountRows(at); got != want {
+				t.Fatalf("step %d: CountRows(%d) = %d, want %d", step, at, got, want)
 			}
 			if got := st.CountMarkers(at); got != want {
 				t.Fatalf("step %d: CountMarkers(%d) = %d, want %d", step, at, got, want)
@@ -167,10 +167,10 @@ func TestRowsFollowAModel(t *testing.T) {
 			if got := st.Markers(); !slices.Equal(got, marks) {
 				t.Fatalf("step %d: markers differ from the rows", step)
 			}
-			if got, want := st.LastSnapshots(3), model[max(len(model)-3, 0):]; !slices.Equal(rowKeys(got), rowKeys(want)) {
+			if got, want := st.LastRows(3), model[max(len(model)-3, 0):]; !slices.Equal(rowKeys(got), rowKeys(want)) {
 				t.Fatalf("step %d: last rows %v, want %v", step, ids(got), ids(want))
 			}
-			if sh := st.Shape(); sh.Snapshots != len(model) || sh.Markers != len(model) {
+			if sh := st.Shape(); sh.RowCount != len(model) || sh.Markers != len(model) {
 				t.Fatalf("step %d: shape %+v, %d rows", step, sh, len(model))
 			}
 		}
@@ -189,7 +189,7 @@ type rowKey struct {
 	end      bool
 }
 
-func rowKeys(rows []wire.Snapshot) []rowKey {
+func rowKeys(rows []wire.Row) []rowKey {
 	out := make([]rowKey, len(rows))
 	for i, r := range rows {
 		out[i] = rowKey{r.ID, r.T, r.Label, r.Dev, r.PID, r.End}
@@ -197,7 +197,7 @@ func rowKeys(rows []wire.Snapshot) []rowKey {
 	return out
 }
 
-func ids(rows []wire.Snapshot) []uint64 {
+func ids(rows []wire.Row) []uint64 {
 	var out []uint64
 	for _, r := range rows {
 		out = append(out, r.ID)
@@ -217,7 +217,7 @@ func TestMaxRowsDropsOldestPlainRows(t *testing.T) {
 		st.AgentMark(9, wire.Mark{Type: wire.TypeMark, T: int64(i+1) * ms, Label: fmt.Sprintf("m%03d", i), End: &end,
 			Devs: []wire.DevStats{{Dev: 0, Allocated: uint64(i)}}})
 	}
-	rows := st.Snapshots()
+	rows := st.Rows()
 	if len(rows) > 32 {
 		t.Fatalf("%d rows kept, bound 32", len(rows))
 	}
@@ -238,7 +238,7 @@ func TestMaxRowsDropsOldestPlainRows(t *testing.T) {
 	if b.MaxRows != 32 || b.RowsDropped != uint64(200-len(rows)) {
 		t.Fatalf("bounds %+v with %d rows kept of 200", b, len(rows))
 	}
-	if n := strings.Count(strings.Join(*log, "\n"), "more than 32 snapshot rows"); n != 1 {
+	if n := strings.Count(strings.Join(*log, "\n"), "more than 32 rows"); n != 1 {
 		t.Fatalf("the bound was logged %d times: %q", n, *log)
 	}
 	last := rows[len(rows)-2]
@@ -272,8 +272,8 @@ func TestLabelAndMarkBounds(t *testing.T) {
 	if r.Dump == nil || r.Dump.Path != "/tmp/d.pickle" || r.Dump.Removed != nil {
 		t.Fatalf("the row's dump %+v", r.Dump)
 	}
-	st.AddSnapshot(wire.Snapshot{T: 20 * ms, Label: long, Source: "key"})
-	row := st.Snapshots()[len(st.Snapshots())-1]
+	st.AddRow(wire.Row{T: 20 * ms, Label: long, Source: "key"})
+	row := st.Rows()[len(st.Rows())-1]
 	if _, _, ok := st.EditRow(wire.RowEdit{ID: row.ID, T: row.T, Label: long, Rename: long}); !ok {
 		t.Fatal("the row was not found by its long label")
 	}

@@ -1,4 +1,4 @@
-// The snapshot rows: completed with NVML figures, end rows waiting for and
+// The rows: completed with NVML figures, end rows waiting for and
 // given their attribution, and rows taken from the store (a key, gputop snap).
 
 package store
@@ -16,7 +16,7 @@ type awaitRow struct {
 	t             int64
 }
 
-// rowAt names the snapshot rows of a device at a time.
+// rowAt names the rows of a device at a time.
 type rowAt struct {
 	dev int
 	t   int64
@@ -44,8 +44,8 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 	if h == nil {
 		return given
 	}
-	for i := range s.snapshots {
-		r := &s.snapshots[i]
+	for i := range s.rows {
+		r := &s.rows[i]
 		if !isHole(r) && r.PID == pid && r.Dev == dev && r.T == t && r.End && r.Held == nil {
 			r.Held = h
 			s.gen++
@@ -65,14 +65,14 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 	return given
 }
 
-// AddSnapshot completes a row (NVML used at its time and the highest NVML
-// used since the device's previous snapshot, where NVML is known; values
+// AddRow completes a row (NVML used at its time and the highest NVML
+// used since the device's previous row, where NVML is known; values
 // already set are kept) and appends it with an ID of the store's (the
 // row's own is not kept: a recording's names a row of that recording). It
 // returns the completed row.
-// The peak covers [previous snapshot's time, row.T] (from the store's start
+// The peak covers [previous row's time, row.T] (from the store's start
 // for the first row) and is exact while that range is inside the raw window.
-func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
+func (s *Store) AddRow(row wire.Row) wire.Row {
 	defer s.writeNotes()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -80,11 +80,11 @@ func (s *Store) AddSnapshot(row wire.Snapshot) wire.Snapshot {
 	if kind == "" {
 		kind = wire.MarkSnapshot
 	}
-	return s.addSnapshot(row, kind)
+	return s.addRow(row, kind)
 }
 
-func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
-	row.Type = wire.TypeSnapshot
+func (s *Store) addRow(row wire.Row, kind string) wire.Row {
+	row.Type = wire.TypeRow
 	row.Label, row.Source, kind = s.label(row.Label), CleanText(row.Source), CleanText(kind)
 	row.Held = cleanHeld(row.Held)
 	if row.Procs != nil {
@@ -114,7 +114,7 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 		if row.NVMLUsed == nil && row.NVMLPeak == nil && (sr.count == 0 || sr.last.t < row.T) {
 			s.nvmlDue = append(s.nvmlDue, rowAt{row.Dev, row.T})
 		} else {
-			s.nvmlFigures(&row, sr, len(s.snapshots))
+			s.nvmlFigures(&row, sr, len(s.rows))
 		}
 	}
 	row = s.putRow(row)
@@ -125,8 +125,8 @@ func (s *Store) addSnapshot(row wire.Snapshot, kind string) wire.Snapshot {
 
 // nvmlFigures sets a row's NVML used (the last sample at or before its
 // time) and NVML peak (since the device's previous row: the last of
-// s.snapshots[:before] at or before it) where unset.
-func (s *Store) nvmlFigures(row *wire.Snapshot, sr *series, before int) {
+// s.rows[:before] at or before it) where unset.
+func (s *Store) nvmlFigures(row *wire.Row, sr *series, before int) {
 	if row.NVMLUsed == nil {
 		if v, _, ok := sr.valueAt(row.T); ok {
 			row.NVMLUsed = &v
@@ -135,7 +135,7 @@ func (s *Store) nvmlFigures(row *wire.Snapshot, sr *series, before int) {
 	if row.NVMLPeak == nil {
 		from := s.start
 		for i := before - 1; i >= 0; i-- {
-			if r := &s.snapshots[i]; !isHole(r) && r.Dev == row.Dev && r.T <= row.T {
+			if r := &s.rows[i]; !isHole(r) && r.Dev == row.Dev && r.T <= row.T {
 				from = r.T
 				break
 			}
@@ -161,16 +161,16 @@ func (s *Store) fillDue(dev int, t int64) {
 			keep = append(keep, d)
 			continue
 		}
-		s.fillRows(s.snapshots, d)
+		s.fillRows(s.rows, d)
 		s.gen++
 		s.rowsVer++
 	}
 	s.nvmlDue = keep
 }
 
-// fillRows gives the rows of d in rows (s.snapshots or a copy of it, in
+// fillRows gives the rows of d in rows (s.rows or a copy of it, in
 // the same order) their NVML figures from the samples at hand.
-func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
+func (s *Store) fillRows(rows []wire.Row, d rowAt) {
 	sr := s.series[Key{d.dev, 0, NVMLUsed}]
 	if sr == nil {
 		return
@@ -182,7 +182,7 @@ func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
 	}
 }
 
-// TakeSnapshot records the snapshot rows of device dev at time t from what
+// TakeSnapshot records the rows of device dev at time t from what
 // the store holds (a key press, `gputop snap`): NVML used at t and, for
 // each agent process on dev with samples at or before t that had not
 // ended by t, its allocator counters then (exact inside the raw window,
@@ -197,7 +197,7 @@ func (s *Store) fillRows(rows []wire.Snapshot, d rowAt) {
 // asker); without, the row says there is nothing to ask through. When the
 // device also has processes without an agent, an end row without a
 // process lists them (Procs) as NVML saw them, for their verdict.
-func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool, ask bool) ([]wire.Snapshot, []HolderAsk) {
+func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool, ask bool) ([]wire.Row, []HolderAsk) {
 	defer s.writeNotes()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -207,7 +207,7 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 		isEnd = *end
 	}
 	var asks []HolderAsk
-	var rows []wire.Snapshot
+	var rows []wire.Row
 	agents := map[int]bool{}
 	pids := make([]int, 0, len(s.agents))
 	for p := range s.agents {
@@ -232,7 +232,7 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 			continue
 		}
 		agents[p] = true
-		row := wire.Snapshot{T: t, Label: label, Dev: dev, PID: p, Source: source,
+		row := wire.Row{T: t, Label: label, Dev: dev, PID: p, Source: source,
 			Allocated: al, Reserved: get(Reserved), Peak: get(Peak), End: isEnd}
 		switch {
 		case !isEnd:
@@ -249,7 +249,7 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 				}
 			}
 		}
-		rows = append(rows, s.addSnapshot(row, wire.MarkSnapshot))
+		rows = append(rows, s.addRow(row, wire.MarkSnapshot))
 	}
 	var others []wire.Proc
 	for _, p := range s.procs[dev] {
@@ -258,13 +258,13 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 		}
 	}
 	if len(rows) == 0 || (isEnd && len(others) > 0) {
-		row := wire.Snapshot{T: t, Label: label, Dev: dev, Source: source, End: isEnd}
+		row := wire.Row{T: t, Label: label, Dev: dev, Source: source, End: isEnd}
 		if isEnd && s.procsAt[dev] != 0 && s.procsAt[dev] <= t {
 			// NVML's latest process list, when it is the one of this moment
 			ps := append([]wire.Proc{}, others...)
 			row.Procs = &ps
 		}
-		rows = append(rows, s.addSnapshot(row, wire.MarkSnapshot))
+		rows = append(rows, s.addRow(row, wire.MarkSnapshot))
 	}
 	return rows, asks
 }
@@ -276,24 +276,24 @@ type HolderAsk struct {
 	T                  int64
 }
 
-// Snapshots returns the summary rows in time order.
-func (s *Store) Snapshots() []wire.Snapshot {
+// Rows returns the summary rows in time order.
+func (s *Store) Rows() []wire.Row {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	rows := append([]wire.Snapshot(nil), s.snapshots...)
+	rows := append([]wire.Row(nil), s.rows...)
 	// rows still waiting for their NVML sample show the newest one before
 	// it (a source that stopped may never send the one they wait for)
 	for _, d := range s.nvmlDue {
 		s.fillRows(rows, d)
 	}
 	if s.holes > 0 {
-		rows = slices.DeleteFunc(rows, func(r wire.Snapshot) bool { return isHole(&r) })
+		rows = slices.DeleteFunc(rows, func(r wire.Row) bool { return isHole(&r) })
 	}
 	return rows
 }
 
-// CountSnapshots is how many rows have a time at or before t.
-func (s *Store) CountSnapshots(t int64) int {
+// CountRows is how many rows have a time at or before t.
+func (s *Store) CountRows(t int64) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.countRows(t)
@@ -302,11 +302,11 @@ func (s *Store) CountSnapshots(t int64) int {
 // countRows is how many rows have a time at or before t; the caller holds
 // the lock.
 func (s *Store) countRows(t int64) int {
-	n := sort.Search(len(s.snapshots), func(i int) bool { return s.snapshots[i].T > t })
+	n := sort.Search(len(s.rows), func(i int) bool { return s.rows[i].T > t })
 	if s.holes > 0 {
 		k := n
 		for i := range k {
-			if isHole(&s.snapshots[i]) {
+			if isHole(&s.rows[i]) {
 				n--
 			}
 		}

@@ -56,7 +56,7 @@ func (s *Store) Latest(k Key) (v uint64, t int64, ok bool) {
 }
 
 // End is the time of the newest sample in any series, or of the newest
-// snapshot row or marker when one is newer (a process's last rows often
+// row or marker when one is newer (a process's last rows often
 // come after its last sample: a replay must reach them).
 func (s *Store) End() int64 {
 	s.mu.RLock()

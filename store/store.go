@@ -1,5 +1,5 @@
 // Package store holds everything gputop knows: bounded per-series history
-// (raw ring + min/max tiers), devices, processes, attached agents, snapshots
+// (raw ring + min/max tiers), devices, processes, attached agents, rows
 // and markers. Sources write into it through package ingest, whose Tap sees
 // what each mutator returns it kept; the UI and exporters read from it.
 // All methods are safe for concurrent use.
@@ -52,10 +52,10 @@ type Options struct {
 	// KeepGone bounds the processes whose series outlive them: once more
 	// than this many processes have gone (their agent ended and NVML lists
 	// them no more), the series of the longest gone are dropped. Their
-	// snapshot rows, markers and names stay. 0 keeps every series (replay:
+	// rows, markers and names stay. 0 keeps every series (replay:
 	// a recording is shown whole).
 	KeepGone int
-	// MaxRows bounds the snapshot rows kept (0 or less: DefaultMaxRows):
+	// MaxRows bounds the rows kept (0 or less: DefaultMaxRows):
 	// past it the oldest go, counted in Bounds (see keepRows).
 	MaxRows int
 	// KeepEnded bounds the ended agents kept: past it, the agent that
@@ -115,20 +115,20 @@ type Store struct {
 	ended     []int              // agents that ended, longest ended first (KeepEnded)
 	forgotten map[int]int        // ended agents forgotten, by store device (KeepEnded)
 	places    map[int]wire.Place // the places of forgotten agents whose rows are kept
-	rowsVer   uint64             // moves on every change to the snapshot rows (Shape)
+	rowsVer   uint64             // moves on every change to the rows (Shape)
 	gone      []int              // processes whose series may be dropped, longest gone first (KeepGone)
-	// the snapshot rows, in time order; a deleted row leaves a hole (ID 0)
+	// the rows, in time order; a deleted row leaves a hole (ID 0)
 	// until compactRows takes the holes out together (rowkeep.go)
-	snapshots []wire.Snapshot
-	rowIndex  map[uint64]int // a row's ID -> its index in snapshots
-	lastRow   uint64         // the ID of the newest row made: how many were
-	holes     int            // deleted rows still in snapshots
-	bounds    Bounds         // what the bounds on rows left out
-	notes     []string       // lines for Log, written once the lock is let go
-	markers   []Marker       // markers that are no row's (a row's is the row, markers.go)
-	// the newest marker's time (every snapshot row has one): End
+	rows     []wire.Row
+	rowIndex map[uint64]int // a row's ID -> its index in rows
+	lastRow  uint64         // the ID of the newest row made: how many were
+	holes    int            // deleted rows still in s.rows
+	bounds   Bounds         // what the bounds on rows left out
+	notes    []string       // lines for Log, written once the lock is let go
+	markers  []Marker       // markers that are no row's (a row's is the row, markers.go)
+	// the newest marker's time (every row has one): End
 	lastMarker int64
-	// snapshot rows whose NVML figures wait for the NVML sample of their
+	// rows whose NVML figures wait for the NVML sample of their
 	// instant: readings reach the store in batches (the sampler's every
 	// 40 ms), so a row made from an agent's mark or OOM is often newer than
 	// the newest NVML sample, and the value then at hand would be old (an
@@ -179,19 +179,19 @@ func (s *Store) Gen() uint64 { s.mu.RLock(); defer s.mu.RUnlock(); return s.gen 
 // Shape counts what changes a screen's layout rather than its values: a UI
 // compares it at every frame, so it copies nothing.
 type Shape struct {
-	Snapshots, Markers, Devices int
-	RowsMade                    uint64 // snapshot rows ever made, those deleted or dropped since included
-	Agents                      uint64 // moves on every hello, end, OOM and holders report
-	Rows                        uint64 // moves on every change to a snapshot row: added, completed, given its attribution
-	Hosts                       uint64 // moves on every change of a remote host's state
+	RowCount, Markers, Devices int
+	RowsMade                   uint64 // rows ever made, those deleted or dropped since included
+	Agents                     uint64 // moves on every hello, end, OOM and holders report
+	Rows                       uint64 // moves on every change to a row: added, completed, given its attribution
+	Hosts                      uint64 // moves on every change of a remote host's state
 }
 
 // Shape returns the store's current Shape.
 func (s *Store) Shape() Shape {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	rows := len(s.snapshots) - s.holes
-	return Shape{Snapshots: rows, Markers: rows + len(s.markers), RowsMade: s.lastRow,
+	rows := len(s.rows) - s.holes
+	return Shape{RowCount: rows, Markers: rows + len(s.markers), RowsMade: s.lastRow,
 		Devices: len(s.devices), Agents: s.agentsVer, Rows: s.rowsVer, Hosts: s.hostsVer}
 }
 

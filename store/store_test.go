@@ -108,7 +108,7 @@ func nvmlRun(st *Store, dev int, from, to int64, f func(t int64) uint64) {
 	}
 }
 
-func TestAddSnapshotFillsNVMLUsedAndPeak(t *testing.T) {
+func TestAddRowFillsNVMLUsedAndPeak(t *testing.T) {
 	st := New(DefaultOptions())
 	st.SetDevice(Device{Index: 0, UUID: "GPU-0"})
 	st.SetDevice(Device{Index: 1, UUID: "GPU-1"})
@@ -134,49 +134,49 @@ func TestAddSnapshotFillsNVMLUsedAndPeak(t *testing.T) {
 		return 2000
 	})
 
-	a := st.AddSnapshot(wire.Snapshot{T: at(10.7), Label: "a", Dev: 0})
+	a := st.AddRow(wire.Row{T: at(10.7), Label: "a", Dev: 0})
 	wantU(t, "a used", a.NVMLUsed, uint64(1000))
 	wantU(t, "a peak (since the start)", a.NVMLPeak, uint64(9000))
-	if a.Type != wire.TypeSnapshot {
+	if a.Type != wire.TypeRow {
 		t.Fatalf("type %q", a.Type)
 	}
-	d := st.AddSnapshot(wire.Snapshot{T: at(12), Label: "d", Dev: 1})
+	d := st.AddRow(wire.Row{T: at(12), Label: "d", Dev: 1})
 	wantU(t, "d peak", d.NVMLPeak, uint64(2000))
 	// The spike at 10.2 s came before a (10.7 s): it is not b's peak, even
 	// though it shares a 1 s bucket with a's time.
-	b := st.AddSnapshot(wire.Snapshot{T: at(14), Label: "b", Dev: 0})
+	b := st.AddRow(wire.Row{T: at(14), Label: "b", Dev: 0})
 	wantU(t, "b peak", b.NVMLPeak, uint64(1000))
 	// The spike at 20.5 s is after c (20 s), though already ingested.
-	c := st.AddSnapshot(wire.Snapshot{T: at(20), Label: "c", Dev: 0})
+	c := st.AddRow(wire.Row{T: at(20), Label: "c", Dev: 0})
 	wantU(t, "c peak", c.NVMLPeak, uint64(1000))
-	// dev 1's own previous snapshot (d) bounds its interval, dev 0's do not
-	e := st.AddSnapshot(wire.Snapshot{T: at(16), Label: "e", Dev: 1})
+	// dev 1's own previous row (d) bounds its interval, dev 0's do not
+	e := st.AddRow(wire.Row{T: at(16), Label: "e", Dev: 1})
 	wantU(t, "e peak", e.NVMLPeak, uint64(7000))
-	f := st.AddSnapshot(wire.Snapshot{T: at(35), Label: "f", Dev: 0})
+	f := st.AddRow(wire.Row{T: at(35), Label: "f", Dev: 0})
 	wantU(t, "f used", f.NVMLUsed, uint64(6000))
 	wantU(t, "f peak", f.NVMLPeak, uint64(8000))
 	// values the caller sets are kept
 	used, peak := uint64(1), uint64(2)
-	g := st.AddSnapshot(wire.Snapshot{T: at(36), Label: "g", Dev: 0, NVMLUsed: &used, NVMLPeak: &peak})
+	g := st.AddRow(wire.Row{T: at(36), Label: "g", Dev: 0, NVMLUsed: &used, NVMLPeak: &peak})
 	wantU(t, "g used", g.NVMLUsed, uint64(1))
 	wantU(t, "g peak", g.NVMLPeak, uint64(2))
 	// an earlier row is put in time order; its peak runs from the start
-	early := st.AddSnapshot(wire.Snapshot{T: at(5), Label: "early", Dev: 0})
+	early := st.AddRow(wire.Row{T: at(5), Label: "early", Dev: 0})
 	wantU(t, "early peak", early.NVMLPeak, uint64(1000))
 	// no NVML at that time, or no NVML device at all: absent, not 0
-	none := st.AddSnapshot(wire.Snapshot{T: at(-1), Label: "before", Dev: 0})
+	none := st.AddRow(wire.Row{T: at(-1), Label: "before", Dev: 0})
 	wantU(t, "before used", none.NVMLUsed, nil)
-	other := st.AddSnapshot(wire.Snapshot{T: at(20), Label: "agent-only", Dev: 5})
+	other := st.AddRow(wire.Row{T: at(20), Label: "agent-only", Dev: 5})
 	wantU(t, "agent-only used", other.NVMLUsed, nil)
 	wantU(t, "agent-only peak", other.NVMLPeak, nil)
 
 	var labels []string
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		labels = append(labels, r.Label)
 	}
 	want := []string{"before", "early", "a", "d", "b", "e", "c", "agent-only", "f", "g"}
 	if !reflect.DeepEqual(labels, want) {
-		t.Fatalf("snapshot order %v, want %v", labels, want)
+		t.Fatalf("row order %v, want %v", labels, want)
 	}
 	// markers are in time order too (a replay counts those before its cursor)
 	ms := st.Markers()
@@ -250,7 +250,7 @@ func TestTakeSnapshotRowPerProcess(t *testing.T) {
 	}
 	wantU(t, "allocated", rs[0].Allocated, nil)
 	wantU(t, "nvml used", rs[0].NVMLUsed, uint64(900))
-	if n := len(st.Snapshots()); n != 6 {
+	if n := len(st.Rows()); n != 6 {
 		t.Fatalf("%d rows", n)
 	}
 }
@@ -272,14 +272,14 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 	// a walk that started before the row answers nothing; one after does
 	h := &wire.Held{T: at(5.4), Allocated: 1, Python: 1}
 	st.AgentHolders(100, wire.Holders{T: at(5.6), Dev: 0, Groups: []wire.HolderGroup{}, Held: h})
-	if st.Snapshots()[0].Held != nil {
+	if st.Rows()[0].Held != nil {
 		t.Fatal("a walk started before the row answered it")
 	}
 	h2 := &wire.Held{T: at(5.6), Allocated: 1040, Python: 1040,
 		Top: []wire.HolderGroup{{Name: "x\x1b[31m", Kind: "variable", Bytes: 1040, Tensors: 1}}}
 	_, given, _ := st.AgentHolders(100, wire.Holders{T: at(5.7), Dev: 0, Groups: []wire.HolderGroup{}, Held: h2})
-	var row100, row200 wire.Snapshot
-	for _, r := range st.Snapshots() {
+	var row100, row200 wire.Row
+	for _, r := range st.Rows() {
 		if r.T == at(5.5) && r.PID == 100 {
 			row100 = r
 		}
@@ -306,7 +306,7 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 	// pid 100 ends before it answers: its row says so instead of waiting
 	takeSnapshot(st, "Training end", 0, at(9), "key", nil)
 	st.AgentEnded(100, at(9.5), false, "killed")
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		if r.T == at(9) && (r.Held == nil || !strings.Contains(r.Held.Skipped, "ended")) {
 			t.Fatalf("pid 100's row: %+v", r.Held)
 		}
@@ -396,8 +396,8 @@ func TestAgentHelloMapsByUUID(t *testing.T) {
 	wantU(t, "dev 1 nvml", rows[0].NVMLUsed, uint64(11))
 	wantU(t, "dev 0 nvml", rows[1].NVMLUsed, uint64(10))
 	wantU(t, "agent-only nvml", rows[2].NVMLUsed, nil)
-	if len(st.Snapshots()) != 3 {
-		t.Fatalf("snapshots %+v", st.Snapshots())
+	if len(st.Rows()) != 3 {
+		t.Fatalf("rows %+v", st.Rows())
 	}
 
 	st.AgentMark(42, wire.Mark{T: 2 * sec, Label: "train", Kind: wire.MarkPhaseStart, Devs: []wire.DevStats{{Dev: 0}}})
@@ -446,7 +446,7 @@ func TestAgentOOM(t *testing.T) {
 	if a := st.Agents()[0]; a.OOMs != 1 {
 		t.Fatalf("OOMs %d", a.OOMs)
 	}
-	rows := st.Snapshots()
+	rows := st.Rows()
 	if len(rows) != 1 || rows[0].Label != "OOM" || rows[0].Source != "oom" || rows[0].PID != 9 || rows[0].T != 500*ms {
 		t.Fatalf("rows %+v", rows)
 	}
@@ -466,7 +466,7 @@ func TestAgentOOM(t *testing.T) {
 	if o := rows[0].OOM; o == nil || o.Requested != 1<<30 || o.Allocated != 10 {
 		t.Fatalf("the OOM row's frame: %+v", o)
 	}
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		if r.PID == 8 {
 			t.Fatal("an ignored oom frame made a row")
 		}
@@ -540,7 +540,7 @@ func TestPeakBetweenSamples(t *testing.T) {
 	takeSnapshot(st, "a", 0, 21, "key", nil)
 	takeSnapshot(st, "b", 0, 22, "key", nil)
 	st.AddNVML(0, 30, 600, 5)
-	rows := st.Snapshots()
+	rows := st.Rows()
 	if u(rows[0].NVMLPeak) != uint64(700) || u(rows[1].NVMLUsed) != uint64(700) || u(rows[1].NVMLPeak) != uint64(700) {
 		t.Fatalf("rows %+v / %+v: want peaks 700", rows[0], rows[1])
 	}
@@ -555,7 +555,7 @@ func TestRowWaitsForItsNVMLSample(t *testing.T) {
 	st.AgentHello(wire.Hello{Type: wire.TypeHello, PID: 7, T: 1, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
 	st.AddNVML(0, 10, 1000, 5)
 	st.AgentOOM(7, wire.OOM{T: 40, Dev: 0, Requested: 1 << 30, Allocated: 9000})
-	if r := st.Snapshots()[0]; u(r.NVMLUsed) != uint64(1000) || u(r.NVMLPeak) != uint64(1000) {
+	if r := st.Rows()[0]; u(r.NVMLUsed) != uint64(1000) || u(r.NVMLPeak) != uint64(1000) {
 		t.Fatalf("before the samples: best known %+v", r)
 	}
 	gen := st.Gen()
@@ -563,7 +563,7 @@ func TestRowWaitsForItsNVMLSample(t *testing.T) {
 	for i, v := range []uint64{3000, 9500, 9800, 9900} {
 		st.AddNVML(0, 20+int64(i)*10, v, 5) // 20, 30, 40, 50
 	}
-	r := st.Snapshots()[0]
+	r := st.Rows()[0]
 	if u(r.NVMLUsed) != uint64(9800) || u(r.NVMLPeak) != uint64(9800) {
 		t.Fatalf("OOM row: NVML used %v, peak %v; want 9800 (the sample at 40)", u(r.NVMLUsed), u(r.NVMLPeak))
 	}
@@ -573,7 +573,7 @@ func TestRowWaitsForItsNVMLSample(t *testing.T) {
 	// a later row counts its peak from the OOM row on
 	st.AddNVML(0, 60, 9000, 5)
 	takeSnapshot(st, "after", 0, 60, "key", nil)
-	if r := st.Snapshots()[1]; u(r.NVMLUsed) != uint64(9000) || u(r.NVMLPeak) != uint64(9900) {
+	if r := st.Rows()[1]; u(r.NVMLUsed) != uint64(9000) || u(r.NVMLPeak) != uint64(9900) {
 		t.Fatalf("row after: %+v", r)
 	}
 }
@@ -668,7 +668,7 @@ func TestConcurrentSourcesAndReaders(t *testing.T) {
 				}
 				st.Devices()
 				st.Agents()
-				st.Snapshots()
+				st.Rows()
 				st.Markers()
 				st.Procs(2)
 				st.Keys()
@@ -689,8 +689,8 @@ func TestConcurrentSourcesAndReaders(t *testing.T) {
 			t.Fatalf("dev %d max %d", d, m)
 		}
 	}
-	if n := len(st.Snapshots()); n != 2*per/500 {
-		t.Fatalf("%d snapshots, want %d (a key and a mark every 500 ms)", n, 2*per/500)
+	if n := len(st.Rows()); n != 2*per/500 {
+		t.Fatalf("%d rows, want %d (a key and a mark every 500 ms)", n, 2*per/500)
 	}
 	if reads.Load() == 0 {
 		t.Fatalf("readers never ran")
@@ -718,10 +718,10 @@ func TestTextFromPeersCannotDriveTheTerminal(t *testing.T) {
 	s.AgentHello(wire.Hello{Type: "hello", V: 1, PID: 9, Argv: []string{"python\x1b[2J", "train.py"}, Host: "h\x07",
 		Torch: "2.5\x1b[31m", Python: "3.12\u202e",
 		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b", Name: "B\x1b]0;x\x07"}}, T: 1})
-	row := s.AddSnapshot(wire.Snapshot{T: 2, Label: "Epoch\x1b]0;pwned\x07 5\n", Dev: 0, Source: "cli"})
+	row := s.AddRow(wire.Row{T: 2, Label: "Epoch\x1b]0;pwned\x07 5\n", Dev: 0, Source: "cli"})
 	s.SetProcs(0, 3, []wire.Proc{{PID: 9, Name: "py\x1bthon", Used: 1}})
 	s.AgentHolders(9, wire.Holders{T: 4, Groups: []wire.HolderGroup{{Kind: "container", Name: "losses\x1b[31m", Hint: "a\tb", Examples: []string{"f\x00"}}}})
-	texts := []string{row.Label, s.Snapshots()[0].Label, s.Markers()[0].Label, s.Agents()[0].Hello.Argv[0], s.Agents()[0].Hello.Host}
+	texts := []string{row.Label, s.Rows()[0].Label, s.Markers()[0].Label, s.Agents()[0].Hello.Argv[0], s.Agents()[0].Hello.Host}
 	procs, _ := s.Procs(0)
 	texts = append(texts, procs[0].Name, s.ProcName(9))
 	g := s.Agents()[0].Holders.Groups[0]
@@ -775,7 +775,7 @@ func TestShape(t *testing.T) {
 }
 
 // Series of processes that have gone are kept for the KeepGone most recent;
-// older ones are dropped, their snapshot rows and names kept. A process
+// older ones are dropped, their rows and names kept. A process
 // still in NVML's list, or back with the same pid, is not gone.
 func TestKeepGoneBoundsEndedProcesses(t *testing.T) {
 	opt := DefaultOptions()
@@ -810,13 +810,13 @@ func TestKeepGoneBoundsEndedProcesses(t *testing.T) {
 		t.Errorf("101's NVML series went with 102's")
 	}
 	rows := 0
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		if r.PID == 102 {
 			rows++
 		}
 	}
 	if rows != 1 || len(st.Agents()) != 3 {
-		t.Errorf("102's snapshot row or agent entry went with its series (rows %d)", rows)
+		t.Errorf("102's row or agent entry went with its series (rows %d)", rows)
 	}
 	// 103's pid is reused: it is not gone, and two more ends do not drop it
 	run(103, 60)
@@ -867,7 +867,7 @@ func TestEndReachesRowsAfterTheLastSample(t *testing.T) {
 
 // takeSnapshot is TakeSnapshot by a caller that can ask agents for their
 // walks (ingest with an agent socket); the asks are left unsent.
-func takeSnapshot(st *Store, label string, dev int, t int64, source string, end *bool) []wire.Snapshot {
+func takeSnapshot(st *Store, label string, dev int, t int64, source string, end *bool) []wire.Row {
 	rows, _ := st.TakeSnapshot(label, dev, t, source, end, true)
 	return rows
 }

@@ -7,25 +7,25 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/summary"
 )
 
-// A column added to snapshot.Columns with a TUI place and a Detail shows
+// A column added to summary.Columns with a TUI place and a Detail shows
 // in the summary table at its place and in the selected row's details,
 // with no change here (ARCHITECTURE.md's "A summary column").
 func TestAColumnAddedToTheListShowsInTheTable(t *testing.T) {
-	free := func(r snapshot.Row, _ *snapshot.Context) string {
+	free := func(r summary.Row, _ *summary.Context) string {
 		if r.Reserved == nil || r.Allocated == nil {
 			return dash
 		}
-		return snapshot.MiB(*r.Reserved - *r.Allocated)
+		return summary.MiB(*r.Reserved - *r.Allocated)
 	}
-	old := snapshot.Columns
-	snapshot.Columns = append(slices.Clip(old), snapshot.Column{Name: "test_cached_free_mb", Origin: snapshot.OriginDerived,
-		Value:  snapshot.Value{Unit: snapshot.UnitMiB, CSV: free, Cell: free},
-		TUI:    &snapshot.TUICol{Title: "CACHED FREE MiB", Place: 85, Right: true, Priority: 3},
+	old := summary.Columns
+	summary.Columns = append(slices.Clip(old), summary.Column{Name: "test_cached_free_mb", Origin: summary.OriginDerived,
+		Value:  summary.Value{Unit: summary.UnitMiB, CSV: free, Cell: free},
+		TUI:    &summary.TUICol{Title: "CACHED FREE MiB", Place: 85, Right: true, Priority: 3},
 		Detail: "cached free (MiB)"})
-	t.Cleanup(func() { snapshot.Columns = old })
+	t.Cleanup(func() { summary.Columns = old })
 
 	m := newModel(t, newFixture(), Options{}, 160, 50)
 	tbl := ansi.Strip(m.table.View())

@@ -9,16 +9,16 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/gputop/gputop/memdump"
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/printable"
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
+	"github.com/gputop/gputop/summary"
 )
 
 // agentCell is the process pane's AGENT cell: the agent's state, and
 // whether it records torch's allocation history (so that a dump shows who
 // allocated each block).
-func agentCell(r view.Process) string {
+func agentCell(r present.Process) string {
 	switch {
 	case r.History > 0:
 		return r.Status + ", history " + strconv.Itoa(r.History)
@@ -126,7 +126,7 @@ func (m *dumpModel) stop() {
 
 // dumpRow is the row whose dump the pane shows: the selected row when it
 // has one, else the latest row of the GPU that has one.
-func (m *tableModel) dumpRow() (snapshot.Row, bool) {
+func (m *summaryModel) dumpRow() (summary.Row, bool) {
 	rows := m.d.Dev.Rows
 	if m.sel >= 0 && m.sel < len(rows) && rows[m.sel].Dump != nil && rows[m.sel].Dump.Path != "" {
 		return rows[m.sel], true
@@ -136,7 +136,7 @@ func (m *tableModel) dumpRow() (snapshot.Row, bool) {
 			return rows[i], true
 		}
 	}
-	return snapshot.Row{}, false
+	return summary.Row{}, false
 }
 
 // toggleDump opens the dump pane on the selected row's dump (or closes
@@ -168,7 +168,7 @@ func (m *Model) toggleDump() tea.Cmd {
 // rowHost is the remote host (gputop --ssh, or a recording of such a
 // view) a row was taken on: its process's, else its GPU's; "" for this
 // machine.
-func (m *Model) rowHost(r snapshot.Row) string {
+func (m *Model) rowHost(r summary.Row) string {
 	if id, _ := store.SplitPID(r.PID); id != 0 {
 		for _, h := range m.st.Hosts() {
 			if h.ID == id {

@@ -112,7 +112,7 @@ func TestRemoteDumpNotReadHere(t *testing.T) {
 		t.Error("a read was started for a remote host's path")
 	}
 	if scr := screen(m); !strings.Contains(scr, "this dump was written on gpu-b, not on this machine") ||
-		strings.Contains(scr, "torch memory snapshot") {
+		strings.Contains(scr, "torch memory dump") {
 		t.Errorf("the pane does not say where the dump is:\n%s", scr)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/gputop/gputop/ingest"
-	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/summary"
 )
 
 // TestFullFlowInTheRealRuntime runs the model in the Bubble Tea runtime
@@ -27,7 +27,7 @@ func TestFullFlowInTheRealRuntime(t *testing.T) {
 		CSVPath:  csv,
 		FPS:      30,
 		Now:      time.Now,
-		WriteCSV: func(p string) error { return snapshot.WriteCSV(p, st.Snapshots(), st.Devices()) },
+		WriteCSV: func(p string) error { return summary.WriteCSV(p, st.Rows(), st.Devices()) },
 	})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(120, 40))
 	wait := func(what string) {
@@ -65,7 +65,7 @@ func TestFullFlowInTheRealRuntime(t *testing.T) {
 	if !strings.Contains(last, ",1280.25,1536.00,") {
 		t.Errorf("the row should carry allocated/reserved at the cursor: %q", last)
 	}
-	if got := len(lines) - 1; got != len(st.Snapshots()) {
-		t.Errorf("CSV has %d rows, store %d", got, len(st.Snapshots()))
+	if got := len(lines) - 1; got != len(st.Rows()) {
+		t.Errorf("CSV has %d rows, store %d", got, len(st.Rows()))
 	}
 }

@@ -1,4 +1,4 @@
-// Which pane the row keys act on (the processes or the snapshot rows), and
+// Which pane the row keys act on (the processes or the rows), and
 // how they move its selection.
 
 package ui
@@ -7,7 +7,7 @@ type focusPane int
 
 const (
 	focusProcs focusPane = iota // ↑/↓ select a process (the chart follows it)
-	focusRows                   // ↑/↓ select a snapshot row (its details show under the table)
+	focusRows                   // ↑/↓ select a row (its details show under the table)
 )
 
 // focusMark leads the first column title of the focused pane while both
@@ -18,7 +18,7 @@ const focusMark = "▸"
 // and how many, for paging and for the mouse.
 type drawnRows struct{ first, n int }
 
-// switchFocus moves the row keys to the other pane. The snapshot rows take
+// switchFocus moves the row keys to the other pane. The rows take
 // the focus only when there are rows, and start at the newest; leaving
 // them drops the selection, so the table follows new rows again.
 func (m *Model) switchFocus() {
@@ -28,14 +28,14 @@ func (m *Model) switchFocus() {
 		return
 	}
 	if len(m.table.d.Dev.Rows) == 0 {
-		m.status.Set("no snapshot rows on this GPU yet (s takes one)", false)
+		m.status.Set("no rows on this GPU yet (s takes one)", false)
 		return
 	}
 	m.focus = focusRows
 	if m.table.sel < 0 {
 		m.table.Move(-1)
 	}
-	m.status.Set("snapshot rows: ↑/↓ pgup/pgdn g/G select, r rename, x delete; tab: back to processes", false)
+	m.status.Set("rows: ↑/↓ pgup/pgdn g/G select, r rename, x delete; tab: back to processes", false)
 }
 
 // moveFocused moves the focused pane's selection by delta rows.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
-	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/units"
 )
 
@@ -18,7 +18,7 @@ const (
 )
 
 // dash marks a value whose source is missing; it is never shown as 0.
-const dash = snapshot.Dash
+const dash = summary.Dash
 
 // humanBytes formats bytes with a unit chosen for a short, readable figure.
 func humanBytes(b uint64) string { return units.Bytes(b) }
@@ -142,7 +142,7 @@ func relTime(sec, window float64) string {
 
 // elapsed formats a duration since the run start as h:mm:ss.d, as the
 // summary table's TIME column does.
-func elapsed(d time.Duration) string { return snapshot.Elapsed(d) }
+func elapsed(d time.Duration) string { return summary.Elapsed(d) }
 
 // zoomName names a window length for the title bar.
 func zoomName(d time.Duration) string {

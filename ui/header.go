@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
 )
 
 // headerModel shows one line per device: name, NVML used / total, achieved
@@ -13,7 +13,7 @@ import (
 type headerModel struct {
 	styles *Styles
 	w, h   int
-	devs   []view.Device // NVML used at the cursor with each; nil when NVML has nothing
+	devs   []present.Device // NVML used at the cursor with each; nil when NVML has nothing
 	sel    int
 	hosts  []store.Host // the remote hosts of a multi-host view: a line of their own
 }
@@ -22,7 +22,7 @@ func newHeader(st *Styles) headerModel { return headerModel{styles: st} }
 
 func (m *headerModel) SetSize(w, h int) { m.w, m.h = w, h }
 
-func (m *headerModel) SetData(devs []view.Device, sel int) { m.devs, m.sel = devs, sel }
+func (m *headerModel) SetData(devs []present.Device, sel int) { m.devs, m.sel = devs, sel }
 
 // SetHosts gives the remote hosts whose state the header's first line shows.
 func (m *headerModel) SetHosts(hs []store.Host) { m.hosts = hs }
@@ -64,7 +64,7 @@ func (m *headerModel) View() string {
 	return fit(strings.Join(lines, "\n"), m.w, m.h)
 }
 
-func (m *headerModel) line(dl view.Device, sel bool) string {
+func (m *headerModel) line(dl present.Device, sel bool) string {
 	st := m.styles
 	d := dl.Device
 	mark := "  "

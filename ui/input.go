@@ -9,9 +9,9 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
+	"github.com/gputop/gputop/summary"
 )
 
 // tooSmall is true while the screen only says it is too small.
@@ -116,7 +116,7 @@ func (m *Model) cancelPrompt() tea.Cmd {
 func (m *Model) exportKey() tea.Cmd {
 	path := m.opt.CSVPath
 	if path == "" {
-		path = snapshot.DefaultCSVPath(m.opt.Now())
+		path = summary.DefaultCSVPath(m.opt.Now())
 	}
 	return m.export(path, false)
 }
@@ -134,7 +134,7 @@ func (m *Model) togglePane(id paneID) {
 	}
 	name, what := "procs", "processes"
 	if id == paneTable {
-		name, what = "table", "snapshots"
+		name, what = "table", "summary"
 	}
 	m.keys.setHelp(name, verb+what)
 }
@@ -166,7 +166,7 @@ func (m *Model) export(path string, quitting bool) tea.Cmd {
 	}
 	write, st := m.opt.WriteCSV, m.st
 	return func() tea.Msg {
-		n := len(st.Snapshots())
+		n := len(st.Rows())
 		return csvMsg{path: path, rows: n, err: write(path), quitting: quitting}
 	}
 }
@@ -208,7 +208,7 @@ func (m *Model) toggleHolders(now int64) tea.Cmd {
 }
 
 // holdersNote explains why the holders pane has no report.
-func (m *Model) holdersNote(r view.Process, ok bool) string {
+func (m *Model) holdersNote(r present.Process, ok bool) string {
 	switch {
 	case !ok:
 		return "no process selected"

@@ -16,7 +16,7 @@ import (
 
 func labels(st *store.Store) string {
 	var out []string
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		out = append(out, r.Label)
 	}
 	return strings.Join(out, ",")
@@ -98,7 +98,7 @@ func TestRenameAndDeleteRows(t *testing.T) {
 	}))
 	m := newModelIn(t, in, Options{}, 160, 50)
 	m = send(t, m, press("r")...)
-	if m.prompt.open || !strings.Contains(screen(m), "no snapshot row selected") {
+	if m.prompt.open || !strings.Contains(screen(m), "no row selected") {
 		t.Fatalf("r without a selected row should say so:\n%s", screen(m))
 	}
 	m = send(t, m, press("tab", "up")...) // manual check

@@ -118,7 +118,7 @@ func TestSmallest(t *testing.T) {
 	}
 }
 
-// 1 and 2 hide the process pane and the snapshot table; the chart takes
+// 1 and 2 hide the process pane and the summary pane; the chart takes
 // their lines, and the same key shows them again.
 func TestHidePanesGivesTheChartTheirLines(t *testing.T) {
 	m := newModel(t, newFixture(), Options{Title: fixTitle}, 80, 24)

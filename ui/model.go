@@ -1,7 +1,7 @@
 // Package ui is gputop's terminal interface: a Bubble Tea v2 program that
 // redraws from the store at a frame rate (never one message per sample).
 // The root Model owns the layout and the keys; each pane (header, chart,
-// processes, snapshot table, holders, prompt, status) lives in its own file
+// processes, summary, holders, prompt, status) lives in its own file
 // with its own SetSize and View.
 package ui
 
@@ -14,9 +14,9 @@ import (
 
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -33,7 +33,7 @@ type Options struct {
 	LoadErr        string                  // e.g. a recording's format error, shown at start
 	Log            *logbook.Book           // the status line shows its newest line; nil: none
 	// OpenAt, in replay, is where the cursor starts, paused, with the whole
-	// run in the window (the demo: view.StoryMoment); 0 is the start, playing
+	// run in the window (the demo: present.StoryMoment); 0 is the start, playing
 	OpenAt int64
 }
 
@@ -75,7 +75,7 @@ type Model struct {
 	header  headerModel
 	chart   chartModel
 	procs   procsModel
-	table   tableModel
+	table   summaryModel
 	holders holdersModel
 	dump    dumpModel
 	prompt  promptModel
@@ -83,17 +83,17 @@ type Model struct {
 
 	showHolders bool
 	showDump    bool
-	hidden      [numPanes]bool  // panes the user hid (1, 2) to give the chart their lines
-	helpPage    int             // the page of the full help shown
-	helpN       int             // how many pages the full help takes at this size
-	helpText    string          // the full help's title and page, laid out for this size
-	bars        *barCache       // the key bar and the help's pages, kept while the size stays
-	focus       focusPane       // the pane ↑/↓ act on (focus.go)
-	edit        *wire.RowEdit   // the row the open prompt renames or deletes (rowedit.go)
-	geo         *paneGeo        // where the last drawn screen put the panes (mouse.go)
-	quitArmed   bool            // a write on quit failed; the next quit key quits anyway
-	promptEnd   bool            // the open prompt takes an end row (c), not a snapshot (s)
-	pres        *view.Presenter // the screen's data, joined from the store
+	hidden      [numPanes]bool     // panes the user hid (1, 2) to give the chart their lines
+	helpPage    int                // the page of the full help shown
+	helpN       int                // how many pages the full help takes at this size
+	helpText    string             // the full help's title and page, laid out for this size
+	bars        *barCache          // the key bar and the help's pages, kept while the size stays
+	focus       focusPane          // the pane ↑/↓ act on (focus.go)
+	edit        *wire.RowEdit      // the row the open prompt renames or deletes (rowedit.go)
+	geo         *paneGeo           // where the last drawn screen put the panes (mouse.go)
+	quitArmed   bool               // a write on quit failed; the next quit key quits anyway
+	promptEnd   bool               // the open prompt takes an end row (c), not a snapshot (s)
+	pres        *present.Presenter // the screen's data, joined from the store
 
 	// what the last refresh was computed from, to skip identical frames
 	lastGen          uint64
@@ -132,14 +132,14 @@ func New(in *ingest.Ingest, opt Options) Model {
 		header:  newHeader(&styles),
 		chart:   newChart(&styles),
 		procs:   newProcs(&styles),
-		table:   newTable(&styles),
+		table:   newSummary(&styles),
 		holders: newHolders(&styles),
 		dump:    newDump(&styles),
 		prompt:  newPrompt(&styles),
 		status:  newStatus(&styles),
 		frame:   &frameCache{},
 		bars:    &barCache{},
-		pres:    view.NewPresenter(),
+		pres:    present.NewPresenter(),
 		geo:     &paneGeo{},
 	}
 	if opt.Replay && opt.OpenAt > 0 {
@@ -204,7 +204,7 @@ func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {
 		return m, nil
 	case csvMsg:
 		if msg.err != nil {
-			text := msg.err.Error() + " (every snapshot is still here; try --csv with a writable path)"
+			text := msg.err.Error() + " (every row is still here; try --csv with a writable path)"
 			if msg.quitting {
 				m.quitArmed = true
 				text += "; press q again to quit without writing"

@@ -1,4 +1,4 @@
-// The mouse: a click selects a process or a snapshot row (and focuses its
+// The mouse: a click selects a process or a row (and focuses its
 // pane), the wheel zooms the chart and scrolls the pane under it, or the
 // focused one.
 
@@ -19,7 +19,7 @@ func (s paneSpan) has(y int) bool { return y >= s.top && y < s.top+s.h }
 type paneGeo struct{ chart, procs, table paneSpan }
 
 // record notes the panes' lines from the layout draw stacks: the title
-// bar, the header, the chart, the processes, the snapshot table.
+// bar, the header, the chart, the processes, the summary.
 func (g *paneGeo) record(l layout) {
 	y := 1 + l.header
 	g.chart = paneSpan{y, l.chart}

@@ -4,11 +4,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/summary"
 )
 
 // oomNote explains the selected device's latest out-of-memory error, in the
-// words of snapshot.ExplainOOM: Head says when and what was asked for; Body
+// words of summary.ExplainOOM: Head says when and what was asked for; Body
 // gives the likely cause first, so a short pane keeps it, then where the
 // memory was.
 type oomNote struct {
@@ -18,7 +18,7 @@ type oomNote struct {
 
 // latestOOM explains the latest OOM row of a device's rows (run start at
 // start, the device's memory total, 0 when unknown); nil without one.
-func latestOOM(d snapshot.DevRows, start int64, total uint64) *oomNote {
+func latestOOM(d summary.DeviceRows, start int64, total uint64) *oomNote {
 	if d.LatestOOM < 0 {
 		return nil
 	}
@@ -26,9 +26,9 @@ func latestOOM(d snapshot.DevRows, start int64, total uint64) *oomNote {
 }
 
 // explainOOM explains the OOM row r.
-func explainOOM(r snapshot.Row, start int64, total uint64) *oomNote {
+func explainOOM(r summary.Row, start int64, total uint64) *oomNote {
 	o := *r.OOM
-	e := snapshot.ExplainOOM(r, o, total)
+	e := summary.ExplainOOM(r, o, total)
 	head := "at " + elapsed(time.Duration(r.T-start)) + " in pid " + strconv.Itoa(r.PID) + ":"
 	if e.Asked != "" {
 		head += " " + e.Asked

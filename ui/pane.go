@@ -4,7 +4,7 @@ package ui
 // size, says how many lines it would like, and draws itself cut to its
 // box. The root model sizes them top to bottom (draw.go's layout), each by
 // its name; a pane that is hidden gets no lines and is not drawn. Its data
-// comes from view's Screen, handed over in refresh.go's setScreen.
+// comes from present's Screen, handed over in refresh.go's setScreen.
 type pane interface {
 	SetSize(w, h int)
 	View() string
@@ -24,7 +24,7 @@ const (
 )
 
 // every box below the title bar is a pane
-var _ = []pane{&headerModel{}, &chartModel{}, &procsModel{}, &tableModel{}, &holdersModel{}}
+var _ = []pane{&headerModel{}, &chartModel{}, &procsModel{}, &summaryModel{}, &holdersModel{}}
 
 // chartMinLines is the least height at which the chart is still a chart:
 // the marker labels, four rows of plot, the X axis and its labels, the

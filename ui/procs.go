@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"charm.land/lipgloss/v2"
-	"github.com/gputop/gputop/view"
+	"github.com/gputop/gputop/present"
 )
 
 // procsModel is the process pane; up/down select a process, and the chart's
@@ -14,14 +14,14 @@ import (
 type procsModel struct {
 	styles *Styles
 	w, h   int
-	rows   []view.Process
-	hidden int  // ended processes not listed (view.Screen.EndedHidden)
+	rows   []present.Process
+	hidden int  // ended processes not listed (present.Screen.EndedHidden)
 	sel    int  // selected pid
 	chosen bool // the user picked sel; else it follows the default
 	tc     *tableCache
-	order  view.ProcessOrder // the sort key cycles it (sort.go)
-	drawn  *drawnRows        // the rows the last View showed, for the mouse
-	marked bool              // the pane has the focus and says so (focus.go)
+	order  present.ProcessOrder // the sort key cycles it (sort.go)
+	drawn  *drawnRows           // the rows the last View showed, for the mouse
+	marked bool                 // the pane has the focus and says so (focus.go)
 }
 
 func newProcs(st *Styles) procsModel {
@@ -31,15 +31,15 @@ func newProcs(st *Styles) procsModel {
 func (m *procsModel) SetSize(w, h int) { m.w, m.h = w, h }
 
 // SetRows replaces the rows and the selection (an index into rows, -1 for
-// none) view chose: the pid the user picked while it is there (picked),
+// none) the presenter chose: the pid the user picked while it is there (picked),
 // else its default; then sorts the rows in the pane's order. hidden counts
-// the ended processes view left out.
-func (m *procsModel) SetRows(rows []view.Process, sel int, picked bool, hidden int) {
+// the ended processes the presenter left out.
+func (m *procsModel) SetRows(rows []present.Process, sel int, picked bool, hidden int) {
 	m.chosen, m.sel = picked, 0
 	if sel >= 0 {
 		m.sel = rows[sel].PID
 	}
-	view.SortProcesses(rows, m.order)
+	present.SortProcesses(rows, m.order)
 	m.rows, m.hidden = rows, hidden
 }
 
@@ -79,15 +79,15 @@ func (m *procsModel) index() int {
 }
 
 // Selected returns the selected row, if any.
-func (m *procsModel) Selected() (view.Process, bool) {
+func (m *procsModel) Selected() (present.Process, bool) {
 	if i := m.index(); i >= 0 {
 		return m.rows[i], true
 	}
-	return view.Process{}, false
+	return present.Process{}, false
 }
 
 // usedCell is a process's NVML used; a figure from before it left says so.
-func usedCell(r view.Process) string {
+func usedCell(r present.Process) string {
 	if r.UsedLast && r.Used != nil {
 		return "last " + humanBytes(*r.Used)
 	}
@@ -114,10 +114,10 @@ func (m *procsModel) View() string {
 		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render(strings.Join(append([]string{"no process on this GPU"}, notes...), "  ")), m.w, m.h)
 	}
 	cols := []column{
-		{Title: m.sortTitle("PID", view.ByPID), Right: true, Priority: 9},
+		{Title: m.sortTitle("PID", present.ByPID), Right: true, Priority: 9},
 		{Title: "PROCESS", Priority: 8, Flex: true},
-		{Title: m.sortTitle("NVML USED", view.ByUsed), Right: true, Priority: 7},
-		{Title: m.sortTitle("ALLOCATED", view.ByAllocated), Right: true, Priority: 6},
+		{Title: m.sortTitle("NVML USED", present.ByUsed), Right: true, Priority: 7},
+		{Title: m.sortTitle("ALLOCATED", present.ByAllocated), Right: true, Priority: 6},
 		{Title: "RESERVED", Right: true, Priority: 5},
 		{Title: "PROC NON-TORCH", Right: true, Priority: 3}, // this process: NVML used − torch reserved
 		{Title: "AGENT", Priority: 4},

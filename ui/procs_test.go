@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -36,8 +36,8 @@ func TestProcessPaneSaysWhatItLeavesOut(t *testing.T) {
 	// 100 ended: 60 forgotten by the store, 8 of the 40 it keeps past the
 	// pane's 32; those 32 and the two attached listed (the selected one,
 	// ns1:1, in view)
-	if view.MaxEndedListed != 32 {
-		t.Fatalf("MaxEndedListed is %d; the figures below are for 32", view.MaxEndedListed)
+	if present.MaxEndedListed != 32 {
+		t.Fatalf("MaxEndedListed is %d; the figures below are for 32", present.MaxEndedListed)
 	}
 	for _, want := range []string{"… and 68 ended", "ns1:1", "nsN:PID: its own pid inside a pid namespace gputop cannot see",
 		"of 34 processes"} {

@@ -6,8 +6,8 @@ package ui
 import (
 	"time"
 
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/view"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -17,7 +17,7 @@ import (
 // about as far at each redraw at every zoom (a second at the default one
 // minute). Numbers that change 30 times a second cannot be read anyway, and
 // each distinct frame costs the terminal renderer a full-screen pass; what
-// changes the screen's shape (a snapshot row, a marker, a log line, an
+// changes the screen's shape (a row, a marker, a log line, an
 // agent coming or going, a holders report) and every key are drawn at the
 // next tick or at once. Live, the values are also redrawn with each new
 // second of the clock. On the H200 each value redraw per second cost about
@@ -33,13 +33,13 @@ const (
 	maxValueInterval = time.Second
 )
 
-// shape is the store's Shape; in replay, snapshots and markers count only
+// shape is the store's Shape; in replay, rows and markers count only
 // up to the cursor, as rows and markers appear when the cursor passes them.
 func (m *Model) shape() store.Shape {
 	sh := m.st.Shape()
 	if m.opt.Replay {
 		cursor := m.tl.cursor(m.now())
-		sh.Snapshots, sh.Markers = m.st.CountSnapshots(cursor), m.st.CountMarkers(cursor)
+		sh.RowCount, sh.Markers = m.st.CountRows(cursor), m.st.CountMarkers(cursor)
 	}
 	return sh
 }
@@ -78,20 +78,20 @@ func (m *Model) refresh(force bool) bool {
 
 // query is what this frame asks of the store: the selected GPU and
 // process, the cursor, the chart's window.
-func (m *Model) query(now, from, to int64) view.Query {
-	return view.Query{Dev: m.dev, Now: now, Cursor: m.tl.cursor(now), Replay: m.opt.Replay, Paused: m.tl.paused,
+func (m *Model) query(now, from, to int64) present.Query {
+	return present.Query{Dev: m.dev, Now: now, Cursor: m.tl.cursor(now), Replay: m.opt.Replay, Paused: m.tl.paused,
 		From: from, To: to, Cols: m.chart.Columns(), PID: m.procs.sel, Picked: m.procs.chosen}
 }
 
 // setScreen hands each pane its part of the screen.
-func (m *Model) setScreen(s view.Screen, now int64) {
+func (m *Model) setScreen(s present.Screen, now int64) {
 	m.dev = s.Dev
 	m.header.SetData(s.Devices, m.dev)
 	m.header.SetHosts(s.Hosts)
 	sel, selOK := s.SelectedProcess() // before the pane sorts the rows
 	m.procs.SetRows(s.Procs, s.Selected, s.Picked, s.EndedHidden)
 
-	sd := summaryData{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel, Bounds: s.Bounds}
+	sd := summaryRows{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel, Bounds: s.Bounds}
 	m.nRows = s.AllRows
 	var total uint64
 	if m.dev < len(s.Devices) {

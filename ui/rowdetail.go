@@ -1,4 +1,4 @@
-// The selected snapshot row: picking it, and its details under the table
+// The selected row: picking it, and its details under the table
 // (what it is, the explanation of an OOM row, who held the memory at an
 // end row; its verdict is among the verdict lines).
 
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gputop/gputop/snapshot"
+	"github.com/gputop/gputop/summary"
 )
 
 // rowPick names a row (by its ID) to select once the table's data holds
@@ -20,7 +20,7 @@ type rowPick struct {
 }
 
 // takePick selects the picked row when the data has it.
-func (m *tableModel) takePick() {
+func (m *summaryModel) takePick() {
 	p := m.pick
 	if p == nil {
 		return
@@ -34,16 +34,16 @@ func (m *tableModel) takePick() {
 }
 
 // Selected returns the selected row, if any.
-func (m *tableModel) Selected() (snapshot.Row, bool) {
+func (m *summaryModel) Selected() (summary.Row, bool) {
 	if m.sel < 0 || m.sel >= len(m.d.Dev.Rows) {
-		return snapshot.Row{}, false
+		return summary.Row{}, false
 	}
 	return m.d.Dev.Rows[m.sel], true
 }
 
 // oomNote is the OOM explained under the table: the selected row's when
 // it is an OOM's, else the device's latest.
-func (m *tableModel) oomNote() *oomNote {
+func (m *summaryModel) oomNote() *oomNote {
 	if r, ok := m.Selected(); ok && r.OOM != nil {
 		n := explainOOM(r, m.d.Start, m.d.Total)
 		n.Head = "selected row: " + n.Head
@@ -55,7 +55,7 @@ func (m *tableModel) oomNote() *oomNote {
 // detailLines describe the selected row: its whole label, time and
 // process, what can be done to it, and at an end row what held the memory
 // (the agent's attribution the verdict is made from).
-func (m *tableModel) detailLines() []string {
+func (m *summaryModel) detailLines() []string {
 	r, ok := m.Selected()
 	if !ok {
 		return nil
@@ -91,11 +91,11 @@ func (m *tableModel) detailLines() []string {
 }
 
 // detailFigures are the row's values of the summary columns marked for the
-// details (snapshot.Column.Detail), on one line: those it has a value for.
-func (m *tableModel) detailFigures(r snapshot.Row) []string {
-	ctx := &snapshot.Context{Start: m.d.Start}
+// details (summary.Column.Detail), on one line: those it has a value for.
+func (m *summaryModel) detailFigures(r summary.Row) []string {
+	ctx := &summary.Context{Start: m.d.Start}
 	var figs []string
-	for _, c := range snapshot.Columns {
+	for _, c := range summary.Columns {
 		if c.Detail == "" {
 			continue
 		}

@@ -1,4 +1,4 @@
-// Renaming and deleting the selected snapshot row: the prompt asks, the
+// Renaming and deleting the selected row: the prompt asks, the
 // store applies the edit (and its recorder, when recording, writes it), so
 // the table, the chart's marker and the CSV all follow.
 
@@ -19,7 +19,7 @@ const snapshotPrompt = "snapshot label: "
 func (m *Model) startRename() tea.Cmd {
 	r, ok := m.table.Selected()
 	if !ok {
-		m.status.Set("no snapshot row selected: tab to the rows, ↑/↓ to pick one, then r", true)
+		m.status.Set("no row selected: tab to the rows, ↑/↓ to pick one, then r", true)
 		return nil
 	}
 	m.edit = &wire.RowEdit{ID: r.ID, T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label}
@@ -30,7 +30,7 @@ func (m *Model) startRename() tea.Cmd {
 func (m *Model) startDelete() tea.Cmd {
 	r, ok := m.table.Selected()
 	if !ok {
-		m.status.Set("no snapshot row selected: tab to the rows, ↑/↓ to pick one, then x", true)
+		m.status.Set("no row selected: tab to the rows, ↑/↓ to pick one, then x", true)
 		return nil
 	}
 	m.edit = &wire.RowEdit{ID: r.ID, T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label, Delete: true}

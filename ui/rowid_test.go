@@ -27,7 +27,7 @@ func twinStore(opt store.Options) *store.Store {
 
 func mibs(st *store.Store) string {
 	var out []string
-	for _, r := range st.Snapshots() {
+	for _, r := range st.Rows() {
 		out = append(out, fmt.Sprintf("%s=%d", r.Label, *r.Allocated>>20))
 	}
 	return strings.Join(out, ",")
@@ -58,8 +58,8 @@ func TestEditsActOnTheSelectedTwin(t *testing.T) {
 	}
 }
 
-// The snapshot pane says what the bounds on rows left out.
-func TestSnapshotPaneSaysWhatBoundsLeftOut(t *testing.T) {
+// The summary pane says what the bounds on rows left out.
+func TestSummaryPaneSaysWhatBoundsLeftOut(t *testing.T) {
 	opt := store.DefaultOptions()
 	opt.MaxRows = 16
 	st := twinStore(opt)

@@ -12,7 +12,7 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-// withRows is the fixture with n more snapshot rows from code, taken in
+// withRows is the fixture with n more rows from code, taken in
 // its first seconds: before the chart's window, as most rows of a long run
 // are.
 func withRows(n int) *store.Store {
@@ -49,7 +49,7 @@ func TestValueFramesCostNothingPerRow(t *testing.T) {
 }
 
 // BenchmarkRefreshRows is a value-only frame's refresh with 10 and 10,000
-// snapshot rows (the same cost is the goal).
+// rows (the same cost is the goal).
 func BenchmarkRefreshRows(b *testing.B) {
 	for _, n := range []int{10, 10_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {

@@ -30,7 +30,7 @@ func (t *timeline) jumpTo(at int64) {
 }
 
 // jumpMarker moves the cursor to the selected GPU's next (dir > 0) or
-// previous marker and selects that marker's snapshot row.
+// previous marker and selects that marker's row.
 func (m *Model) jumpMarker(dir int, now int64) {
 	start, last := m.st.Start(), m.st.End()
 	if start == 0 {

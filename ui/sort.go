@@ -3,20 +3,20 @@
 
 package ui
 
-import "github.com/gputop/gputop/view"
+import "github.com/gputop/gputop/present"
 
 // sortTitle is a column title of the process pane, with the sort's arrow
 // when the pane is sorted on it (▲ ascending, ▼ the largest first), and
 // the focus mark on the first column.
-func (m *procsModel) sortTitle(title string, by view.ProcessOrder) string {
+func (m *procsModel) sortTitle(title string, by present.ProcessOrder) string {
 	if m.order == by {
-		if by == view.ByPID {
+		if by == present.ByPID {
 			title += "▲"
 		} else {
 			title += "▼"
 		}
 	}
-	if by == view.ByPID && m.marked {
+	if by == present.ByPID && m.marked {
 		title = focusMark + title
 	}
 	return title
@@ -26,15 +26,15 @@ func (m *procsModel) sortTitle(title string, by view.ProcessOrder) string {
 // selected.
 func (m *procsModel) cycleOrder() {
 	m.order = m.order.Next()
-	view.SortProcesses(m.rows, m.order)
+	present.SortProcesses(m.rows, m.order)
 }
 
 // orderName says what the pane is sorted on, for the status line.
-func orderName(o view.ProcessOrder) string {
+func orderName(o present.ProcessOrder) string {
 	switch o {
-	case view.ByUsed:
+	case present.ByUsed:
 		return "NVML used, the most first"
-	case view.ByAllocated:
+	case present.ByAllocated:
 		return "allocated (torch), the most first"
 	}
 	return "pid"

@@ -3,7 +3,7 @@ package ui
 import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/lipgloss/v2"
-	"github.com/gputop/gputop/view"
+	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -91,13 +91,13 @@ func DefaultStyles() Styles {
 
 // markStyle picks the marker style for a store.Marker kind.
 // series is the chart's style for a series.
-func (s *Styles) series(k view.SeriesKind) lipgloss.Style {
+func (s *Styles) series(k present.SeriesKind) lipgloss.Style {
 	switch k {
-	case view.TorchReserved:
+	case present.TorchReserved:
 		return s.Reserved
-	case view.TorchPeak:
+	case present.TorchPeak:
 		return s.Peak
-	case view.TorchAllocated:
+	case present.TorchAllocated:
 		return s.Allocated
 	}
 	return s.NVMLUsed

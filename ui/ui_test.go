@@ -13,8 +13,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gputop/gputop/ingest"
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -93,7 +93,7 @@ func TestTooSmallNeverPanics(t *testing.T) {
 func TestSnapshotFlowAddsRowInSameFrame(t *testing.T) {
 	st := newFixture()
 	m := newModel(t, st, Options{Title: fixTitle}, 160, 50)
-	before := len(st.Snapshots())
+	before := len(st.Rows())
 	m = send(t, m, press("s")...)
 	if !m.prompt.open || m.prompt.input.Value() != fmt.Sprintf("snapshot %d", before+1) {
 		t.Fatalf("s should open the prompt prefilled with %q, got open=%v %q", fmt.Sprintf("snapshot %d", before+1), m.prompt.open, m.prompt.input.Value())
@@ -107,7 +107,7 @@ func TestSnapshotFlowAddsRowInSameFrame(t *testing.T) {
 	}
 	m = send(t, m, typeText("Eval done")...)
 	m = send(t, m, press("enter")...)
-	snaps := st.Snapshots()
+	snaps := st.Rows()
 	if len(snaps) != before+1 {
 		t.Fatalf("Enter added %d rows, want 1", len(snaps)-before)
 	}
@@ -133,7 +133,7 @@ func TestSnapshotFlowAddsRowInSameFrame(t *testing.T) {
 
 	// Esc cancels, an empty label falls back to the default
 	m = send(t, m, press("s", "x", "esc")...)
-	if len(st.Snapshots()) != before+1 || m.prompt.open {
+	if len(st.Rows()) != before+1 || m.prompt.open {
 		t.Errorf("Esc should cancel without a row")
 	}
 	m = send(t, m, press("s")...)
@@ -141,23 +141,23 @@ func TestSnapshotFlowAddsRowInSameFrame(t *testing.T) {
 		m = send(t, m, press("backspace")...)
 	}
 	m = send(t, m, press("enter")...)
-	if snaps := st.Snapshots(); snaps[len(snaps)-1].Label != fmt.Sprintf("snapshot %d", before+2) {
+	if snaps := st.Rows(); snaps[len(snaps)-1].Label != fmt.Sprintf("snapshot %d", before+2) {
 		t.Errorf("an empty label should become the default, got %q", snaps[len(snaps)-1].Label)
 	}
 }
 
 func TestExportUnwritablePathKeepsRows(t *testing.T) {
 	st := newFixture()
-	write := func(path string) error { return snapshot.WriteCSV(path, st.Snapshots(), st.Devices()) }
+	write := func(path string) error { return summary.WriteCSV(path, st.Rows(), st.Devices()) }
 	bad := filepath.Join(t.TempDir(), "no-such-dir", "out.csv")
 	m := newModel(t, st, Options{Title: fixTitle, CSVPath: bad, WriteCSV: write}, 160, 50)
-	rows := len(st.Snapshots())
+	rows := len(st.Rows())
 	m = send(t, m, press("e")...)
 	out := screen(m)
 	if !strings.Contains(out, "cannot write "+bad) {
 		t.Fatalf("the status line should name the path that failed:\n%s", out)
 	}
-	if len(st.Snapshots()) != rows || !strings.Contains(out, "After cleanup") {
+	if len(st.Rows()) != rows || !strings.Contains(out, "After cleanup") {
 		t.Errorf("a failed export must keep every row")
 	}
 	if m.status.isErr != true {
@@ -186,7 +186,7 @@ func TestExportDefaultPathAndMissingWriter(t *testing.T) {
 	var got string
 	m := newModel(t, newFixture(), Options{WriteCSV: func(p string) error { got = p; return nil }}, 160, 50)
 	m = send(t, m, press("e")...)
-	if want := snapshot.DefaultCSVPath(fixtureNow); got != want {
+	if want := summary.DefaultCSVPath(fixtureNow); got != want {
 		t.Errorf("e without --csv wrote %q, want %q", got, want)
 	}
 	m = newModel(t, newFixture(), Options{}, 160, 50)
@@ -559,7 +559,7 @@ func TestVerdictsStayAndArePerProcess(t *testing.T) {
 	}
 }
 
-// tab gives the snapshot rows the focus (the newest selected), ↑ selects
+// tab gives the rows the focus (the newest selected), ↑ selects
 // earlier rows: the table scrolls to the selection, and an end row that is
 // not the latest shows its verdict too.
 func TestSelectedRowShowsItsVerdict(t *testing.T) {
@@ -650,7 +650,7 @@ func TestIdleFramesCostNothing(t *testing.T) {
 	if m.version == v || !strings.Contains(ansi.Strip(m.header.View()), "3.00 GiB") {
 		t.Errorf("after valueInterval the new value should be drawn")
 	}
-	// a new snapshot row (from the agent, a shell) is drawn at the next tick
+	// a new row (from the agent, a shell) is drawn at the next tick
 	v = m.version
 	st.TakeSnapshot("from a shell", 0, later.UnixNano(), "cli", nil, false)
 	m = send(t, m, tickMsg(later))
@@ -685,7 +685,7 @@ func TestEmptyStore(t *testing.T) {
 		m = send(t, m, press("s", "enter", "h", "tab", "up", "-", "right", "e", "space")...)
 		out := screen(m)
 		checkBox(t, m.View().Content, 100, 30)
-		if len(st.Snapshots()) != 0 {
+		if len(st.Rows()) != 0 {
 			t.Errorf("a snapshot of no GPU was recorded")
 		}
 		if !strings.Contains(out, "no GPU known yet") || !strings.Contains(out, "0:00:00") {

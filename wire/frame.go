@@ -31,7 +31,7 @@ func (f Device) FrameType() string        { return TypeDevice }
 func (f NVML) FrameType() string          { return TypeNVML }
 func (f Procs) FrameType() string         { return TypeProcs }
 func (f DevError) FrameType() string      { return TypeDevError }
-func (f Snapshot) FrameType() string      { return TypeSnapshot }
+func (f Row) FrameType() string           { return TypeRow }
 func (f Ended) FrameType() string         { return TypeEnded }
 func (f RowHeld) FrameType() string       { return TypeRowHeld }
 func (f RowEdit) FrameType() string       { return TypeRowEdit }
@@ -52,7 +52,7 @@ func (f Device) Typed() Frame             { f.Type = TypeDevice; return f }
 func (f NVML) Typed() Frame               { f.Type = TypeNVML; return f }
 func (f Procs) Typed() Frame              { f.Type = TypeProcs; return f }
 func (f DevError) Typed() Frame           { f.Type = TypeDevError; return f }
-func (f Snapshot) Typed() Frame           { f.Type = TypeSnapshot; return f }
+func (f Row) Typed() Frame                { f.Type = TypeRow; return f }
 func (f Ended) Typed() Frame              { f.Type = TypeEnded; return f }
 func (f RowHeld) Typed() Frame            { f.Type = TypeRowHeld; return f }
 func (f RowEdit) Typed() Frame            { f.Type = TypeRowEdit; return f }
@@ -62,7 +62,7 @@ func (f Hello) FramePID() int             { return f.PID }
 func (f OOM) FramePID() int               { return f.PID }
 func (f Holders) FramePID() int           { return f.PID }
 func (f Bye) FramePID() int               { return f.PID }
-func (f Snapshot) FramePID() int          { return f.PID }
+func (f Row) FramePID() int               { return f.PID }
 func (f Ended) FramePID() int             { return f.PID }
 func (f RowHeld) FramePID() int           { return f.PID }
 func (f RowEdit) FramePID() int           { return f.PID }

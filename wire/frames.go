@@ -20,7 +20,7 @@ const (
 	// agent -> gputop
 	TypeHello   = "hello"   // first frame of an agent connection
 	TypeSample  = "sample"  // allocator counters of one device
-	TypeMark    = "mark"    // labelled snapshot / phase boundary / cleanup from code
+	TypeMark    = "mark"    // gputop.snapshot(label) / phase boundary / end row from code
 	TypeOOM     = "oom"     // CUDA out of memory, with the allocator state then
 	TypeHolders = "holders" // answer to a holders request
 	TypeBye     = "bye"     // clean end of an agent connection
@@ -39,10 +39,10 @@ const (
 	TypeSamples   = "samples"   // a batch of one agent device's samples, delta-encoded
 	TypeProcs     = "procs"     // NVML per-process usage on one device
 	TypeDevError  = "device_error"
-	TypeSnapshot  = "snapshot" // a resolved row of the summary table
+	TypeRow       = "snapshot" // a summary row; the string "snapshot" is kept from earlier versions so old recordings load
 	TypeEnded     = "ended"    // an agent process disconnected without bye
 	TypeRowHeld   = "held"     // an end row's attribution, arrived after the row
-	TypeRowEdit   = "row_edit" // a snapshot row renamed or deleted by the user
+	TypeRowEdit   = "row_edit" // a row renamed or deleted by the user
 	TypeHost      = "host"     // a remote host of a multi-host view connected or disconnected
 )
 
@@ -201,12 +201,13 @@ type Mark struct {
 	Dump  *Dump      `json:"dump,omitempty"` // the memory dump taken at this moment, when one was asked for
 }
 
-// Dump is a memory dump an agent wrote: torch's memory snapshot (its
-// allocation history with the stacks of every live block), pickled as
-// pytorch.org/memory_viz opens it. Error says why none was written (Path
-// empty then). The cost is the training process's: TookMS from the
-// snapshot to the file in place, GILMS of it with the GIL held (taking
-// the snapshot and pickling it; the write lets it go).
+// Dump is a memory dump an agent wrote: what torch's
+// torch.cuda.memory._snapshot() returns (its allocation history with the
+// stacks of every live block), pickled as pytorch.org/memory_viz opens it.
+// Error says why none was written (Path empty then). The cost is the
+// training process's: TookMS from asking torch to the file in place, GILMS
+// of it with the GIL held (torch's call and the pickling; the write lets it
+// go).
 type Dump struct {
 	Path    string   `json:"path,omitempty"`
 	Bytes   uint64   `json:"bytes,omitempty"`
@@ -235,7 +236,7 @@ type OOM struct {
 	// error reached the program: what the failed request did not fit in
 	Layout *Layout `json:"layout,omitempty"`
 	// Row is the id of the table row the store made of this frame (see
-	// Snapshot.ID): filled in by gputop, so that a recording's row_edit of
+	// Row.ID): filled in by gputop, so that a recording's row_edit of
 	// that row names it. An agent's is ignored.
 	Row uint64 `json:"row,omitempty"`
 	// torch's total memory of the device, from the process's hello: never
@@ -382,7 +383,7 @@ type DevError struct {
 	Error string `json:"error"`
 }
 
-// Snapshot is one resolved row of the summary table. Allocator fields come from
+// Row is one resolved row of the summary table. Allocator fields come from
 // the agent (torch's counters) and are absent without one; NVMLUsed and
 // NVMLPeak come from the driver.
 //
@@ -397,7 +398,7 @@ type DevError struct {
 // device. A recording's rows carry it so that its row_edit frames name one
 // row; it is a name inside one recording, and a store that loads the row
 // gives it an id of its own. 0: none (rows recorded before ids).
-type Snapshot struct {
+type Row struct {
 	Type      string  `json:"type"`
 	ID        uint64  `json:"id,omitempty"`
 	T         int64   `json:"t"`
@@ -410,7 +411,7 @@ type Snapshot struct {
 	Reserved  *uint64 `json:"reserved,omitempty"`
 	Peak      *uint64 `json:"peak,omitempty"`
 	NVMLUsed  *uint64 `json:"nvml_used,omitempty"`
-	NVMLPeak  *uint64 `json:"nvml_peak,omitempty"` // highest NVML used since the previous snapshot on this device
+	NVMLPeak  *uint64 `json:"nvml_peak,omitempty"` // highest NVML used since the previous row on this device
 	End       bool    `json:"end,omitempty"`
 	Held      *Held   `json:"held,omitempty"`
 	Awaiting  bool    `json:"awaiting,omitempty"`
@@ -439,15 +440,15 @@ const (
 
 // OOMRow is the table row of oom frame o (its PID set) on gputop's device
 // dev, with the allocator state the frame reported.
-func OOMRow(o OOM, dev int) Snapshot {
+func OOMRow(o OOM, dev int) Row {
 	al, re, pk := o.Allocated, o.Reserved, o.Peak
-	return Snapshot{Type: TypeSnapshot, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
+	return Row{Type: TypeRow, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
 		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, Dump: o.Dump, OOM: &o}
 }
 
 // IsOOMRowOf reports whether s is the row OOMRow makes of pid's oom frame at
 // t (as a row read back from elsewhere, without the frame in it).
-func (s Snapshot) IsOOMRowOf(pid int, t int64) bool {
+func (s Row) IsOOMRowOf(pid int, t int64) bool {
 	return s.Source == SourceOOM && s.Label == LabelOOM && s.PID == pid && s.T == t
 }
 
@@ -471,7 +472,7 @@ type RowHeld struct {
 	Held *Held  `json:"held"`
 }
 
-// RowEdit is what the user did to a snapshot row in the TUI: renamed it
+// RowEdit is what the user did to a row in the TUI: renamed it
 // (Rename, the new label) or deleted it (Delete). The row is the one whose
 // ID is ID, which is the row of process PID (0: the row of no agent
 // process) on (store) device Dev at time T, labelled Label when edited. A

@@ -12,7 +12,7 @@ import (
 // whatever gputop admitted live loads again.
 const MaxClockSkew = 24 * time.Hour
 
-// MaxLabelBytes bounds a snapshot row's label (a mark's, a snap's, a
+// MaxLabelBytes bounds a row's label (a mark's, a snap's, a
 // key's, a rename, a recording's row): a label is drawn in the table and
 // the chart at every frame and becomes a CSV cell, and names a moment in a
 // few words. A longer one is cut (CutLabel), visibly.

@@ -168,11 +168,11 @@ class Agent:
         except Exception:
             pass
 
-    def post_dump(self, frame: dict[str, Any], snap: Any, snap_ms: float) -> None:
-        """Queue a mark whose dump (snap, taken by the caller in snap_ms)
+    def post_dump(self, frame: dict[str, Any], state: Any, take_ms: float) -> None:
+        """Queue a mark whose dump (state, taken by the caller in take_ms)
         the agent thread writes before the mark goes out."""
         try:
-            job = {"snap": snap, "ms": snap_ms, "frame": frame}
+            job = {"state": state, "ms": take_ms, "frame": frame}
             frame["_dump"] = job
             self._dump_jobs.append(job)
             self.post(frame, urgent=False)
@@ -537,12 +537,12 @@ class Agent:
             job = self._dump_jobs[0]
             f = job["frame"]
             try:
-                res = _dumps.write(job["snap"], f.get("label", "dump"), f.get("t", time.time_ns()), job["ms"])
+                res = _dumps.write(job["state"], f.get("label", "dump"), f.get("t", time.time_ns()), job["ms"])
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
             finally:
                 self._dump_jobs.popleft()
-            job["snap"] = None
+            job["state"] = None
             f["dump"] = res
             f.pop("_dump", None)
         while self._dump_requests:

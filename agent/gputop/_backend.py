@@ -75,9 +75,9 @@ class Step(NamedTuple):
 
 
 class History:
-    """A framework's allocation history and memory snapshot (torch.cuda.memory's:
+    """A framework's allocation history and dump data (torch.cuda.memory's:
     _torch.TorchHistory). _history turns the recording on and off and
-    labels it; _dumps writes the snapshot."""
+    labels it; _dumps writes the dump."""
 
     def why_not(self) -> str:
         """Why this process cannot record history ("" when it can)."""
@@ -96,10 +96,10 @@ class History:
         framework keeps such a label."""
         return None
 
-    def snapshot(self) -> Any:
+    def dump_state(self) -> Any:
         """Every live block (with its stack while history is on) and the
         history: what a dump writes."""
-        raise NotImplementedError("this framework has no memory snapshot")
+        raise NotImplementedError("this framework cannot dump its memory")
 
 
 Reader = Callable[[], Any]
@@ -203,7 +203,7 @@ class Backend:
         return False
 
     def history(self) -> History | None:
-        """Allocation history and memory snapshots, once the devices are
+        """Allocation history and dumps, once the devices are
         initialised; None where there are none (yet)."""
         return None
 

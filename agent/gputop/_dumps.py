@@ -1,4 +1,4 @@
-"""Memory dumps: the backend's memory snapshot (History.snapshot(); torch's
+"""Memory dumps: the backend's dump data (History.dump_state(); torch's
 is ``torch.cuda.memory._snapshot()``:
 segments, blocks with the stacks that allocated them, the allocation
 history) pickled as ``torch.cuda.memory._dump_snapshot`` does, so that
@@ -20,13 +20,13 @@ run past either, the oldest dumps of the run are removed until it fits;
 the newest is always kept, and each removal is reported with the dump.
 
 One dump at a time: a request while another is being written (or waits
-to be) is refused with a reason, before any snapshot is taken; an OOM's
-dump, and one whose snapshot was taken already, wait for it instead
+to be) is refused with a reason, before anything is taken; an OOM's
+dump, and one whose data was taken already, wait for it instead
 (DUMP_WAIT_S).
 Every failure (a full disk, a file-size limit, a directory that cannot be
-made, torch's snapshot failing) is reported in the result, never raised.
+made, torch's _snapshot() failing) is reported in the result, never raised.
 
-The cost is measured: torch's snapshot and the pickling hold the GIL
+The cost is measured: torch's _snapshot() and the pickling hold the GIL
 (``gil_ms``); the write lets it go (``took_ms`` is the whole).
 """
 
@@ -94,17 +94,17 @@ def file_name(pid: int, label: str, t_ns: int) -> str:
 
 
 def take(hist: History | None) -> tuple[Any, float]:
-    """The backend's memory snapshot (torch's) and how long it took (ms,
+    """The backend's dump data (torch's _snapshot()) and how long it took (ms,
     the GIL held)."""
     if hist is None:
         raise RuntimeError("CUDA is not initialised in this process")
     t0 = time.perf_counter()
-    snap = hist.snapshot()
-    return snap, (time.perf_counter() - t0) * 1e3
+    state = hist.dump_state()
+    return state, (time.perf_counter() - t0) * 1e3
 
 
 def dump(hist: History | None, label: str, *, wait: float = 0.0) -> dict[str, Any]:
-    """Take the snapshot here and now and write it (wire.Dump)."""
+    """Take a dump here and now and write it (wire.Dump)."""
     if hist is None:
         return {"error": "CUDA is not initialised in this process: nothing to dump"}
     t = time.time_ns()
@@ -114,22 +114,22 @@ def dump(hist: History | None, label: str, *, wait: float = 0.0) -> dict[str, An
         return _busy()
     try:
         try:
-            snap, snap_ms = take(hist)
+            state, take_ms = take(hist)
         except Exception as e:
-            return _failed(f"torch's memory snapshot failed: {type(e).__name__}: {e}")
-        return _write(snap, label, t, snap_ms, t0)
+            return _failed(f"torch.cuda.memory._snapshot() failed: {type(e).__name__}: {e}")
+        return _write(state, label, t, take_ms, t0)
     finally:
         _lock.release()
 
 
-def write(snap: Any, label: str, t_ns: int, snap_ms: float, *, wait: float = DUMP_WAIT_S) -> dict[str, Any]:
-    """Write a snapshot taken earlier (at t_ns, in snap_ms) (wire.Dump),
+def write(state: Any, label: str, t_ns: int, take_ms: float, *, wait: float = DUMP_WAIT_S) -> dict[str, Any]:
+    """Write dump data taken earlier (at t_ns, in take_ms) (wire.Dump),
     after the one being written, if any (up to wait seconds)."""
     t0 = time.perf_counter()
     if not _lock.acquire(timeout=wait):
         return _busy()
     try:
-        return _write(snap, label, t_ns, snap_ms, t0)
+        return _write(state, label, t_ns, take_ms, t0)
     finally:
         _lock.release()
 
@@ -159,17 +159,17 @@ def _failed(why: str) -> dict[str, Any]:
     return {"error": why}
 
 
-def _write(snap: Any, label: str, t_ns: int, snap_ms: float, t0: float) -> dict[str, Any]:
+def _write(state: Any, label: str, t_ns: int, take_ms: float, t0: float) -> dict[str, Any]:
     global _writing, last_error
     d = directory()
     name = file_name(os.getpid(), label, t_ns)
     tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
     try:
         tp = time.perf_counter()
-        data = pickle.dumps(snap, protocol=PROTOCOL)
+        data = pickle.dumps(state, protocol=PROTOCOL)
         pickle_ms = (time.perf_counter() - tp) * 1e3
     except Exception as e:
-        return _failed(f"the memory snapshot could not be pickled: {type(e).__name__}: {e}")
+        return _failed(f"the dump could not be pickled: {type(e).__name__}: {e}")
     fd = -1
     _writing = os.path.join(d, name)
     try:
@@ -207,8 +207,8 @@ def _write(snap: Any, label: str, t_ns: int, snap_ms: float, t0: float) -> dict[
     del data
     out: dict[str, Any] = {
         "path": os.path.abspath(path), "bytes": os.path.getsize(path),
-        "took_ms": round(snap_ms + (time.perf_counter() - t0) * 1e3, 3),
-        "gil_ms": round(snap_ms + pickle_ms, 3),
+        "took_ms": round(take_ms + (time.perf_counter() - t0) * 1e3, 3),
+        "gil_ms": round(take_ms + pickle_ms, 3),
     }
     removed = _keep_within(out["path"], out["bytes"])
     if removed:

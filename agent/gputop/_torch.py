@@ -8,7 +8,7 @@ and checked them, they are copied where the allocator keeps them instead.
 
 Its extras: cleanup()'s steps (synchronize, cuBLAS workspaces, empty_cache,
 the peak reset, ipc_collect), torch's out-of-memory observer, allocation
-history and memory snapshots (torch.cuda.memory, TorchHistory), the live
+history and dumps (torch.cuda.memory, TorchHistory), the live
 blocks and workspace sizes the holders walk attributes, and the walk
 itself (_holders, which walks torch's tensors).
 
@@ -123,7 +123,7 @@ def cleanup_steps(calls: Any, devs: Sequence[int], reset_peak: bool) -> list[Ste
 
 
 class TorchHistory(History):
-    """torch.cuda.memory's allocation history and snapshot (or what stands
+    """torch.cuda.memory's allocation history and dump data (or what stands
     for that module: the tests' FakeMemory)."""
 
     def __init__(self, mem: Any) -> None:
@@ -167,7 +167,7 @@ class TorchHistory(History):
             return None
         return set_meta
 
-    def snapshot(self) -> Any:
+    def dump_state(self) -> Any:
         return self.mem._snapshot()
 
 
@@ -242,7 +242,7 @@ class TorchBackend(Backend):
         # child, where CUDA cannot be used (forget()).
         self._memstats: Callable[[int], Mapping[str, Any]] | None = None
         # (device indices, _cuda_hasPrimaryContext) once CUDA is initialised:
-        # snapshot() asks for the device list at every call, often after a
+        # torch's _snapshot() asks for the device list at every call, often after a
         # pause, when each Python call costs the most
         self._devprobe: tuple[range, Callable[[int], bool]] | None = None
         # the direct reading of the allocator's counters, once set up (_direct)
@@ -319,7 +319,7 @@ class TorchBackend(Backend):
     counters = staticmethod(counters)
 
     def read(self, index: int) -> Counters:
-        # snapshot()'s path, usually taken cold: in place where the direct
+        # dump_state()'s path, usually taken cold: in place where the direct
         # reading is trusted and the counters held still, else one stats
         # call, in as few Python frames as can be
         direct = self.direct

@@ -39,7 +39,7 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
           verdict: bool = True, dump: bool = False) -> _Taken:
     """Read devs (default: every initialised device) and queue a mark; an
     end row (end, else the label decides) walks the holders first; with
-    dump, torch's memory snapshot is taken here (this moment's) and the
+    dump, its data (torch's _snapshot()) is taken here (this moment's) and the
     agent thread writes it (_dumps) before the mark goes out."""
     t = time.time_ns()
     # gputop refuses a mark without a label (and the connection with it)
@@ -64,16 +64,16 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
         return _Taken(vals, t, held)
     if not vals:
         return _Taken(vals, t, held)
-    snap: Any = None
+    state: Any = None
     dump_error = ""
     if dump:
         try:
             running = _lifecycle.current(auto=False)
             dump_error = _dumps.busy(running.pending_dumps if running is not None else 0)
             if not dump_error:
-                snap, snap_ms = _dumps.take(backend.history())
+                state, take_ms = _dumps.take(backend.history())
         except Exception as e:
-            dump_error = f"torch's memory snapshot failed: {type(e).__name__}: {e}"
+            dump_error = f"torch.cuda.memory._snapshot() failed: {type(e).__name__}: {e}"
     try:
         is_end = _wire.is_end_label(label + _ROW_LABEL.get(kind, "")) if end is None else bool(end)
         if is_end:
@@ -88,14 +88,14 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
             }
             if end is not None:
                 frame["end"] = bool(end)
-            if snap is not None:
-                ag.post_dump(frame, snap, snap_ms)
+            if state is not None:
+                ag.post_dump(frame, state, take_ms)
             else:
                 if dump_error:
                     frame["dump"] = {"error": dump_error}
                 ag.post(frame)
-        elif snap is not None:
-            _dumps.write(snap, label, t, snap_ms)  # no agent thread: written here
+        elif state is not None:
+            _dumps.write(state, label, t, take_ms)  # no agent thread: written here
     except Exception:
         pass
     return _Taken(vals, t, held)
@@ -127,7 +127,7 @@ def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
     Returns {device index: {"allocated", "reserved", "peak", "reserved_peak",
     "inactive", "alloc_retries", "ooms"}}, torch's exact allocator values in
     bytes (counts for the last two) at this instant, and sends them to gputop
-    as a row of its snapshot table and a chart marker. The agent is started
+    as a row of its summary and a chart marker. The agent is started
     on first use (see :func:`attach`); without gputop running the values are
     only returned. With GPUTOP=0 nothing is sent, the values are still
     returned. Before CUDA is initialised (or without torch) it returns {}.
@@ -141,11 +141,11 @@ def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
     gives the row its verdict. The walk takes tens of milliseconds and stops
     after 2 s (then "held" says so); verdict=False skips it.
 
-    dump=True also takes torch's memory snapshot at this moment (every live
+    dump=True also takes a dump at this moment (every live
     block with the stack that allocated it, when history is on: see
     attach(history=N)) and has the agent thread write it where memory_viz
     opens it; gputop's row names the file (status()["dumps"] lists them).
-    Taking the snapshot holds the GIL here (milliseconds; the write does
+    Taking the dump's data holds the GIL here (milliseconds; the write does
     not wait).
     """
     got = take(label, "snapshot", end=end, verdict=verdict, dump=dump)
@@ -373,7 +373,7 @@ class Tracker:
         got = take(label, "snapshot", [idx], end=end, verdict=verdict, dump=dump)
         vals, t = got.vals, got.t
         c = vals.get(idx, _backend.ZERO)
-        snap = {
+        row = {
             "label": label,
             "allocated_mb": c.allocated / MB,
             "cached_mb": c.reserved / MB,
@@ -385,12 +385,12 @@ class Tracker:
             "peak_bytes": c.peak,
         }
         if idx in got.held:
-            snap["held"] = got.held[idx]
-        self.snapshots.append(snap)
-        print(f"[{label}] Allocated: {snap['allocated_mb']:.2f} MB, "
-              f"Cached: {snap['cached_mb']:.2f} MB, "
-              f"Peak: {snap['max_allocated_mb']:.2f} MB")
-        return snap, got
+            row["held"] = got.held[idx]
+        self.snapshots.append(row)
+        print(f"[{label}] Allocated: {row['allocated_mb']:.2f} MB, "
+              f"Cached: {row['cached_mb']:.2f} MB, "
+              f"Peak: {row['max_allocated_mb']:.2f} MB")
+        return row, got
 
     def reset_peak(self) -> None:
         """Reset torch's peak counter (allocated_bytes.all.peak) of this device."""
@@ -406,11 +406,11 @@ class Tracker:
         print("\n" + "=" * 60)
         print("GPU Memory Summary")
         print("=" * 60)
-        for snap in self.snapshots:
-            print(f"  {snap['label']:30} "
-                  f"Alloc: {snap['allocated_mb']:8.2f} MB | "
-                  f"Cache: {snap['cached_mb']:8.2f} MB | "
-                  f"Peak: {snap['max_allocated_mb']:8.2f} MB")
+        for row in self.snapshots:
+            print(f"  {row['label']:30} "
+                  f"Alloc: {row['allocated_mb']:8.2f} MB | "
+                  f"Cache: {row['cached_mb']:8.2f} MB | "
+                  f"Peak: {row['max_allocated_mb']:8.2f} MB")
         print("=" * 60)
 
     def cleanup(self, verbose: bool = True, *, reset_peak: bool = True,

@@ -5,7 +5,7 @@ reset_peak_memory_stats) and stands behind the agent's backend interface
 would, so everything above the stats call runs for real on a machine
 without a GPU.
 
-It also keeps live blocks, as torch's memory snapshot lists them: a CPU
+It also keeps live blocks, as torch's torch.cuda.memory._snapshot() lists them: a CPU
 tensor stands for a CUDA tensor by giving its storage a block
 (tensor_block), cuBLAS workspaces are blocks of their own size
 (workspace, freed by clear_workspaces), and whatever else was allocated is

@@ -126,7 +126,7 @@ def test_rec_reads_the_fields_wire_defines():
 # ---------------------------------------------------------------- rows, as export makes them
 
 def time_string(t: int) -> str:
-    """snapshot.TimeString in UTC: milliseconds, cut, not rounded."""
+    """summary.TimeString in UTC: milliseconds, cut, not rounded."""
     s, ns = divmod(t, 10**9)
     return (datetime.datetime.fromtimestamp(s, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
             + f".{ns // 10**6:03d}Z")
@@ -138,7 +138,7 @@ def opt(v) -> str:
 
 def rec_rows(r: rec.Recording) -> list[dict[str, str]]:
     """The summary table as rec.py reads the recording, in export's columns:
-    the snapshot rows, one OOM row per oom frame (on the device its hello
+    the rows, one OOM row per oom frame (on the device its hello
     maps the torch index to), and NVML used / peak from rec.py's decoded
     NVML series where the row does not carry them (FORMAT.md, Frames)."""
     rows = [dict(s) for s in r.snapshots]

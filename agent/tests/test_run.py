@@ -274,7 +274,7 @@ def test_run_tui_shows_output_and_how_cmd_ended(gputop_bin: str, tmp_path: Path)
     try:
         s = t.wait_for("waiting for ctrl-c")
         assert "epoch 59" in s and "running (pid" in s
-        t.wait_for("Process start")            # the agent's row in the snapshot table
+        t.wait_for("Process start")            # the agent's row in the summary
         t.keys("K")                            # scroll back one line
         s = t.wait_for("(scrolled back)")
         assert "waiting for ctrl-c" not in s and "epoch 59" in s

@@ -352,7 +352,7 @@ def test_schemas_follow_wire_frames_go():
         "bye": "Bye", "snap": "Snap", "reply": "Reply", "request": "Request",
         "recording": "Recording", "device": "Device", "nvml": "NVML", "samples": "Samples",
         "procs": "Procs",
-        "device_error": "DevError", "snapshot": "Snapshot", "ended": "Ended", "held": "RowHeld",
+        "device_error": "DevError", "snapshot": "Row", "ended": "Ended", "held": "RowHeld",
         "row_edit": "RowEdit",
         "host": "Host",
     }

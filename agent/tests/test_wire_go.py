@@ -63,7 +63,7 @@ func main() {
 		case "request":
 			v = &wire.Request{}
 		case "snapshot":
-			v = &wire.Snapshot{}
+			v = &wire.Row{}
 		case "ended":
 			v = &wire.Ended{}
 		case "procs":

@@ -1,4 +1,4 @@
-"""Make real torch memory snapshots (the pickles memory_viz opens) on a GPU.
+"""Make real torch memory dumps (the pickles memory_viz opens) on a GPU.
 
 Writes, under the directory given as argv[1]:
   labelled.pickle   a snapshot taken while a `losses` list grows (history on)

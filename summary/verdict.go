@@ -1,4 +1,4 @@
-package snapshot
+package summary
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ func (s Status) String() string { return [...]string{"released", "held", "unknow
 
 // Verdict answers, for one end row, whether its process's GPU memory was
 // released and, if not, what holds it. It is based on what the row
-// carries (see wire.Snapshot): the agent's attribution of the process's
+// carries (see wire.Row): the agent's attribution of the process's
 // allocated bytes, or NVML's process list for processes without an agent;
 // the comparison with the process's first row is only a second figure.
 type Verdict struct {
@@ -48,7 +48,7 @@ func (v Verdict) Line() string {
 
 // Judge gives the verdict of end row r; base is the first row of the same
 // device and process (ok false when r is that row).
-func Judge(r, base wire.Snapshot, ok bool) Verdict {
+func Judge(r, base wire.Row, ok bool) Verdict {
 	var v Verdict
 	if r.PID != 0 && r.Allocated != nil {
 		v = judgeAgent(r)
@@ -70,7 +70,7 @@ func Judge(r, base wire.Snapshot, ok bool) Verdict {
 const workspacesNote = "cuBLAS workspaces, not a leak: gputop.cleanup() frees them"
 
 // judgeAgent reads the attribution of a process with an agent.
-func judgeAgent(r wire.Snapshot) Verdict {
+func judgeAgent(r wire.Row) Verdict {
 	alloc := *r.Allocated
 	h := r.Held
 	switch {
@@ -165,7 +165,7 @@ func plural(n int, what string) string {
 
 // judgeNVML gives a verdict on the processes without an agent, from the
 // processes NVML listed on the device at the row.
-func judgeNVML(r wire.Snapshot) Verdict {
+func judgeNVML(r wire.Row) Verdict {
 	v := Verdict{Basis: "NVML"}
 	switch {
 	case r.Procs == nil:

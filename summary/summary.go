@@ -1,6 +1,6 @@
-// Package snapshot turns the store's snapshot rows into the summary table:
-// deltas between rows, the leak verdict, MiB formatting and CSV export.
-package snapshot
+// Package summary turns the store's rows into the summary table: deltas
+// between rows, the verdict on end rows, MiB formatting and CSV export.
+package summary
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // same device and process, and, on an end row, its verdict. A delta is nil
 // when either side lacks that value.
 type Row struct {
-	wire.Snapshot
+	wire.Row
 	DevName    string
 	DAllocated *int64 // torch allocated, vs the previous row of this process with allocator values
 	DReserved  *int64
@@ -30,13 +30,13 @@ type rowKey struct{ dev, pid int }
 // Rows computes the summary rows in the order given (the store keeps them in
 // time order): each row's deltas against the previous row of its device and
 // process, and each end row's verdict.
-func Rows(snaps []wire.Snapshot, devs []store.Device) []Row {
+func Rows(snaps []wire.Row, devs []store.Device) []Row {
 	rows := make([]Row, len(snaps))
-	prevAlloc := map[rowKey]wire.Snapshot{}
-	prevNVML := map[rowKey]wire.Snapshot{}
-	first := map[rowKey]wire.Snapshot{}
+	prevAlloc := map[rowKey]wire.Row{}
+	prevNVML := map[rowKey]wire.Row{}
+	first := map[rowKey]wire.Row{}
 	for i, s := range snaps {
-		r := Row{Snapshot: s}
+		r := Row{Row: s}
 		k := rowKey{s.Dev, s.PID}
 		if s.Dev >= 0 && s.Dev < len(devs) {
 			r.DevName = devs[s.Dev].Name
@@ -94,14 +94,14 @@ func DefaultCSVPath(now time.Time) string {
 	return "gputop-summary-" + now.Format("20060102-150405") + ".csv"
 }
 
-// TimeString formats a snapshot time for tables and CSV (local time, ms).
+// TimeString formats a row's time for tables and CSV (local time, ms).
 func TimeString(t int64) string {
 	return time.Unix(0, t).Format("2006-01-02T15:04:05.000Z07:00")
 }
 
-// DevRows are the summary rows of one device and what the table says
+// DeviceRows are the summary rows of one device and what the table says
 // under them.
-type DevRows struct {
+type DeviceRows struct {
 	Rows []Row
 	// rows of more than one process: the table shows whose each row is
 	MultiProcess bool
@@ -117,8 +117,8 @@ type DevRows struct {
 
 // ForDevice picks the rows of device dev out of rows (in time order); the
 // rows of other devices are never mixed in.
-func ForDevice(rows []Row, dev int) DevRows {
-	d := DevRows{LatestOOM: -1, NoAllocAll: true, NoNVMLAll: true}
+func ForDevice(rows []Row, dev int) DeviceRows {
+	d := DeviceRows{LatestOOM: -1, NoAllocAll: true, NoNVMLAll: true}
 	latest := map[int]int{}
 	for _, r := range rows {
 		if r.Dev != dev {

@@ -1,4 +1,4 @@
-package snapshot
+package summary
 
 import (
 	"os"
@@ -144,7 +144,7 @@ func TestAColumnAddedToTheList(t *testing.T) {
 // tables' the store's key; host, rank and job come from the context.
 func TestColumnsReadTheContext(t *testing.T) {
 	key := store.HostPID(1, 77)
-	snaps := []wire.Snapshot{{T: 1e18, Label: "r", Dev: 0, PID: key, Source: "agent"}}
+	snaps := []wire.Row{{T: 1e18, Label: "r", Dev: 0, PID: key, Source: "agent"}}
 	devs := []store.Device{{Name: "H200", Host: "node1"}}
 	recs := RecordsWithPlaces(snaps, devs, map[int]wire.Place{key: {Rank: 3, Job: "j"}})
 	col := map[string]string{}

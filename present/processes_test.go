@@ -1,4 +1,4 @@
-package view
+package present
 
 import (
 	"testing"
@@ -49,7 +49,7 @@ func TestEndedProcessesBounded(t *testing.T) {
 		}
 	}
 	// 78 ended and gone: the store kept 50 of them (49 with 3 ended but on
-	// the GPU), the view lists 32
+	// the GPU), the presenter lists 32
 	if ended != MaxEndedListed || !listed[jobs] || !listed[3] || !listed[jobs-1] || listed[jobs-1-MaxEndedListed] {
 		t.Fatalf("listed %d ended (want %d), pids %v", ended, MaxEndedListed, listed)
 	}

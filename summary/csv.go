@@ -1,4 +1,4 @@
-package snapshot
+package summary
 
 import (
 	"encoding/csv"
@@ -23,13 +23,13 @@ func Header() []string {
 
 // Records returns the CSV records (header first) for the summary rows.
 // Values that have no source are empty cells, never 0.
-func Records(snaps []wire.Snapshot, devs []store.Device) [][]string {
+func Records(snaps []wire.Row, devs []store.Device) [][]string {
 	return RecordsWithPlaces(snaps, devs, nil)
 }
 
 // RecordsWithPlaces is Records with each row's rank and job from places,
 // by the row's pid (nil: those columns stay empty).
-func RecordsWithPlaces(snaps []wire.Snapshot, devs []store.Device, places map[int]wire.Place) [][]string {
+func RecordsWithPlaces(snaps []wire.Row, devs []store.Device, places map[int]wire.Place) [][]string {
 	recs := [][]string{Header()}
 	c := &Context{Devs: devs, Places: places}
 	for _, r := range Rows(snaps, devs) {
@@ -58,14 +58,14 @@ func textCell(s string) string {
 // half a file and a failed write leaves any earlier export intact; "-" is
 // standard output; a device or FIFO is written in place; a read-only file
 // or a directory is refused with an error naming path.
-func WriteCSV(path string, snaps []wire.Snapshot, devs []store.Device) error {
+func WriteCSV(path string, snaps []wire.Row, devs []store.Device) error {
 	return writeRecords(path, Records(snaps, devs))
 }
 
 // WriteStoreCSV writes the summary CSV of everything st holds, as WriteCSV
 // does, with each row's rank and job.
 func WriteStoreCSV(path string, st *store.Store) error {
-	return writeRecords(path, RecordsWithPlaces(st.Snapshots(), st.Devices(), st.Places()))
+	return writeRecords(path, RecordsWithPlaces(st.Rows(), st.Devices(), st.Places()))
 }
 
 func writeRecords(path string, recs [][]string) error {

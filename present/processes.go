@@ -1,8 +1,8 @@
-// Package view answers what a screen or an exporter shows, joined from the
+// Package present answers what a screen or an exporter shows, joined from the
 // store: the processes on a GPU (NVML's list with each one's agent), and
 // the summary rows with their verdicts, the same for live and replay (a
 // replay asks at its cursor). The UI only draws what it gets.
-package view
+package present
 
 import (
 	"path/filepath"

@@ -7,15 +7,15 @@ import (
 
 	"charm.land/lipgloss/v2"
 
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
 )
 
-// summaryData is what the snapshot table shows.
-type summaryData struct {
-	Dev      snapshot.DevRows // the selected GPU's rows visible at the cursor, time order
-	DevIndex int              // the selected GPU (the footer is about it)
+// summaryRows is what the summary pane shows.
+type summaryRows struct {
+	Dev      summary.DeviceRows // the selected GPU's rows visible at the cursor, time order
+	DevIndex int                // the selected GPU (the footer is about it)
 	DevName  string
 	Start    int64 // run start, for the TIME column
 	NVMLPeak *uint64
@@ -26,13 +26,13 @@ type summaryData struct {
 	Bounds   store.Bounds
 }
 
-// tableModel is the summary: the reference tracker's table made live, with
+// summaryModel is the summary: the reference tracker's table made live, with
 // NVML next to torch's allocator figures, deltas, the run's peaks and the
 // verdict of every end row.
-type tableModel struct {
+type summaryModel struct {
 	styles *Styles
 	w, h   int
-	d      summaryData
+	d      summaryRows
 	tc     *tableCache
 	// the selected row (index into d.Dev.Rows), or -1: none, the newest
 	// rows are shown
@@ -42,14 +42,14 @@ type tableModel struct {
 	marked bool       // the pane has the focus and says so (focus.go)
 }
 
-func newTable(st *Styles) tableModel {
-	return tableModel{styles: st, tc: &tableCache{}, sel: -1, drawn: &drawnRows{}}
+func newSummary(st *Styles) summaryModel {
+	return summaryModel{styles: st, tc: &tableCache{}, sel: -1, drawn: &drawnRows{}}
 }
 
-func (m *tableModel) SetSize(w, h int) { m.w, m.h = w, h }
+func (m *summaryModel) SetSize(w, h int) { m.w, m.h = w, h }
 
 // SetData gives the table new rows; a selection past them is dropped.
-func (m *tableModel) SetData(d summaryData) {
+func (m *summaryModel) SetData(d summaryRows) {
 	m.d = d
 	if m.sel >= len(d.Dev.Rows) {
 		m.sel = len(d.Dev.Rows) - 1 // a deleted last row: the one before it
@@ -58,7 +58,7 @@ func (m *tableModel) SetData(d summaryData) {
 }
 
 // Move moves the row selection by delta (from none: the newest row).
-func (m *tableModel) Move(delta int) {
+func (m *summaryModel) Move(delta int) {
 	n := len(m.d.Dev.Rows)
 	if n == 0 {
 		m.sel = -1
@@ -71,11 +71,11 @@ func (m *tableModel) Move(delta int) {
 }
 
 // Unselect drops the selection: the table follows the newest rows again.
-func (m *tableModel) Unselect() { m.sel = -1 }
+func (m *summaryModel) Unselect() { m.sel = -1 }
 
 // verdictRows are the rows whose verdicts are shown under the table: the
 // selected row when it is an end row, then each process's latest end row.
-func (m *tableModel) verdictRows() []int {
+func (m *summaryModel) verdictRows() []int {
 	var out []int
 	if m.sel >= 0 && m.d.Dev.Rows[m.sel].Verdict != nil {
 		out = append(out, m.sel)
@@ -89,7 +89,7 @@ func (m *tableModel) verdictRows() []int {
 }
 
 // Lines is how many lines the pane wants.
-func (m *tableModel) Lines() int {
+func (m *summaryModel) Lines() int {
 	n := 1 + max(len(m.d.Dev.Rows), 1) + 1
 	if m.footnote() != "" {
 		n++
@@ -98,12 +98,12 @@ func (m *tableModel) Lines() int {
 }
 
 // missing reports which sources are absent in the rows shown.
-func (m *tableModel) missing() (allocAll, allocAny, nvmlAll, nvmlAny bool) {
+func (m *summaryModel) missing() (allocAll, allocAny, nvmlAll, nvmlAny bool) {
 	d := m.d.Dev
 	return d.NoAllocAll, d.NoAllocSome, d.NoNVMLAll, d.NoNVMLSome
 }
 
-func (m *tableModel) footnote() string {
+func (m *summaryModel) footnote() string {
 	_, allocAny, _, nvmlAny := m.missing()
 	notes := boundNotes(m.d.Bounds) // rows the table lacks come first
 	if allocAny {
@@ -130,7 +130,7 @@ func boundNotes(b store.Bounds) []string {
 	return notes
 }
 
-func (m *tableModel) View() string {
+func (m *summaryModel) View() string {
 	st := m.styles
 	if m.h <= 0 {
 		return ""
@@ -147,7 +147,7 @@ func (m *tableModel) View() string {
 	all := m.d.Dev.Rows
 	if len(all) == 0 {
 		*m.drawn = drawnRows{}
-		head := st.TableHeader.Render("SNAPSHOTS") + "  " + st.Dim.Render("none yet: press s to take one (or call gputop.snapshot(label) in the training code)")
+		head := st.TableHeader.Render("SUMMARY") + "  " + st.Dim.Render("none yet: press s to take one (or call gputop.snapshot(label) in the training code)")
 		return fit(strings.Join(append([]string{head}, tail...), "\n"), m.w, m.h)
 	}
 	room := m.h - 1 - len(tail)
@@ -173,7 +173,7 @@ func (m *tableModel) View() string {
 	*m.drawn = drawnRows{first: first, n: len(rows)}
 	earlier, later := first, len(all)-first-len(rows)
 	cols, shown := m.columns(rows, earlier, later)
-	ctx := &snapshot.Context{Start: m.d.Start}
+	ctx := &summary.Context{Start: m.d.Start}
 	data := make([][]string, len(rows))
 	for i, r := range rows {
 		data[i] = make([]string, len(shown))
@@ -192,8 +192,8 @@ func (m *tableModel) View() string {
 				return st.Missing, true
 			case shown[col].Name == "label" && row < len(rows) && rows[row].OOM != nil:
 				return st.Error, true
-			case cell == snapshot.Released.Mark() || cell == snapshot.Leaked.Mark() ||
-				cell == snapshot.Unknown.Mark() || cell == snapshot.Pending.Mark():
+			case cell == summary.Released.Mark() || cell == summary.Leaked.Mark() ||
+				cell == summary.Unknown.Mark() || cell == summary.Pending.Mark():
 				return m.verdictStyle(cell), true
 			}
 			return lipgloss.Style{}, false
@@ -201,29 +201,29 @@ func (m *tableModel) View() string {
 	return fit(strings.Join(append([]string{tbl}, tail...), "\n"), m.w, m.h)
 }
 
-// columns are the table's columns for rows (snapshot.TUIColumns, as this
+// columns are the table's columns for rows (summary.TUIColumns, as this
 // width and these rows have them), with how many rows are out of view
 // before and after them in the label's title.
-func (m *tableModel) columns(rows []snapshot.Row, earlier, later int) ([]column, []snapshot.Column) {
+func (m *summaryModel) columns(rows []summary.Row, earlier, later int) ([]column, []summary.Column) {
 	allocAll, _, nvmlAll, _ := m.missing()
-	endRow := slices.ContainsFunc(rows, func(r snapshot.Row) bool { return r.Verdict != nil })
+	endRow := slices.ContainsFunc(rows, func(r summary.Row) bool { return r.Verdict != nil })
 	var cols []column
-	var shown []snapshot.Column
-	for _, c := range snapshot.TUIColumns() {
+	var shown []summary.Column
+	for _, c := range summary.TUIColumns() {
 		tc := c.TUI
 		switch {
-		case tc.Only == snapshot.SeveralProcesses && !m.d.Dev.MultiProcess,
-			tc.Only == snapshot.EndRowShown && !endRow:
+		case tc.Only == summary.SeveralProcesses && !m.d.Dev.MultiProcess,
+			tc.Only == summary.EndRowShown && !endRow:
 			continue
 		}
 		title := tc.Title
-		if tc.Wide != "" && m.w >= snapshot.WideTitles {
+		if tc.Wide != "" && m.w >= summary.WideTitles {
 			title = tc.Wide
 		}
 		switch {
-		case tc.SaysAbsent && c.Origin == snapshot.OriginTorch && allocAll:
+		case tc.SaysAbsent && c.Origin == summary.OriginTorch && allocAll:
 			title += " (no agent)"
-		case tc.SaysAbsent && c.Origin == snapshot.OriginDriver && nvmlAll:
+		case tc.SaysAbsent && c.Origin == summary.OriginDriver && nvmlAll:
 			title += " (no NVML)"
 		}
 		if tc.Flex {
@@ -246,7 +246,7 @@ func (m *tableModel) columns(rows []snapshot.Row, earlier, later int) ([]column,
 }
 
 // latestEnd is the time of the newest end row shown (0: none).
-func (m *tableModel) latestEnd() int64 {
+func (m *summaryModel) latestEnd() int64 {
 	var t int64
 	for _, i := range m.d.Dev.Latest {
 		t = max(t, m.d.Dev.Rows[i].T)
@@ -255,26 +255,26 @@ func (m *tableModel) latestEnd() int64 {
 }
 
 // verdictStyle colours a verdict's sign.
-func (m *tableModel) verdictStyle(mark string) lipgloss.Style {
+func (m *summaryModel) verdictStyle(mark string) lipgloss.Style {
 	switch mark {
-	case snapshot.Released.Mark():
+	case summary.Released.Mark():
 		return m.styles.Good
-	case snapshot.Leaked.Mark():
+	case summary.Leaked.Mark():
 		return m.styles.Error
 	}
 	return m.styles.Warn
 }
 
 // peakLine is the footer: the whole-run peaks of the selected device.
-func (m *tableModel) peakLine() string {
+func (m *summaryModel) peakLine() string {
 	st := m.styles
 	nv := dash + " (no NVML)"
 	if m.d.NVMLPeak != nil {
-		nv = snapshot.MiB(*m.d.NVMLPeak) + " MiB"
+		nv = summary.MiB(*m.d.NVMLPeak) + " MiB"
 	}
 	tp := dash + " (no agent)"
 	if m.d.TorchPk != nil {
-		tp = fmt.Sprintf("%s MiB (pid %s)", snapshot.MiB(*m.d.TorchPk), m.d.TorchPID)
+		tp = fmt.Sprintf("%s MiB (pid %s)", summary.MiB(*m.d.TorchPk), m.d.TorchPID)
 	}
 	rest := fmt.Sprintf(" NVML used %s, torch allocated %s", nv, tp)
 	head := fmt.Sprintf("run peak on GPU %d:", m.d.DevIndex)
@@ -286,7 +286,7 @@ func (m *tableModel) peakLine() string {
 
 // wrap breaks s into lines of the pane's width: a verdict or an explanation
 // is wrapped, never cut.
-func (m *tableModel) wrap(s string) []string { return wrapTo(s, m.w) }
+func (m *summaryModel) wrap(s string) []string { return wrapTo(s, m.w) }
 
 // wrapTo breaks s into lines of at most w cells (w <= 0: one line).
 func wrapTo(s string, w int) []string {
@@ -302,7 +302,7 @@ func wrapTo(s string, w int) []string {
 
 // oomLines explain the selected device's latest OOM: what was asked for,
 // where the memory was, and the likely cause.
-func (m *tableModel) oomLines() []string {
+func (m *summaryModel) oomLines() []string {
 	n := m.oomNote()
 	if n == nil {
 		return nil
@@ -319,7 +319,7 @@ func (m *tableModel) oomLines() []string {
 // wrapped, never cut: its sign, whose row it is when several processes
 // share the GPU, the text, what it is based on, and the baseline
 // comparison as a second, dim figure.
-func (m *tableModel) verdictLines() []string {
+func (m *summaryModel) verdictLines() []string {
 	st := m.styles
 	var out []string
 	for _, i := range m.verdictRows() {

@@ -1,4 +1,4 @@
-package view
+package present
 
 import (
 	"time"
@@ -20,7 +20,7 @@ func StoryMoment(st *store.Store) (t int64, ok bool) {
 	if start == 0 {
 		return 0, false
 	}
-	snaps := st.Snapshots()
+	snaps := st.Rows()
 	t = end
 	for i := len(snaps) - 1; i >= 0; i-- {
 		if snaps[i].End {

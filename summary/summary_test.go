@@ -1,4 +1,4 @@
-package snapshot
+package summary
 
 import (
 	"encoding/csv"
@@ -15,9 +15,9 @@ func u(v uint64) *uint64 { return &v }
 
 const mib = 1 << 20
 
-func sample() ([]wire.Snapshot, []store.Device) {
+func sample() ([]wire.Row, []store.Device) {
 	devs := []store.Device{{Index: 0, Name: "NVIDIA H200"}, {Index: 1, Name: "NVIDIA H200"}}
-	snaps := []wire.Snapshot{
+	snaps := []wire.Row{
 		{T: 1e18, Label: "Training start", Dev: 0, PID: 42, Source: "agent", Allocated: u(1 * mib), Reserved: u(2 * mib), Peak: u(1 * mib), NVMLUsed: u(500 * mib)},
 		{T: 1e18 + 1, Label: "other device", Dev: 1, NVMLUsed: u(7 * mib), Source: "key"},
 		{T: 1e18 + 2, Label: "Epoch 5", Dev: 0, PID: 42, Source: "agent", Allocated: u(13 * mib), Reserved: u(20 * mib), Peak: u(15 * mib), NVMLUsed: u(520 * mib), NVMLPeak: u(530 * mib)},
@@ -66,7 +66,7 @@ func TestRowsDeltasPerDevice(t *testing.T) {
 // process's, never the other's.
 func TestRowsPerProcess(t *testing.T) {
 	devs := []store.Device{{Index: 0, Name: "NVIDIA H200"}}
-	snaps := []wire.Snapshot{
+	snaps := []wire.Row{
 		{T: 1, Label: "Training start", Dev: 0, PID: 10, Allocated: u(0), Reserved: u(0)},
 		{T: 1, Label: "Training start", Dev: 0, PID: 20, Allocated: u(100 * mib), Reserved: u(100 * mib)},
 		{T: 2, Label: "Epoch 1", Dev: 0, PID: 10, Allocated: u(30 * mib), Reserved: u(40 * mib)},
@@ -103,15 +103,15 @@ func held(alloc, py, internal, unacc uint64, top ...wire.HolderGroup) *wire.Held
 
 // Each case the verdict must get right, from what an end row carries.
 func TestJudge(t *testing.T) {
-	base := wire.Snapshot{Label: "Training start", Dev: 0, PID: 7, Allocated: u(400 * mib)}
-	end := func(alloc uint64, h *wire.Held) wire.Snapshot {
-		return wire.Snapshot{Label: "After cleanup", Dev: 0, PID: 7, Allocated: u(alloc), End: true, Held: h}
+	base := wire.Row{Label: "Training start", Dev: 0, PID: 7, Allocated: u(400 * mib)}
+	end := func(alloc uint64, h *wire.Held) wire.Row {
+		return wire.Row{Label: "After cleanup", Dev: 0, PID: 7, Allocated: u(alloc), End: true, Held: h}
 	}
 	kept := wire.HolderGroup{Kind: "variable", Name: "kept", Bytes: 100 * mib, Tensors: 1,
 		Examples: []string{"float32[26214400]"}, Hint: "del kept; gputop.cleanup()"}
 	cases := []struct {
 		name   string
-		row    wire.Snapshot
+		row    wire.Row
 		status Status
 		want   []string
 	}{
@@ -130,16 +130,16 @@ func TestJudge(t *testing.T) {
 			[]string{"could not tell what holds 12.0 MiB: the holders walk took longer than 2 s"}},
 		{"no walk", end(12*mib, nil), Unknown, []string{"no holders walk came with this row"}},
 		{"no walk, nothing allocated", end(0, nil), Released, []string{"0 B allocated"}},
-		{"waiting", func() wire.Snapshot { r := end(12*mib, nil); r.Awaiting = true; return r }(), Pending,
+		{"waiting", func() wire.Row { r := end(12*mib, nil); r.Awaiting = true; return r }(), Pending,
 			[]string{"waiting for its agent's holders walk"}},
 		{"memory moved before the walk", end(10*mib, held(0, 0, 0, 0)), Released,
 			[]string{"at the walk 0 B was allocated, 10.0 MiB at the row"}},
-		{"no agent: NVML lists a process", wire.Snapshot{Label: "cleanup", End: true, NVMLUsed: u(600 * mib),
+		{"no agent: NVML lists a process", wire.Row{Label: "cleanup", End: true, NVMLUsed: u(600 * mib),
 			Procs: &[]wire.Proc{{PID: 99, Name: "python3", Used: 600 * mib}}}, Unknown,
 			[]string{"cleanup: pid 99 (python3) 600.0 MiB still uses this GPU (NVML"}},
-		{"no agent: NVML lists none", wire.Snapshot{Label: "cleanup", End: true, Procs: &[]wire.Proc{}}, Released,
+		{"no agent: NVML lists none", wire.Row{Label: "cleanup", End: true, Procs: &[]wire.Proc{}}, Released,
 			[]string{"no process uses memory on this GPU (NVML)"}},
-		{"no agent, no process list", wire.Snapshot{Label: "cleanup", End: true}, Unknown,
+		{"no agent, no process list", wire.Row{Label: "cleanup", End: true}, Unknown,
 			[]string{"gputop cannot tell"}},
 	}
 	for _, c := range cases {
@@ -221,7 +221,7 @@ func TestCSVOOMColumns(t *testing.T) {
 	st.AgentMark(9, wire.Mark{T: 100, Label: "Epoch 1", Devs: []wire.DevStats{{Dev: 0, Allocated: 1, Reserved: 2, Peak: 1}}})
 	st.AgentOOM(9, wire.OOM{T: 200, Dev: 0, Requested: 80 << 30, Free: 5 << 20, Limit: 70 << 30, Allocated: 3, Reserved: 4, Peak: 3})
 	path := filepath.Join(t.TempDir(), "oom.csv")
-	if err := WriteCSV(path, st.Snapshots(), st.Devices()); err != nil {
+	if err := WriteCSV(path, st.Rows(), st.Devices()); err != nil {
 		t.Fatal(err)
 	}
 	recs, col := readCSV(t, path)
@@ -229,7 +229,7 @@ func TestCSVOOMColumns(t *testing.T) {
 		t.Fatalf("%d records", len(recs))
 	}
 	if r := recs[1]; r[0] != "Epoch 1" || r[col["oom_requested_bytes"]] != "" || r[col["oom_free_bytes"]] != "" || r[col["oom_limit_bytes"]] != "" {
-		t.Fatalf("a snapshot row has no OOM figures: %v", r)
+		t.Fatalf("an OOM row has no OOM figures: %v", r)
 	}
 	if r := recs[2]; r[0] != "OOM" || r[col["oom_requested_bytes"]] != "85899345920" || r[col["oom_free_bytes"]] != "5242880" ||
 		r[col["oom_limit_bytes"]] != "75161927680" ||
@@ -244,7 +244,7 @@ func TestCSVOOMColumns(t *testing.T) {
 func TestExplainOOMLimit(t *testing.T) {
 	const total = 140 << 30
 	used := uint64(10 << 30)
-	row := Row{Snapshot: wire.Snapshot{NVMLUsed: &used}}
+	row := Row{Row: wire.Row{NVMLUsed: &used}}
 	o := wire.OOM{Requested: 4 << 30, Free: 120 << 30, Limit: 14 << 30, Allocated: 11 << 30, Reserved: 12 << 30}
 	e := ExplainOOM(row, o, total)
 	if !strings.HasPrefix(e.Cause, "torch may use only 14.00 GiB of this GPU's 140.0 GiB (torch.cuda.set_per_process_memory_fraction)") {
@@ -270,7 +270,7 @@ func TestExplainOOMTorchTotalBelowNVMLTotal(t *testing.T) {
 	st.AgentHello(wire.Hello{PID: 9, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0", Total: torchTotal}}})
 	st.AgentOOM(9, wire.OOM{T: 200, Dev: 0, Requested: 1 << 30, Free: 210845696, Limit: torchTotal,
 		Allocated: 149250113536, Reserved: 149250113536, Peak: 149250113536})
-	row, o, ok := LatestOOM(Rows(st.Snapshots(), st.Devices()), 0)
+	row, o, ok := LatestOOM(Rows(st.Rows(), st.Devices()), 0)
 	if !ok || o.DeviceTotal != torchTotal {
 		t.Fatalf("oom frame %+v (found %v): torch's total from the hello wanted", o, ok)
 	}
@@ -298,7 +298,7 @@ func TestFindings(t *testing.T) {
 	mark(400, "Training end", 0)
 	// a row after the end rows: each end row keeps its verdict
 	mark(500, "Epoch 1", 5*mib)
-	got := Findings(st.Snapshots(), st.Devices())
+	got := Findings(st.Rows(), st.Devices())
 	want := []string{
 		"GPU 0 (NVIDIA H200), pid 9: ? After cleanup: 1.00 GiB allocated (torch), and no holders walk came with this row: gputop cannot tell what holds it [torch's counters]",
 		`  vs "Training start": +5.00 MiB allocated (torch)`,
@@ -340,7 +340,7 @@ func readCSV(t *testing.T, path string) ([][]string, map[string]int) {
 
 func TestTableMarksMissingValuesAndVerdicts(t *testing.T) {
 	al, re, pk, used := uint64(3<<20), uint64(4<<20), uint64(5<<20), uint64(10<<20)
-	rows := []wire.Snapshot{
+	rows := []wire.Row{
 		{Label: "Process start", Dev: 0, PID: 7, Allocated: new(uint64), Reserved: new(uint64), Peak: new(uint64)},
 		{Label: "Process end", Dev: 0, PID: 7, Allocated: &al, Reserved: &re, Peak: &pk, End: true,
 			Held: &wire.Held{Allocated: al, Python: al}},

@@ -1,7 +1,7 @@
 // A summary column: what one is, where its value comes from and how it
 // is written; the list itself is columns.go.
 
-package snapshot
+package summary
 
 import (
 	"fmt"

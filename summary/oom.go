@@ -1,4 +1,4 @@
-package snapshot
+package summary
 
 import (
 	"fmt"
@@ -80,7 +80,7 @@ func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 // Findings are the verdicts of a run, for `gputop export`, where no screen
 // shows them: per device, every end row's verdict (with the process's
 // baseline comparison under it) and the latest OOM explained.
-func Findings(snaps []wire.Snapshot, devs []store.Device) []string {
+func Findings(snaps []wire.Row, devs []store.Device) []string {
 	rows := Rows(snaps, devs)
 	var out []string
 	for dev := range devs {

@@ -1,8 +1,8 @@
-package view
+package present
 
 import (
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 )
 
 // Rows keeps the summary rows (deltas and verdicts computed) and the
@@ -14,27 +14,27 @@ type Rows struct {
 	n     int // rows up to the cursor (replay)
 	devs  int
 	dev   int
-	rows  []snapshot.Row
-	dr    snapshot.DevRows
+	rows  []summary.Row
+	dr    summary.DeviceRows
 	valid bool
 }
 
 // Get returns the rows of device dev and how many rows there are in all.
-func (c *Rows) Get(st *store.Store, replay bool, cursor int64, devs []store.Device, dev int) (snapshot.DevRows, int) {
+func (c *Rows) Get(st *store.Store, replay bool, cursor int64, devs []store.Device, dev int) (summary.DeviceRows, int) {
 	ver := st.Shape().Rows
 	n := -1
 	if replay {
-		n = st.CountSnapshots(cursor)
+		n = st.CountRows(cursor)
 	}
 	if !c.valid || c.ver != ver || c.n != n || c.devs != len(devs) {
-		snaps := st.Snapshots()
+		snaps := st.Rows()
 		if n >= 0 {
 			snaps = snaps[:min(n, len(snaps))]
 		}
-		*c = Rows{ver: ver, n: n, devs: len(devs), dev: -1, rows: snapshot.Rows(snaps, devs), valid: true}
+		*c = Rows{ver: ver, n: n, devs: len(devs), dev: -1, rows: summary.Rows(snaps, devs), valid: true}
 	}
 	if c.dev != dev {
-		c.dev, c.dr = dev, snapshot.ForDevice(c.rows, dev)
+		c.dev, c.dr = dev, summary.ForDevice(c.rows, dev)
 	}
 	return c.dr, len(c.rows)
 }

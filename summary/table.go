@@ -1,4 +1,4 @@
-package snapshot
+package summary
 
 import (
 	"io"
@@ -13,7 +13,7 @@ import (
 // a terminal without the TUI (`gputop run --no-tui`): the Columns with a
 // TextCol (the figures the CSV starts with, in MiB, and an end row's
 // verdict sign). A value no source gave is Dash, never 0.
-func Table(snaps []wire.Snapshot, devs []store.Device) []string {
+func Table(snaps []wire.Row, devs []store.Device) []string {
 	cols := TextColumns()
 	c := &Context{Devs: devs}
 	var b strings.Builder

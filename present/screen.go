@@ -1,10 +1,10 @@
-package view
+package present
 
 import (
 	"fmt"
 
-	"github.com/gputop/gputop/snapshot"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/summary"
 )
 
 // Query is what a screen asks the store about: a GPU, an instant and the
@@ -67,11 +67,11 @@ type Screen struct {
 	Selected    int  // index into Procs, -1 when there is none
 	Picked      bool // the query's pick is still on this GPU
 
-	Rows     snapshot.DevRows // Dev's summary rows visible at the cursor
-	AllRows  int              // rows in all, every GPU
-	Bounds   store.Bounds     // what the bounds on rows left out
-	Start    int64            // the run's start
-	NVMLPeak *uint64          // Dev's highest NVML used up to the cursor
+	Rows     summary.DeviceRows // Dev's summary rows visible at the cursor
+	AllRows  int                // rows in all, every GPU
+	Bounds   store.Bounds       // what the bounds on rows left out
+	Start    int64              // the run's start
+	NVMLPeak *uint64            // Dev's highest NVML used up to the cursor
 	// the highest torch peak of the agent processes on Dev up to the
 	// cursor, and whose
 	TorchPeak      *uint64
