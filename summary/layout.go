@@ -143,6 +143,38 @@ func RowLayoutText(r wire.Row) string {
 	return "torch's cache at this row: " + LayoutText(*l, r.T, "the row")
 }
 
+// expandable says whether expandable_segments was in force and how gputop
+// knows, for the fragmentation suggestion: measured from the segments
+// (expandable ones are there), torch's settings, the environment's (what
+// was asked for), or not at all; short in fewer words.
+func expandable(l wire.Layout) (inForce bool, how, short string) {
+	s := l.Settings
+	switch {
+	case l.Expandable:
+		return true, "measured: the segments are expandable", "measured"
+	case s == nil:
+		return false, "not known: the reading gave no settings", "not known"
+	case s.From == "torch" && s.Expandable != nil && *s.Expandable:
+		return true, "torch's settings", "torch's settings"
+	case s.From == "torch" && s.Expandable != nil:
+		return false, "not in force", "not in force"
+	case s.From == "torch":
+		return false, "not known: torch's settings did not name it", "not known"
+	}
+	env := clip(s.Env)
+	if env == "" {
+		env = "the environment"
+	}
+	asked := strings.Contains(strings.ReplaceAll(s.Conf, " ", ""), "expandable_segments:True")
+	if s.Expandable != nil {
+		asked = *s.Expandable
+	}
+	if asked {
+		return false, "asked for in " + env + "; whether in force not known", "asked for, not known in force"
+	}
+	return false, "not asked for in " + env, "not asked for"
+}
+
 func pyBool(b bool) string {
 	if b {
 		return "True"

@@ -47,7 +47,7 @@ func (m *summaryModel) Selected() (summary.Row, bool) {
 func (m *summaryModel) oomNote() *oomNote {
 	if r, ok := m.Selected(); ok && r.OOM != nil {
 		n := explainOOM(r, m.d.Start, m.d.Total)
-		n.Head = "selected row: " + n.Head
+		n.Head, n.Selected = "selected row: "+n.Head, true
 		return n
 	}
 	return m.d.OOM
