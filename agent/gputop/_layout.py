@@ -30,7 +30,7 @@ it a `layout` frame says why there is none.
 
 Rate: attach(layout_rate=HZ), else GPUTOP_LAYOUT_RATE, else 1 a second;
 0 turns all of it off. A framework that cannot read the layout
-(Unsupported: a torch without the snapshot) gets one `layout` frame per
+(Unsupported: a torch without torch.cuda.memory_snapshot) gets one `layout` frame per
 device saying so, and is not asked again.
 """
 

@@ -50,7 +50,7 @@ def clip(s: str, limit: int = MAX_SETTING_BYTES) -> str:
 def size(stats: Mapping[str, Any]) -> tuple[int, int] | None:
     """(segments, blocks at most) from torch's memory-stats counters (nested as
     _cuda_memoryStats returns them, or flat as memory_stats() does): the
-    segments, and the blocks a snapshot will list, at most the active ones,
+    segments, and the blocks torch's memory snapshot will list, at most the active ones,
     the inactive split ones and one whole free block per segment."""
     def current(name: str) -> int | None:
         v = stats.get(name)
@@ -243,17 +243,17 @@ def from_text(conf: str, source: str, env: str) -> dict[str, Any]:
 
 
 class Reader:
-    """Reads torch's layout: snapshot() (torch's memory snapshot without
+    """Reads torch's layout: call() (torch's memory snapshot without
     traces where torch allows: a dict with "segments", or the segments
-    alone), summed per device; the settings from the snapshot's
+    alone), summed per device; the settings from its
     "allocator_settings", else settings_text() (the string torch took),
     else the variable of order that is set; each worked out again only
     when what it is made from changed."""
 
-    def __init__(self, snapshot: Callable[[], Any], *, settings_text: Callable[[], str] | None = None,
+    def __init__(self, call: Callable[[], Any], *, settings_text: Callable[[], str] | None = None,
                  mempools: bool = True, order: Sequence[str] = ENV_ORDER,
                  environ: Mapping[str, str] = os.environ, note: str = "") -> None:
-        self.snapshot = snapshot
+        self.call = call
         self.settings_text = settings_text
         self.mempools = mempools
         self.order = tuple(order)
@@ -263,11 +263,11 @@ class Reader:
         self._settings: dict[str, Any] | None = None
 
     def read(self, devs: Sequence[int]) -> dict[int, dict[str, Any]]:
-        snap = self.snapshot()
-        if isinstance(snap, Mapping):
-            segments, raw = snap.get("segments") or (), snap.get("allocator_settings")
+        state = self.call()
+        if isinstance(state, Mapping):
+            segments, raw = state.get("segments") or (), state.get("allocator_settings")
         else:
-            segments, raw = snap or (), None
+            segments, raw = state or (), None
         out = summarise(segments, devs, self.mempools)
         st = self.settings(raw)
         for lay in out.values():

@@ -24,8 +24,8 @@ torches: backend="cudaMallocAsync", or history=False (no
 _record_memory_history at all).
 
 With layout=API it also has the allocator's layout as torch shows it
-(FakeLayout: segments of blocks in pools, settings, counts; a snapshot
-that raises, costs per block or lists a million blocks), read through
+(FakeLayout: segments of blocks in pools, settings, counts; torch's
+memory snapshot that raises, costs per block or lists a million blocks), read through
 _torch.layout_reader over a torch of the API's age (torch_like): "torch"
 (memory_snapshot takes include_traces; allocator_settings in the
 snapshot; MemPool), "getter" (only _accelerator_getAllocatorSettings),
@@ -217,7 +217,7 @@ class FakeLayout:
         self.error: BaseException | None = None  # the snapshot raises it
         self.cost_per_block = 0.0  # CPU seconds a snapshot burns per block
         self.counts: dict[int, tuple[int, int, int]] = {}  # dev -> (segments, active, inactive_split) told
-        self.calls = 0  # snapshots taken
+        self.calls = 0  # readings of torch's memory snapshot
         self.args: list[Any] = []  # what each was called with
 
     def of(self, dev: int) -> list[dict[str, Any]]:
@@ -240,7 +240,7 @@ class FakeLayout:
         split = sum(1 for s in segs if len(s["blocks"]) > 1 for b in s["blocks"] if b["state"] == "inactive")
         return len(segs), active, split
 
-    def snapshot(self, arg: Any = None) -> dict[str, Any]:
+    def memory_snapshot(self, arg: Any = None) -> dict[str, Any]:
         """torch._C._cuda_memorySnapshot: every device's segments."""
         self.calls += 1
         self.args.append(arg)
@@ -264,10 +264,10 @@ class FakeLayout:
         memory = types.SimpleNamespace(get_allocator_backend=lambda: gpu.memory.backend
                                        if isinstance(gpu.memory, FakeMemory) else "native")
         if self.api != "none":
-            C._cuda_memorySnapshot = self.snapshot
+            C._cuda_memorySnapshot = self.memory_snapshot
 
             def memory_snapshot(mempool_id: Any = None, include_traces: bool = True) -> Any:
-                return self.snapshot((0, 0, include_traces))["segments"]
+                return self.memory_snapshot((0, 0, include_traces))["segments"]
 
             memory.memory_snapshot = memory_snapshot
         if self.api in ("torch", "getter"):

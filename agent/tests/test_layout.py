@@ -241,7 +241,7 @@ def test_a_reading_too_costly_is_skipped_saying_why_and_backs_off(server: LineSe
     assert all(f[k] == 0 for f in got for k in FIGURES) and not any("pools" in f for f in got)
     gaps = [(b["t"] - a["t"]) / 1e9 for a, b in zip(got, got[1:])]
     assert gaps[1] >= 1.5 * gaps[0] and gaps[2] >= 1.5 * gaps[1], f"no back-off: {gaps}"
-    assert gpu.layout.calls == 0, "the snapshot was taken"
+    assert gpu.layout.calls == 0, "torch's memory snapshot was taken"
     # a mark goes out without one, at once
     vals = gputop.snapshot("Epoch 1")
     assert server.wait(lambda: of_type(server.lines(), "mark"))
@@ -351,7 +351,7 @@ def test_an_oom_with_a_million_blocks_stays_within_its_bound(server: LineServer)
 
 # ---- what cannot be read ----
 
-def test_a_snapshot_that_raises_is_said_and_never_reaches_training(server: LineServer, loose):
+def test_a_reading_that_raises_is_said_and_never_reaches_training(server: LineServer, loose):
     gpu = layout_gpu()
     gpu.layout.error = RuntimeError("CUDA error: misaligned address")
     gputop.attach(layout_rate=10)
@@ -460,7 +460,7 @@ def test_layout_reader_takes_the_cheapest_exact_reading():
     old = types.SimpleNamespace(memory_snapshot=lambda: [], _snapshot=lambda: {"segments": []})
     r = _torch.layout_reader(types.SimpleNamespace(_C=types.SimpleNamespace(_cuda_memorySnapshot=snap),
                                                    cuda=types.SimpleNamespace(memory=old)))
-    assert r.snapshot is old._snapshot and "allocation history" in r.note
+    assert r.call is old._snapshot and "allocation history" in r.note
     with pytest.raises(_backend.Unsupported, match="no memory snapshot"):
         _torch.layout_reader(types.SimpleNamespace(_C=types.SimpleNamespace(), cuda=types.SimpleNamespace(memory=None)))
 
@@ -488,7 +488,7 @@ def test_gputop_takes_the_layouts(gputop_bin: str, sock_path: str, tmp_path: Pat
             time.sleep(0.05)
         gputop.snapshot("Epoch 1")
         gpu.oom(0, 20 * MiB)
-        gpu.layout.counts[0] = (98, 500_000, 499_902)  # skipped frames too
+        gpu.layout.counts[0] = (98, 5_000_000, 4_999_902)  # skipped frames too: ten million blocks
         time.sleep(0.5)
         st = ag.status()
         gputop.detach()
