@@ -247,6 +247,10 @@ class Backend:
         Raises Unsupported when this installation cannot read it."""
         return None
 
+    def layout_note(self) -> str:
+        """What this installation's layout reading lacks ("" when nothing)."""
+        return ""
+
 
 # ---- the backend this process uses ----
 

@@ -393,7 +393,12 @@ class Layouts:
                              "bound": why}
         if self.step_s is not None:
             d["step_ms"] = round(self.step_s * 1e3, 1)
-        for k, v in (("last_skip", self.last_skip), ("stopped", self.stopped), ("note", self.note)):
+        try:
+            reading = self.backend.layout_note()
+        except Exception:
+            reading = ""
+        note = "; ".join(x for x in (self.note, reading) if x)
+        for k, v in (("last_skip", self.last_skip), ("stopped", self.stopped), ("note", note)):
             if v:
                 d[k] = v
         return d

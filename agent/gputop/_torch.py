@@ -516,3 +516,6 @@ class TorchBackend(Backend):
                 return {}
             r = self._layout = layout_reader(t)
         return r.read(devs)
+
+    def layout_note(self) -> str:
+        return self._layout.note if self._layout is not None else ""

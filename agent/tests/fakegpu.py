@@ -25,12 +25,13 @@ _record_memory_history at all).
 
 With layout=API it also has the allocator's layout as torch shows it
 (FakeLayout: segments of blocks in pools, settings, counts; torch's
-memory snapshot that raises, costs per block or lists a million blocks), read through
-_torch.layout_reader over a torch of the API's age (torch_like): "torch"
-(memory_snapshot takes include_traces; allocator_settings in the
-snapshot; MemPool), "getter" (only _accelerator_getAllocatorSettings),
-"env" (no settings from torch), "nomempool" (no MemPool), "none" (no
-snapshot at all). Without it the backend has no layout and says nothing."""
+memory snapshot that raises, costs per block or lists a million blocks),
+read through _torch.layout_reader over a torch of the API's age
+(torch_like): "torch" (memory_snapshot takes include_traces;
+allocator_settings in it; MemPool), "getter" (only
+_accelerator_getAllocatorSettings), "env" (no settings from torch),
+"nomempool" (no MemPool), "traces" (no include_traces: _snapshot(), with
+the history), "none" (no memory snapshot at all). Without it the backend has no layout and says nothing."""
 
 from __future__ import annotations
 
@@ -201,7 +202,7 @@ class FakeLayout:
     shows it, for the layout readings: segments the test sets (else one
     per live block, as FakeMemory's), settings, and how a reading goes."""
 
-    API = ("torch", "getter", "env", "nomempool", "none")
+    API = ("torch", "getter", "env", "nomempool", "traces", "none")
 
     def __init__(self, gpu: "FakeGPU", api: str) -> None:
         assert api in self.API, api
@@ -263,7 +264,11 @@ class FakeLayout:
         C = types.SimpleNamespace()
         memory = types.SimpleNamespace(get_allocator_backend=lambda: gpu.memory.backend
                                        if isinstance(gpu.memory, FakeMemory) else "native")
-        if self.api != "none":
+        if self.api == "traces":  # memory_snapshot() takes no include_traces: _snapshot()
+            C._cuda_memorySnapshot = self.memory_snapshot
+            memory.memory_snapshot = lambda: self.memory_snapshot(None)["segments"]
+            memory._snapshot = lambda device=None: self.memory_snapshot(None)
+        elif self.api != "none":
             C._cuda_memorySnapshot = self.memory_snapshot
 
             def memory_snapshot(mempool_id: Any = None, include_traces: bool = True) -> Any:
@@ -423,6 +428,9 @@ class FakeBackend(_backend.Backend):
         if self._layout is None:
             self._layout = _torch.layout_reader(self._layout_torch)
         return self._layout.read(devs)
+
+    def layout_note(self) -> str:
+        return self._layout.note if self._layout is not None else ""
 
     def oom(self, device: int, alloc: int, device_limit: int, device_free: int) -> None:
         """Call the registered observers as torch's allocator would on OOM."""

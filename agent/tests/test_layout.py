@@ -216,6 +216,19 @@ def test_settings_from_the_environment_say_which_variable(server: LineServer, lo
     assert (st["from"], st["env"], st["conf"]) == ("env", "PYTORCH_ALLOC_CONF", "max_split_size_mb:64")
 
 
+def test_a_torch_without_include_traces_is_read_and_says_what_it_costs(server: LineServer, loose, monkeypatch):
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:256")
+    gpu = layout_gpu("traces")
+    gputop.snapshot("x")
+    assert server.wait(lambda: of_type(server.lines(), "mark"))
+    lay = of_type(server.lines(), "mark")[0]["devs"][0]["layout"]
+    assert figures(lay) == expected(FRAGMENTED)
+    assert lay["settings"] == {"from": "env", "env": "PYTORCH_CUDA_ALLOC_CONF", "conf": "max_split_size_mb:256",
+                               "items": [{"name": "max_split_size_mb", "value": "256"}]}
+    assert set(gpu.layout.args) == {None}, "torch's _snapshot(), the only snapshot this torch has"
+    assert "allocation history" in gputop.status()["layout"]["note"]
+
+
 def test_settings_text_is_bounded(server: LineServer, loose, monkeypatch):
     conf = f"key0:{'v' * 300}," + ",".join(f"key{i}:{i}" for i in range(1, 100)) + ",x" * 100
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", conf)
