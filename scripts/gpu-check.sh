@@ -59,6 +59,13 @@
 #   ddp         bench/ddp_check.py, on a machine of two GPUs or more: two DDP
 #               ranks, each shown the other's GPU as cuda:0; rows, values and
 #               processes must land on the right GPU (SKIP with one GPU)
+#   layout      bench/layout_check.py: the allocator's layout the agent sends
+#               equals torch's own snapshot at the same moment (a fragmentation
+#               OOM to the byte, CUDA graphs' and reduce-overhead's private
+#               pools, expandable segments on/off and the settings); a
+#               reading's cost at 100 / 10,000 / 100,000 blocks; a compiled
+#               transformer's step with the layout read or not, ABBA, within
+#               0.5% at the median (last: GPU_CHECK_STEPS=layout runs it alone)
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
 # results.json (every check's numbers), demo.gputop, logs.tar.gz (all logs,
 # recordings and raw results). Exit status 0 when every check passed or was
@@ -469,6 +476,10 @@ step_ddp() {
 		--workdir "$W/ddp"
 }
 
+step_layout() {
+	timeout 240 "$PY" bench/layout_check.py --results-dir "$R" --workdir "$W/layout"
+}
+
 step_holders() {
 	local left rc f name
 	# holders_scenarios runs holders_bench itself for the cost figure
@@ -515,6 +526,7 @@ step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 step wheel 120 98-wheel-nvml 98-wheel-run 98-wheel-run-exact
+step layout 180 35-layout-oom 35-layout-graphs 35-layout-expandable 35-layout-cost 35-layout-overhead
 
 # ---------------------------------------------------------------- report
 

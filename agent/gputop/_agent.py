@@ -21,7 +21,8 @@ counters; torch's is _torch's), its connection to gputop (_connection:
 connect, send, read, refusals and the backoff) and its queues. Around it,
 each in its own module: the process-wide agent, interpreter exit and fork
 (_lifecycle, which makes Agents), the out-of-memory observer (_oom), the
-answers to gputop's holders requests (_requests), allocation history
+answers to gputop's holders requests (_requests), the allocator's layout
+read at its own low rate (_layout), allocation history
 (_history) and memory dumps (_dumps): the thread writes the dumps
 snapshot(label, dump=True) took and takes those gputop asks for, and holds
 back the mark of a dump until its file is in place, so that gputop's row
@@ -41,7 +42,7 @@ import time
 import warnings
 from typing import Any, Callable
 
-from . import _backend, _dumps, _env, _history, _requests, _wire
+from . import _backend, _dumps, _env, _history, _layout, _requests, _wire
 from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection  # noqa: F401  (the backoff's bounds, named here too)
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
@@ -71,19 +72,22 @@ class Agent:
     """Handle of the running agent, as returned by :func:`gputop.attach`.
 
     backend: the framework it reads (default: the process's, _backend.get());
+    layout_rate: the allocator layout's readings a second (_layout: None,
+    GPUTOP_LAYOUT_RATE or 1; 0 off);
     on_devices(agent, devices): called on the agent thread when it finds
     devices where it had none, before it says hello with them;
     on_detach(agent): called by detach() before the thread stops.
     """
 
     def __init__(self, rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None, *,
-                 backend: _backend.Backend | None = None,
+                 backend: _backend.Backend | None = None, layout_rate: float | None = None,
                  on_devices: Callable[[Agent, list[int]], None] | None = None,
                  on_detach: Callable[[Agent], None] | None = None) -> None:
         self.rate_hz = _rate(rate_hz)
         self.pid = os.getpid()
         self.backend = backend if backend is not None else _backend.get()
         self.conn = Connection(socket, self._on_connect, self._handle)
+        self.layouts = _layout.Layouts(self.backend, layout_rate)
         self.samples_sent = 0
         self.marks_sent = 0
         self.dropped = 0  # samples dropped because the queue was full
@@ -187,10 +191,13 @@ class Agent:
         except OSError:
             pass  # pipe full: the thread is already due to wake
 
-    def configure(self, rate_hz: float | None = None, socket: str | None = None) -> None:
-        """Change the rate or the socket of a running agent."""
+    def configure(self, rate_hz: float | None = None, socket: str | None = None,
+                  layout_rate: float | None = None) -> None:
+        """Change the rate, the socket or the layout's rate of a running agent."""
         if rate_hz is not None:
             self.rate_hz = _rate(rate_hz)
+        if layout_rate is not None:
+            self.layouts.set_rate(layout_rate)
         if socket is not None and socket != self.conn.socket:
             self.conn.socket = socket
             self._reconnect = True
@@ -244,6 +251,8 @@ class Agent:
             # why, where it was asked for) and the memory dumps written
             "history": _history.status(),
             "dumps": _dumps.status(),
+            # the allocator's layout readings: rate, bound, cost, skips
+            "layout": self.layouts.status(),
         }
 
     def __repr__(self) -> str:
@@ -326,6 +335,9 @@ class Agent:
                                                                                NO_DEVICE_TICK_S)
                         if next_tick <= now:  # fell behind: skip, never burst
                             next_tick = now + 1.0 / self.rate_hz
+                    if self._devs and now >= self.layouts.next_at:
+                        for f in self.layouts.periodic(self._devs, now):
+                            self.post(f)
                     if self._marks or now >= next_send or self.stopping:
                         self._pump()
                         next_send = now + SEND_INTERVAL_S
@@ -476,6 +488,8 @@ class Agent:
         raw, self._raw = self._raw, []
         samples = self._samples
         counters = self.backend.counters
+        # the allocated bytes show the training step, which bounds a layout reading
+        observe = self.layouts.observe if self.layouts.rate else None
         for t, d, stats in raw:
             try:
                 c = counters(stats)
@@ -485,6 +499,8 @@ class Agent:
                 samples.popleft()
                 self.dropped += 1
             samples.append((t, d, c))
+            if observe is not None:
+                observe(t, d, c.allocated)
 
     def _encode_mark(self, f: dict[str, Any]) -> bytes:
         if f.get("type") == "mark" and self._hello_devs is not None:

@@ -8,8 +8,9 @@ maps them to NVML's devices) and each device's allocator counters
 (read_raw() and counters(), read() from them). Everything else is an
 optional extra with a do-nothing default: the release steps of cleanup(),
 the peak reset, an out-of-memory hook, allocation history and memory dumps
-(History), and what the holders walk needs (live blocks, workspace sizes,
-the walk itself).
+(History), what the holders walk needs (live blocks, workspace sizes,
+the walk itself), and the allocator's layout (its segments and blocks
+summed: layouts(), layout_size()).
 
 torch's backend is _torch's; the tests' fake GPU (tests/fakegpu.py) is
 another. A JAX or CuPy backend is a module beside _torch, installed here.
@@ -64,6 +65,11 @@ def normalize_uuid(u: Any) -> str:
     if len(h) != 32 or any(c not in "0123456789abcdef" for c in h):
         return str(u)
     return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+class Unsupported(Exception):
+    """The framework cannot do this in this installation (a torch without
+    the call): said once, not tried again."""
 
 
 class Step(NamedTuple):
@@ -227,6 +233,23 @@ class Backend:
         """The holders frame's report (wire.Holders without type, t, id) for
         device dev, else the current one; None where there is no walk."""
         return None
+
+    def layout_size(self, index: int) -> tuple[int, int] | None:
+        """(segments, blocks at most) of a device's allocator, from its
+        cheap counters: what a layouts() reading will cost is predicted
+        from it. None where the framework does not count them."""
+        return None
+
+    def layouts(self, devs: Sequence[int]) -> dict[int, dict[str, Any]] | None:
+        """The allocator's layout of each device of devs, read at once
+        (wire.Layout without t and took_ms; settings included where the
+        framework reports them); None where the framework has none.
+        Raises Unsupported when this installation cannot read it."""
+        return None
+
+    def layout_note(self) -> str:
+        """What this installation's layout reading lacks ("" when nothing)."""
+        return ""
 
 
 # ---- the backend this process uses ----

@@ -34,7 +34,7 @@ on_oom = _oom.observer(lambda: _current)
 
 
 def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None,
-           history: int | None = None) -> Agent | Disabled:
+           history: int | None = None, layout_rate: float | None = None) -> Agent | Disabled:
     """gputop.attach(): start the process's agent, or configure the running one."""
     global _current, _detached
     if not _env.enabled():
@@ -44,11 +44,12 @@ def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None,
             _detached = False
             ag = _current
             if ag is None or not ag.alive or ag.pid != os.getpid():
-                ag = Agent(rate_hz, socket, on_devices=found_devices, on_detach=_detaching)
+                ag = Agent(rate_hz, socket, layout_rate=layout_rate, on_devices=found_devices,
+                           on_detach=_detaching)
                 ag.start()
                 _current = ag
             else:
-                ag.configure(rate_hz, socket)
+                ag.configure(rate_hz, socket, layout_rate)
     except Exception as e:
         return Disabled(f"agent could not start: {e}")
     _ask_history(ag, history)

@@ -1,6 +1,9 @@
 """The out-of-memory observer: registered with the backend once the agent
 sees a device (torch cannot remove one, so once per backend), it queues an
-oom frame with the allocator's state at that moment on the current agent.
+oom frame with the allocator's state at that moment on the current agent:
+its counters and its layout (_layout: the largest free block, the free
+bytes in segments, the pools), which say whether the request failed for
+fragmentation.
 
 With allocation history on (_history) it first writes a memory dump
 (_dumps), here in the failing thread: torch calls the observer before it
@@ -61,6 +64,12 @@ def observer(current: Callable[[], Any]) -> Callable[[int, int, int, int], None]
                 "requested": int(alloc), "free": int(device_free), "limit": int(device_limit),
                 "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
             }
+            try:
+                frame["layout"], why_not = ag.layouts.at_oom(int(device))
+                if why_not is not None:
+                    ag.post(why_not)
+            except Exception:
+                pass
             if _history.on:
                 try:
                     frame["dump"] = _dumps.dump(backend.history(), "OOM", wait=_dumps.DUMP_WAIT_S)

@@ -9,8 +9,9 @@ and checked them, they are copied where the allocator keeps them instead.
 Its extras: cleanup()'s steps (synchronize, cuBLAS workspaces, empty_cache,
 the peak reset, ipc_collect), torch's out-of-memory observer, allocation
 history and dumps (torch.cuda.memory, TorchHistory), the live
-blocks and workspace sizes the holders walk attributes, and the walk
-itself (_holders, which walks torch's tensors).
+blocks and workspace sizes the holders walk attributes, the walk
+itself (_holders, which walks torch's tensors), and the allocator's layout
+(torch's memory snapshot without traces, summed by _torchlayout).
 
 The functions before TorchBackend are torch's ways with its numbers and
 calls: the tests' fake GPU, which stands in for torch's allocator, uses
@@ -29,8 +30,8 @@ import re
 import sys
 from typing import Any, Callable, Mapping, Sequence
 
-from . import _direct
-from ._backend import Backend, Counters, History, Reader, Step, normalize_uuid
+from . import _direct, _torchlayout
+from ._backend import Backend, Counters, History, Reader, Step, Unsupported, normalize_uuid
 
 # torch's OOM observer is registered: torch keeps it for the life of the
 # process and cannot remove one
@@ -229,6 +230,54 @@ def workspace_sizes(torch: Any, index: int) -> set[int]:
     return sizes
 
 
+def layout_reader(torch: Any) -> _torchlayout.Reader:
+    """The cheapest exact reading of the allocator's layout this torch
+    offers: its memory snapshot without traces
+    (``_cuda_memorySnapshot((0, 0, False))``, where memory_snapshot takes
+    include_traces: its cost does not grow with the allocation history),
+    else the snapshot with them. Settings from the snapshot's
+    allocator_settings, else the string torch took
+    (``_accelerator_getAllocatorSettings``), else the environment.
+    Unsupported where there is no snapshot to read."""
+    C = getattr(torch, "_C", None)
+    mem = getattr(getattr(torch, "cuda", None), "memory", None)
+    try:
+        get_backend = getattr(mem, "get_allocator_backend", None)
+        backend = str(get_backend()) if get_backend is not None else "native"
+    except Exception:
+        backend = "native"
+    if backend == "cudaMallocAsync":
+        raise Unsupported("the cudaMallocAsync allocator backend keeps no segments or blocks to read "
+                          "(PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync): no layout")
+    raw = getattr(C, "_cuda_memorySnapshot", None)
+    public = getattr(mem, "memory_snapshot", None)
+    note = ""
+    if raw is not None and public is not None and _takes(public, "include_traces"):
+        call = functools.partial(raw, (0, 0, False))
+    elif getattr(mem, "_snapshot", None) is not None:
+        call = mem._snapshot
+        note = "this torch's memory snapshot always carries the allocation history: with history on a reading costs more"
+    elif public is not None:
+        call = public
+    else:
+        raise Unsupported("this torch has no memory snapshot (torch.cuda.memory_snapshot): "
+                          "the allocator's layout cannot be read")
+    getter = getattr(C, "_accelerator_getAllocatorSettings", None)
+    mempools = getattr(C, "_MemPool", None) is not None or getattr(mem, "MemPool", None) is not None
+    return _torchlayout.Reader(call, settings_text=getter, mempools=mempools,
+                               order=_torchlayout.ENV_ORDER if getter is not None else _torchlayout.OLD_ENV_ORDER,
+                               note=note)
+
+
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    import inspect  # noqa: PLC0415 - once per process
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 # ---- the backend ----
 
 class TorchBackend(Backend):
@@ -247,9 +296,11 @@ class TorchBackend(Backend):
         self._devprobe: tuple[range, Callable[[int], bool]] | None = None
         # the direct reading of the allocator's counters, once set up (_direct)
         self.direct: _direct.Direct | None = None
+        self._layout: _torchlayout.Reader | None = None  # once CUDA is up (layout_reader)
 
     def forget(self) -> None:
         self.direct = None
+        self._layout = None
         self._memstats = None
         self._devprobe = None
         self._info = {}
@@ -453,3 +504,18 @@ class TorchBackend(Backend):
 
     def holders_report(self, dev: int | None) -> dict[str, Any] | None:
         return holders_report(dev)
+
+    def layout_size(self, index: int) -> tuple[int, int] | None:
+        return _torchlayout.size(self.read_raw(index))
+
+    def layouts(self, devs: Sequence[int]) -> dict[int, dict[str, Any]] | None:
+        r = self._layout
+        if r is None:
+            t = self._initialized()
+            if t is None:
+                return {}
+            r = self._layout = layout_reader(t)
+        return r.read(devs)
+
+    def layout_note(self) -> str:
+        return self._layout.note if self._layout is not None else ""

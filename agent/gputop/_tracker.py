@@ -7,6 +7,9 @@ device, the values must be those of this instant) and hand a mark to the
 agent thread, which sends it at its next tick (not at once: waking it
 would hand it the GIL in the middle of the caller's call).
 
+Each row carries the allocator's layout of its devices, read then when
+the reading fits its bound (_layout), else the agent's latest one.
+
 An end row ("After cleanup", "Training end", a phase's end; see
 _wire.is_end_label) also walks the holders of each device right after the
 counters are read, in the caller's thread (tens of milliseconds; stopped
@@ -64,6 +67,13 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
         return _Taken(vals, t, held)
     if not vals:
         return _Taken(vals, t, held)
+    layouts: dict[int, dict[str, Any]] = {}
+    try:
+        ag = _lifecycle.current(auto=True)
+        if ag is not None:
+            layouts = ag.layouts.for_mark(list(vals))
+    except Exception:
+        pass
     state: Any = None
     dump_error = ""
     if dump:
@@ -84,7 +94,8 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
             frame: dict[str, Any] = {
                 "type": "mark", "t": t, "label": label, "kind": kind,
                 "devs": [{"dev": d, "allocated": c.allocated, "reserved": c.reserved,
-                          "peak": c.peak, "held": held.get(d)} for d, c in vals.items()],
+                          "peak": c.peak, "held": held.get(d), "layout": layouts.get(d)}
+                         for d, c in vals.items()],
             }
             if end is not None:
                 frame["end"] = bool(end)

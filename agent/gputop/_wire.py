@@ -22,12 +22,16 @@ from typing import Any, Mapping, Sequence
 
 from ._wire_schema import (  # noqa: F401  (the nested schemas, re-exported)
     AGENT_DEVICE,
+    ALLOC_SETTINGS,
     DEV_STATS,
     DUMP,
     HELD,
     HOLDER_GROUP,
+    LAYOUT,
+    POOL,
     PROC,
     SCHEMAS,
+    SETTING,
 )
 
 VERSION = 1

@@ -21,7 +21,17 @@ Its ``memory`` (FakeMemory) stands for torch.cuda.memory: allocation history
 torch's (segments of blocks with the Python frames that allocated them,
 device_traces of alloc / free / oom entries), from the blocks above. Other
 torches: backend="cudaMallocAsync", or history=False (no
-_record_memory_history at all)."""
+_record_memory_history at all).
+
+With layout=API it also has the allocator's layout as torch shows it
+(FakeLayout: segments of blocks in pools, settings, counts; torch's
+memory snapshot that raises, costs per block or lists a million blocks),
+read through _torch.layout_reader over a torch of the API's age
+(torch_like): "torch" (memory_snapshot takes include_traces;
+allocator_settings in it; MemPool), "getter" (only
+_accelerator_getAllocatorSettings), "env" (no settings from torch),
+"nomempool" (no MemPool), "traces" (no include_traces: _snapshot(), with
+the history), "none" (no memory snapshot at all). Without it the backend has no layout and says nothing."""
 
 from __future__ import annotations
 
@@ -30,9 +40,10 @@ import struct
 import sys
 import threading
 import time
+import types
 from typing import Any, Callable, Mapping, Sequence
 
-from gputop import _backend, _direct, _torch
+from gputop import _backend, _direct, _torch, _torchlayout
 
 MiB = 1 << 20
 SEGMENT = 2 * MiB
@@ -168,6 +179,109 @@ class FakeMemory:
                 "allocator_settings": {}, "external_annotations": []}
 
 
+def segment(blocks: Sequence[tuple[int, str]], pool: tuple[int, int] = (0, 0), expandable: bool = False,
+            device: int = 0, address: int = 0x7E00_0000_0000) -> dict[str, Any]:
+    """A segment as torch's memory snapshot lists it, made of blocks
+    (size, state: "active_allocated", "active_pending_free", "inactive")."""
+    out, addr = [], address
+    for size, state in blocks:
+        out.append({"address": addr, "size": size, "requested_size": size if state != "inactive" else 0,
+                    "state": state})
+        addr += size
+    total = sum(s for s, _ in blocks)
+    alloc = sum(s for s, st in blocks if st == "active_allocated")
+    active = sum(s for s, st in blocks if st != "inactive")
+    return {"device": device, "address": address, "total_size": total, "allocated_size": alloc,
+            "active_size": active, "requested_size": alloc, "stream": 0,
+            "segment_type": "large" if total > MiB else "small", "segment_pool_id": pool,
+            "is_expandable": expandable, "frames": [], "blocks": out}
+
+
+class FakeLayout:
+    """The allocator's structure on each device, as torch's memory snapshot
+    shows it, for the layout readings: segments the test sets (else one
+    per live block, as FakeMemory's), settings, and how a reading goes."""
+
+    API = ("torch", "getter", "env", "nomempool", "traces", "none")
+
+    def __init__(self, gpu: "FakeGPU", api: str) -> None:
+        assert api in self.API, api
+        self.gpu = gpu
+        self.api = api
+        self.segments: dict[int, list[dict[str, Any]]] = {}  # by device; else from the live blocks
+        # torch 2.15's allocator_settings, as a CPU build reports them
+        self.settings: dict[str, Any] = {
+            "PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
+            "expandable_segments": False, "pinned_num_register_threads": 1,
+            "release_lock_on_cudamalloc": False, "roundup_power2_divisions": {"1": 0, "2": 0}}
+        self.conf = ""  # what _accelerator_getAllocatorSettings returns
+        self.error: BaseException | None = None  # the snapshot raises it
+        self.cost_per_block = 0.0  # CPU seconds a snapshot burns per block
+        self.counts: dict[int, tuple[int, int, int]] = {}  # dev -> (segments, active, inactive_split) told
+        self.calls = 0  # readings of torch's memory snapshot
+        self.args: list[Any] = []  # what each was called with
+
+    def of(self, dev: int) -> list[dict[str, Any]]:
+        segs = self.segments.get(dev)
+        if segs is not None:
+            return segs
+        out = []
+        for addr, size, _ in self.gpu.live_blocks(dev):
+            total = -(-size // SEGMENT) * SEGMENT
+            blocks = [(size, "active_allocated")] + ([(total - size, "inactive")] if total > size else [])
+            out.append(segment(blocks, device=dev, address=addr))
+        return out
+
+    def count(self, dev: int) -> tuple[int, int, int]:
+        """torch's segment, active and inactive_split counters of dev."""
+        if dev in self.counts:
+            return self.counts[dev]
+        segs = self.of(dev)
+        active = sum(1 for s in segs for b in s["blocks"] if b["state"] != "inactive")
+        split = sum(1 for s in segs if len(s["blocks"]) > 1 for b in s["blocks"] if b["state"] == "inactive")
+        return len(segs), active, split
+
+    def memory_snapshot(self, arg: Any = None) -> dict[str, Any]:
+        """torch._C._cuda_memorySnapshot: every device's segments."""
+        self.calls += 1
+        self.args.append(arg)
+        if self.error is not None:
+            raise self.error
+        segs = [s for d in range(self.gpu.ndev) for s in self.of(d)]
+        if self.cost_per_block:
+            n = sum(len(s["blocks"]) for s in segs)
+            end = time.thread_time() + self.cost_per_block * n
+            while time.thread_time() < end:
+                pass
+        out = {"segments": segs, "device_traces": [[] for _ in range(self.gpu.ndev)]}
+        if self.api == "torch" or self.api == "nomempool":
+            out["allocator_settings"] = dict(self.settings)
+        return out
+
+    def torch_like(self) -> Any:
+        """A torch of this API's age, with what _torch.layout_reader looks for."""
+        gpu = self.gpu
+        C = types.SimpleNamespace()
+        memory = types.SimpleNamespace(get_allocator_backend=lambda: gpu.memory.backend
+                                       if isinstance(gpu.memory, FakeMemory) else "native")
+        if self.api == "traces":  # memory_snapshot() takes no include_traces: _snapshot()
+            C._cuda_memorySnapshot = self.memory_snapshot
+            memory.memory_snapshot = lambda: self.memory_snapshot(None)["segments"]
+            memory._snapshot = lambda device=None: self.memory_snapshot(None)
+        elif self.api != "none":
+            C._cuda_memorySnapshot = self.memory_snapshot
+
+            def memory_snapshot(mempool_id: Any = None, include_traces: bool = True) -> Any:
+                return self.memory_snapshot((0, 0, include_traces))["segments"]
+
+            memory.memory_snapshot = memory_snapshot
+        if self.api in ("torch", "getter"):
+            C._accelerator_getAllocatorSettings = lambda: self.conf
+        if self.api != "nomempool":
+            C._MemPool = object
+        return types.SimpleNamespace(_C=C, cuda=types.SimpleNamespace(memory=memory))
+
+
 class OldTorchMemory:
     """torch.cuda.memory of a torch without allocation history."""
 
@@ -207,7 +321,7 @@ class FakeBackend(_backend.Backend):
                  clear_workspaces: Callable[[], None] | None = None,
                  blocks: Callable[[int], list[tuple[int, int, int]] | None] | None = None,
                  workspace_sizes: Callable[[int], set[int]] | None = None,
-                 memory: Any = None) -> None:
+                 memory: Any = None, layout_torch: Any = None) -> None:
         self._stats = stats
         self._devices = devices
         self._calls = {"synchronize": synchronize, "empty_cache": empty_cache,
@@ -217,6 +331,8 @@ class FakeBackend(_backend.Backend):
         self._workspace_sizes = workspace_sizes
         self._version = version
         self._memory = memory
+        self._layout_torch = layout_torch  # a torch for _torch.layout_reader; None: no layout
+        self._layout: _torchlayout.Reader | None = None
         self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
         # the direct reading, over memory the test laid out as torch's
         self.direct = (_direct.Direct(allocator_root, lambda: len(self._list()), stats)
@@ -303,6 +419,19 @@ class FakeBackend(_backend.Backend):
     def holders_report(self, dev: int | None) -> dict[str, Any] | None:
         return _torch.holders_report(dev)
 
+    def layout_size(self, index: int) -> tuple[int, int] | None:
+        return _torchlayout.size(self._stats(index)) if self._layout_torch is not None else None
+
+    def layouts(self, devs: Sequence[int]) -> dict[int, dict[str, Any]] | None:
+        if self._layout_torch is None:
+            return None
+        if self._layout is None:
+            self._layout = _torch.layout_reader(self._layout_torch)
+        return self._layout.read(devs)
+
+    def layout_note(self) -> str:
+        return self._layout.note if self._layout is not None else ""
+
     def oom(self, device: int, alloc: int, device_limit: int, device_free: int) -> None:
         """Call the registered observers as torch's allocator would on OOM."""
         for cb in list(self.oom_callbacks):
@@ -318,7 +447,8 @@ def install(stats: Callable[[int], Mapping[str, Any]],
 
 class FakeGPU:
     def __init__(self, ndev: int = 1, initialised: int | None = None,
-                 in_memory: bool = False, backend: str = "native", history: bool = True) -> None:
+                 in_memory: bool = False, backend: str = "native", history: bool = True,
+                 layout: str | None = None) -> None:
         self.lock = threading.Lock()
         self.ndev = ndev
         self.initialised = ndev if initialised is None else initialised
@@ -334,6 +464,8 @@ class FakeGPU:
         self.log: list[str] = []
         self.source: Any = None
         self.memory: Any = FakeMemory(self, backend) if history else OldTorchMemory()
+        self.layout = FakeLayout(self, layout) if layout is not None else None
+        self.gone: set[int] = set()  # devices whose stats call fails (a device lost)
 
     # ---- the allocator ----
 
@@ -452,18 +584,21 @@ class FakeGPU:
 
     def stats(self, i: int) -> dict[str, Any]:
         """Shaped like torch._C._cuda_memoryStats(i)."""
+        if i in self.gone:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
         with self.lock:
             self.calls += 1
             c = dict(self.c[i])
-            if self.mem is not None:
-                return self._copied(self.mem.read(i))
+            words = self.mem.read(i) if self.mem is not None else None
+        if words is not None:
+            return self._counted(i, self._copied(words))
 
         def stat(cur: int, peak: int) -> dict[str, Any]:
             return {"all": {"current": cur, "peak": peak, "allocated": 0, "freed": 0},
                     "small_pool": {"current": 0, "peak": 0, "allocated": 0, "freed": 0},
                     "large_pool": {"current": cur, "peak": peak, "allocated": 0, "freed": 0}}
 
-        return {
+        return self._counted(i, {
             "allocated_bytes": stat(c["allocated"], c["peak"]),
             "reserved_bytes": stat(c["reserved"], c["reserved_peak"]),
             "inactive_split_bytes": stat(c["inactive"], c["inactive"]),
@@ -471,7 +606,14 @@ class FakeGPU:
             "num_alloc_retries": c["retries"],
             "num_ooms": c["ooms"],
             "num_device_alloc": 0,
-        }
+        })
+
+    def _counted(self, i: int, stats: dict[str, Any]) -> dict[str, Any]:
+        """With a layout: torch's segment / active / inactive_split counts."""
+        if self.layout is not None:
+            for name, n in zip(("segment", "active", "inactive_split"), self.layout.count(i)):
+                stats[name] = {"all": {"current": n, "peak": n, "allocated": 0, "freed": 0}}
+        return stats
 
     @staticmethod
     def _copied(words: tuple[int, ...]) -> dict[str, Any]:
@@ -519,7 +661,7 @@ class FakeGPU:
             allocator_root=(lambda: self.mem.address) if self.mem is not None else None,
             clear_workspaces=self.clear_workspaces, blocks=self.live_blocks,
             workspace_sizes=lambda dev: {CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE},
-            memory=self.memory)
+            memory=self.memory, layout_torch=self.layout.torch_like() if self.layout is not None else None)
         return self.source
 
     def init_cuda(self) -> None:

@@ -340,7 +340,10 @@ def test_schemas_follow_wire_frames_go():
     structs = {}
     for m in re.finditer(r"type (\w+) struct \{(.*?)\n\}", src, re.S):
         fields = []
-        for fm in re.finditer(r'^\s*\w+\s+(\S+)\s+`json:"([^"]+)"`', m.group(2), re.M):
+        for fm in re.finditer(r'^\s*(?:\w+\s+(\S+)\s+`json:"([^"]+)"`|(\w+)\s*$)', m.group(2), re.M):
+            if fm.group(3):  # an embedded struct: its fields in its place (parsed before it)
+                fields += structs[fm.group(3)]
+                continue
             gotype, tag = fm.group(1), fm.group(2)
             key, *opts = tag.split(",")
             if key == "-":
@@ -354,11 +357,12 @@ def test_schemas_follow_wire_frames_go():
         "procs": "Procs",
         "device_error": "DevError", "snapshot": "Row", "ended": "Ended", "held": "RowHeld",
         "row_edit": "RowEdit",
-        "host": "Host",
+        "host": "Host", "layout": "LayoutReading",
     }
     nested = {"AgentDevice": _wire.AGENT_DEVICE, "DevStats": _wire.DEV_STATS,
               "HolderGroup": _wire.HOLDER_GROUP, "Proc": _wire.PROC, "Held": _wire.HELD,
-              "Dump": _wire.DUMP}
+              "Dump": _wire.DUMP, "Layout": _wire.LAYOUT, "Pool": _wire.POOL,
+              "AllocSettings": _wire.ALLOC_SETTINGS, "Setting": _wire.SETTING}
     assert set(by_type) == set(_wire.SCHEMAS)
     pairs = [(by_type[t], _wire.SCHEMAS[t]) for t in by_type] + list(nested.items())
     for name, schema in pairs:
@@ -370,7 +374,8 @@ def test_schemas_follow_wire_frames_go():
             kind = f[1]
             expect = {"string": "s", "bool": "b", "float64": "f", "[]string": "ls",
                       "[]int64": "li", "*uint64": "p", "*int": "p", "*bool": "pb",
-                      "*Held": "O", "*Dump": "O", "*[]Proc": "pL"}.get(gotype)
+                      "*Held": "O", "*Dump": "O", "*[]Proc": "pL", "*Layout": "O",
+                      "*AllocSettings": "O"}.get(gotype)
             if gotype.startswith("[]") and expect is None:
                 expect = "L"
             if expect is None:
