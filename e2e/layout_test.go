@@ -161,46 +161,44 @@ func TestLayoutMetricsServe(t *testing.T) {
 	}
 }
 
-// `gputop record` writes the layout frames an agent sends over the real
-// socket, with the process's pid; the file loads back, and a replay at a
-// cursor sees the layout read then, a skip's reason, and the row a mark
-// made with its own layout.
-func TestRecordWritesLayouts(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "s.sock")
-	out := filepath.Join(dir, "run.gputop")
-	r := startRecord(t, "--source", "agent", "--socket", sock, "-o", out)
-	waitFile(t, sock)
-	a := startRankAgent(t, sock, 5400, 0)
-	r.stderr.waitFor(t, "pid 5400")
+// sendLayouts plays an agent over the real socket: two layout readings (a
+// CUDA graph's pool in the first only), a skip, a mark with a layout of
+// its own, bye; once gputop has closed the connection (it has taken in
+// every frame) it returns the time the frames count from.
+func sendLayouts(t *testing.T, sock string, pid int) int64 {
+	t.Helper()
+	a := startRankAgent(t, sock, pid, 0)
 	t0 := time.Now().UnixNano()
 	a.send("%s", layoutFrame(t0+1e6, 5, 64<<20, graphPool(32<<20)))
 	a.send("%s", layoutFrame(t0+2e6, 6, 48<<20))
 	a.send(`{"type":"layout","dev":0,"t":%d,"skipped":"this torch cannot list its segments","segments":0,"blocks":0,"reserved":0,"allocated":0,"free_in_segments":0,"largest_free":0}`, t0+3e6)
 	a.send(`{"type":"mark","t":%d,"label":"Epoch 1","devs":[{"dev":0,"allocated":1,"reserved":2,"peak":3,"layout":{"t":%d,"segments":7,"blocks":9,"reserved":1024,"allocated":512,"free_in_segments":512,"largest_free":100}}]}`, t0+4e6, t0+4e6)
 	a.send(`{"type":"bye","t":%d}`, t0+5e6)
-	r.stderr.waitFor(t, "pid 5400 (train.py): detached")
-	if code := r.stop(); code != 0 {
-		t.Fatalf("record exit %d: %s", code, r.stderr.String())
+	a.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.ReadAll(a.c); err != nil {
+		t.Fatalf("gputop did not close the connection after bye: %v", err)
 	}
+	return t0
+}
 
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := bytes.Count(data, []byte(`{"type":"layout","pid":5400,"dev":0,`)); n != 3 {
-		t.Fatalf("%d layout lines of pid 5400 in the recording, want 3:\n%s", n, data)
+// checkLayouts loads a stream sendLayouts made, and checks that it holds
+// its three layout lines and that a replay at a cursor sees the layout
+// read then, the skip's reason, and the mark's row with its own layout.
+func checkLayouts(t *testing.T, data []byte, pid int, t0 int64) {
+	t.Helper()
+	if n := bytes.Count(data, []byte(fmt.Sprintf(`{"type":"layout","pid":%d,"dev":0,`, pid))); n != 3 {
+		t.Fatalf("%d layout lines of pid %d in the stream, want 3:\n%s", n, pid, data)
 	}
 	st := store.New(store.DefaultOptions())
-	if _, err := recording.Load(out, st); err != nil {
+	if _, err := recording.LoadReader("stream", bytes.NewReader(data), st); err != nil {
 		t.Fatal(err)
 	}
 	dev := st.Agents()[0].DevMap[0]
-	at := st.LayoutAt(5400, dev, t0+1500e3)
+	at := st.LayoutAt(pid, dev, t0+1500e3)
 	if !at.OK || at.Layout.Segments != 5 || len(at.Layout.Pools) != 2 || at.Layout.Pools[1].Kind != "graph" || at.Skipped != "" {
 		t.Errorf("the replay at the first reading: %+v", at)
 	}
-	at = st.LayoutAt(5400, dev, t0+3500e3)
+	at = st.LayoutAt(pid, dev, t0+3500e3)
 	if !at.OK || at.Layout.Segments != 6 || len(at.Layout.Pools) != 1 || at.Skipped != "this torch cannot list its segments" {
 		t.Errorf("the replay after the skip: %+v", at)
 	}
@@ -208,8 +206,52 @@ func TestRecordWritesLayouts(t *testing.T) {
 	if len(rows) != 1 || rows[0].Layout == nil || rows[0].Layout.Segments != 7 {
 		t.Errorf("the mark's row: %+v", rows)
 	}
-	// and the binary loads it too
+}
+
+// `gputop record` writes the layout frames an agent sends over the real
+// socket, with the process's pid, and the file loads back (checkLayouts),
+// in gputop export too.
+func TestRecordWritesLayouts(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	out := filepath.Join(dir, "run.gputop")
+	r := startRecord(t, "--source", "agent", "--socket", sock, "-o", out)
+	waitFile(t, sock)
+	t0 := sendLayouts(t, sock, 5400)
+	if code := r.stop(); code != 0 {
+		t.Fatalf("record exit %d: %s", code, r.stderr.String())
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLayouts(t, data, 5400, t0)
 	if outp, code := run(t, "export", out, "--csv", filepath.Join(dir, "run.csv")); code != 0 {
 		t.Errorf("export of the recording: exit %d\n%s", code, outp)
 	}
+}
+
+// `gputop serve --stdio` (what --ssh reads) streams them the same way.
+func TestServeStdioWritesLayouts(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s.sock")
+	cmd := exec.Command(binary, "serve", "--stdio", "--source", "agent", "--socket", sock)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	said := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = &out, said
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitFile(t, sock)
+	t0 := sendLayouts(t, sock, 5500)
+	stdin.Close() // the end of standard input ends serve
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("serve: %v: %s", err, said.String())
+	}
+	checkLayouts(t, out.Bytes(), 5500, t0)
 }
