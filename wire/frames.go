@@ -443,7 +443,7 @@ const (
 func OOMRow(o OOM, dev int) Row {
 	al, re, pk := o.Allocated, o.Reserved, o.Peak
 	return Row{Type: TypeRow, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
-		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, Dump: o.Dump, OOM: &o}
+		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, Dump: o.Dump, Layout: o.Layout, OOM: &o}
 }
 
 // IsOOMRowOf reports whether s is the row OOMRow makes of pid's oom frame at
