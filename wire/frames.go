@@ -272,6 +272,7 @@ type Holders struct {
 	Groups  []HolderGroup `json:"groups"`
 	TookMS  float64       `json:"took_ms,omitempty"`
 	Held    *Held         `json:"held,omitempty"`
+	Ledger  *Ledger       `json:"ledger,omitempty"` // the same walk's ledger of the device
 }
 
 // Bye ends an agent connection cleanly.
@@ -474,6 +475,8 @@ type RowHeld struct {
 	T    int64  `json:"t"`
 	Dev  int    `json:"dev"`
 	Held *Held  `json:"held"`
+	// the same walk's ledger, when the agent sent one
+	Ledger *Ledger `json:"ledger,omitempty"`
 }
 
 // RowEdit is what the user did to a row in the TUI: renamed it

@@ -236,6 +236,7 @@ SCHEMAS: dict[str, tuple] = {
         ("groups", "L", False, HOLDER_GROUP),
         ("took_ms", "f", True, None),
         ("held", "O", True, HELD),
+        ("ledger", "O", True, LEDGER),
     ),
     "layout": (
         ("type", "s", False, None),
@@ -261,6 +262,7 @@ SCHEMAS: dict[str, tuple] = {
         ("t", "i", False, None),
         ("dev", "i", False, None),
         ("held", "O", False, HELD),
+        ("ledger", "O", True, LEDGER),
     ),
     "row_edit": (
         ("type", "s", False, None),
