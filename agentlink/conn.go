@@ -169,6 +169,10 @@ func (s *Server) handle(nc *net.UnixConn) {
 			}
 		case wire.Holders:
 			s.in.Apply(c.pid, f)
+		case wire.LayoutReading:
+			if c.known(s, f.Dev, "layout") {
+				s.in.Apply(c.pid, f)
+			}
 		case wire.Bye:
 			s.finish(c, true, f.T, "bye", c.who()+": detached")
 			return

@@ -314,6 +314,11 @@ func TestPrometheusScrapesServe(t *testing.T) {
 		}
 	}
 
+	// allocator layouts, for the dashboard's fragmentation and pool panels
+	a0.send("%s", layoutFrame(time.Now().UnixNano(), 5, 64<<20, graphPool(32<<20)))
+	a1.send("%s", layoutFrame(time.Now().UnixNano(), 3, 16<<20))
+	waitQuery(t, base, "gputop_torch_pool_reserved_bytes", func(r []promSeries) bool { return len(r) == 3 })
+
 	// a snapshot from code becomes the annotation series, at its time
 	markT := time.Now().UnixNano()
 	a1.send(`{"type":"mark","t":%d,"label":"Epoch 1","devs":[{"dev":0,"allocated":1,"reserved":2,"peak":3}]}`, markT)

@@ -106,6 +106,10 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Row {
 			in.frame(h)
 			in.held(given)
 		}
+	case wire.LayoutReading:
+		if r, ok := st.AgentLayout(pid, v); ok {
+			in.frame(r)
+		}
 	case wire.Bye:
 		in.ended(pid, v.T, true, "")
 	case wire.Ended:

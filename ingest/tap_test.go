@@ -159,3 +159,44 @@ func TestTapKeepsEachChangeTogether(t *testing.T) {
 		t.Fatalf("%d hellos reported, want %d", seen, agents*per)
 	}
 }
+
+// A layout frame goes onto the store, filed under the process, and to the
+// Tap as kept (pid filled in, text printable); a row made later takes it.
+// One the store cannot place (no hello, a device not listed) reaches
+// neither.
+func TestLayoutReachesStoreAndTap(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	in := New(st)
+	tap := &tapRec{}
+	in.SetTap(tap)
+	in.Apply(7, wire.LayoutReading{Dev: 0, Layout: wire.Layout{T: 5, Reserved: 10, FreeInSegments: 6, LargestFree: 4}})
+	in.Apply(7, wire.Hello{Type: wire.TypeHello, PID: 7, T: 10, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-0"}}})
+	in.Apply(7, wire.Sample{Type: wire.TypeSample, T: 11, Dev: 0, Allocated: 4, Reserved: 10})
+	in.Apply(7, wire.LayoutReading{Dev: 0, Layout: wire.Layout{T: 12, Segments: 2, Reserved: 10, Allocated: 4, FreeInSegments: 6, LargestFree: 4,
+		Pools: []wire.Pool{{Kind: wire.PoolGraph, ID: "1,\x1b[2J2", Reserved: 10}}}})
+	in.Apply(7, wire.LayoutReading{Dev: 1, Layout: wire.Layout{T: 13}})
+	in.Apply(7, wire.LayoutReading{Dev: 0, Skipped: "took too long", Layout: wire.Layout{T: 14}})
+	rows := in.TakeSnapshot("k", 0, 15, "key", nil)
+
+	want := []string{"Device", "Hello", "Sample", "LayoutReading", "LayoutReading", "Row"}
+	if got := tap.types(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("frames %v\nwant %v", got, want)
+	}
+	r := tap.frames[3].(wire.LayoutReading)
+	if r.PID != 7 || r.Dev != 0 || r.T != 12 || r.LargestFree != 4 || len(r.Pools) != 1 || r.Pools[0].ID == "1,\x1b[2J2" {
+		t.Errorf("the tap's layout frame %+v: want pid 7, torch device 0, the pool's id printable", r)
+	}
+	if s := tap.frames[4].(wire.LayoutReading); s.Skipped != "took too long" || s.PID != 7 {
+		t.Errorf("the tap's skip frame %+v", s)
+	}
+	at := st.LayoutAt(7, 0, 15)
+	if !at.OK || at.Layout.T != 12 || at.Layout.Segments != 2 || at.Skipped != "took too long" || at.SkippedAt != 14 {
+		t.Errorf("the store's layout at 15: %+v", at)
+	}
+	if len(rows) != 1 || rows[0].Layout == nil || rows[0].Layout.T != 12 {
+		t.Errorf("the key's row %+v: want the layout read at 12", rows)
+	}
+	if s := tap.frames[5].(wire.Row); s.Layout == nil || s.Layout.Segments != 2 {
+		t.Errorf("the tap's row has layout %+v", s.Layout)
+	}
+}

@@ -5,6 +5,8 @@
 package metrics
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -58,6 +60,11 @@ const (
 	rowsRead = 512
 	// maxLabelBytes clips peer-chosen label values (snapshot labels).
 	maxLabelBytes = 100
+	// MaxPoolSeries bounds the gputop_torch_pool_reserved_bytes series of
+	// one scrape: a layout lists at most wire.MaxPools pools, but every
+	// process on every GPU may have its own; past it the pools that
+	// reserve least are left out, and counted (gputop_torch_pools_cut).
+	MaxPoolSeries = 256
 )
 
 // The process labels add job_id, not job: job is the label Prometheus
@@ -66,6 +73,7 @@ const (
 var (
 	gpuLabels  = []string{"gpu", "UUID", "modelName", "Hostname"}
 	procLabels = append(append([]string(nil), gpuLabels...), "pid", "rank", "local_rank", "job_id")
+	poolLabels = append(append([]string(nil), procLabels...), "pool_kind", "pool_id")
 )
 
 func desc(name, help string, labels []string) *prometheus.Desc {
@@ -84,6 +92,15 @@ var (
 	descRetries   = desc("gputop_torch_alloc_retries_total", "torch.cuda num_alloc_retries.", procLabels)
 	descOOMs      = desc("gputop_torch_ooms_total", "torch.cuda num_ooms.", procLabels)
 	descProcUsed  = desc("gputop_process_nvml_used_bytes", "The process's used device memory, from NVML's process list.", procLabels)
+
+	// from the newest layout reading of the process's agent
+	descFreeInSegs   = desc("gputop_torch_free_in_segments_bytes", "Bytes free inside the segments torch's caching allocator holds (reserved - allocated), from the newest layout reading.", procLabels)
+	descLargestFree  = desc("gputop_torch_largest_free_block_bytes", "The largest free block in torch's cache: the most one request can take without new memory from the driver (newest layout reading).", procLabels)
+	descSegments     = desc("gputop_torch_segments", "Segments (cudaMalloc'd regions) torch's caching allocator holds (newest layout reading).", procLabels)
+	descPoolReserved = desc("gputop_torch_pool_reserved_bytes", "Bytes one memory pool reserves: the default pool, a CUDA graph's private pool or a torch.cuda.MemPool (newest layout reading; the "+
+		strconv.Itoa(MaxPoolSeries)+" largest pool series of a scrape).", poolLabels)
+	descPoolsCut = desc("gputop_torch_pools_cut", "Pools of the newest layout readings left out of gputop_torch_pool_reserved_bytes: past its "+
+		strconv.Itoa(MaxPoolSeries)+" series (the smallest), listed twice in one layout, or left out by the agent (past "+strconv.Itoa(wire.MaxPools)+" in one layout).", nil)
 
 	descRows     = desc("gputop_snapshots_total", "Rows taken (keys, code, gputop snap, OOMs).", nil)
 	descSnapTime = desc("gputop_snapshot_timestamp_seconds", "When the newest snapshot of each label was taken (the newest few labels), for annotations.", []string{"label"})
@@ -127,6 +144,7 @@ func NewCollector(st *store.Store, opt Options) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNVMLUsed, descNVMLTotal, c.usedMax, c.usedMin, descRate,
 		descAllocated, descReserved, descPeak, c.allocatedMax, descInactive, descRetries, descOOMs, descProcUsed,
+		descFreeInSegs, descLargestFree, descSegments, descPoolReserved, descPoolsCut,
 		descRows, descSnapTime} {
 		ch <- d
 	}
@@ -169,6 +187,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
+	var pools poolSeries
 	for _, a := range c.exported(c.st.Agents()) {
 		pid := a.Hello.PID
 		p := a.Place
@@ -199,6 +218,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if e := extremes(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}); e.OK {
 				gauge(c.allocatedMax, float64(e.Max), l...)
 			}
+			if at := c.st.LatestLayout(pid, dev); at.OK {
+				gauge(descFreeInSegs, float64(at.Layout.FreeInSegments), l...)
+				gauge(descLargestFree, float64(at.Layout.LargestFree), l...)
+				gauge(descSegments, float64(at.Layout.Segments), l...)
+				pools.add(l, at.Layout)
+			}
 			if a.Connected {
 				if procs, _ := c.st.Procs(dev); len(procs) > 0 {
 					for _, pr := range procs {
@@ -211,10 +236,54 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
+	for _, p := range pools.kept() {
+		gauge(descPoolReserved, float64(p.reserved), p.labels...)
+	}
+	gauge(descPoolsCut, float64(pools.cut))
+
 	counter(descRows, float64(c.st.Shape().RowsMade))
 	for _, s := range newestLabels(c.st.LastRows(rowsRead), RowLabels) {
 		gauge(descSnapTime, float64(s.T)/1e9, labelText(s.Label))
 	}
+}
+
+// poolSeries gathers a scrape's gputop_torch_pool_reserved_bytes series,
+// at most MaxPoolSeries of them, and counts the pools left out.
+type poolSeries struct {
+	all []poolSeriesOne
+	cut int
+}
+
+type poolSeriesOne struct {
+	labels   []string
+	reserved uint64
+}
+
+// add takes the pools of one process-device's layout (proc: its labels):
+// a pool listed twice in it (the same kind and id) would be one series
+// twice, which fails the whole scrape, so only its first counts.
+func (ps *poolSeries) add(proc []string, l wire.Layout) {
+	ps.cut += l.PoolsCut
+	seen := make(map[[2]string]bool, len(l.Pools))
+	for _, p := range l.Pools {
+		k := [2]string{labelText(p.Kind), labelText(p.ID)}
+		if seen[k] {
+			ps.cut++
+			continue
+		}
+		seen[k] = true
+		ps.all = append(ps.all, poolSeriesOne{append(slices.Clip(proc), k[0], k[1]), p.Reserved})
+	}
+}
+
+// kept is the MaxPoolSeries that reserve most; the rest are counted cut.
+func (ps *poolSeries) kept() []poolSeriesOne {
+	if len(ps.all) <= MaxPoolSeries {
+		return ps.all
+	}
+	slices.SortStableFunc(ps.all, func(a, b poolSeriesOne) int { return cmp.Compare(b.reserved, a.reserved) })
+	ps.cut += len(ps.all) - MaxPoolSeries
+	return ps.all[:MaxPoolSeries]
 }
 
 // exported picks the agents whose series are exported: every connected

@@ -95,6 +95,7 @@ func TestCollectorSeriesAndLabels(t *testing.T) {
 		"gputop_torch_inactive_split_bytes{" + proc + "} 96",
 		"gputop_torch_ooms_total{" + proc + "} 1",
 		"gputop_torch_peak_allocated_bytes{" + proc + "} 3000",
+		"gputop_torch_pools_cut{} 0",
 		"gputop_torch_reserved_bytes{" + proc + "} 4096",
 	}
 	if len(got) != len(want) {

@@ -147,3 +147,47 @@ func TestRefused(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Two hosts' pid 1234 send layouts of their torch device 0: each is filed
+// under its host's pid key and device, and a row made of the remote's
+// stream keeps the layout it was sent with.
+func TestLayoutsKeptApart(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	in := ingest.New(st)
+	t0 := time.Now().UnixNano()
+	a := newConn(New(in, 1, Options{Host: "node1", Tool: tool}))
+	b := newConn(New(in, 2, Options{Host: "node2", Tool: tool}))
+	layout := func(free uint64) wire.LayoutReading {
+		return wire.LayoutReading{Type: wire.TypeLayout, PID: 1234, Dev: 0, Layout: wire.Layout{T: t0 + 3, Segments: 2,
+			Reserved: 4 * free, Allocated: 3 * free, FreeInSegments: free, LargestFree: free / 2,
+			Pools: []wire.Pool{{Kind: wire.PoolGraph, ID: "1,2", Reserved: free}}}}
+	}
+	row := func(free uint64) wire.Row {
+		l := layout(free).Layout
+		return wire.Row{Type: wire.TypeRow, T: t0 + 4, Label: "key", Dev: 0, PID: 1234, Source: "key", Layout: &l}
+	}
+	applyAll(t, a, append(stream(t0, "GPU-1", 1), layout(100), row(100)))
+	applyAll(t, b, append(stream(t0, "GPU-2", 2), layout(200), row(200)))
+	for i, free := range []uint64{100, 200} {
+		dev, key := i, store.HostPID(i+1, 1234)
+		at := st.LatestLayout(key, dev)
+		if !at.OK || at.Layout.FreeInSegments != free || at.Layout.Pools[0].Reserved != free {
+			t.Errorf("host %d's layout: %+v, want free %d", i+1, at, free)
+		}
+		if v, _, ok := st.Latest(store.Key{Dev: dev, PID: key, Metric: store.LargestFree}); !ok || v != free/2 {
+			t.Errorf("host %d's largest free series ends at %d (%v)", i+1, v, ok)
+		}
+	}
+	if at := st.LatestLayout(1234, 0); at.OK {
+		t.Error("a remote layout landed on the local pid 1234")
+	}
+	var got []uint64
+	for _, r := range st.Rows() {
+		if r.Label == "key" && r.Layout != nil {
+			got = append(got, r.Layout.FreeInSegments)
+		}
+	}
+	if len(got) != 2 || got[0]+got[1] != 300 {
+		t.Errorf("the remote rows' layouts: free %v, want 100 and 200", got)
+	}
+}

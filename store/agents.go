@@ -200,7 +200,9 @@ func (s *Store) AgentSample(pid int, smp wire.Sample) bool {
 // AgentMark turns a mark from code into one row per device it
 // lists, for at most wire.MaxMarkRows devices (the rest are counted in
 // Bounds). Each row keeps the mark's dump, without the list of older
-// dumps removed, which only the log line of the mark names.
+// dumps removed, which only the log line of the mark names, and the
+// layout the mark read of its device (or, when it read none, the newest
+// layout reading of the process-device at the mark's time).
 func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 	defer s.writeNotes()
 	dump := cleanDump(m.Dump)
@@ -249,7 +251,10 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak
 		row := wire.Row{
 			Type: wire.TypeRow, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
-			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump,
+			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump, Layout: ds.Layout,
+		}
+		if row.Layout == nil {
+			row.Layout = s.rowLayout(pid, dev, m.T) // the mark read none: the newest reading then
 		}
 		if end {
 			row.Held = ds.Held
@@ -259,7 +264,9 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 	return rows
 }
 
-// AgentOOM records an out-of-memory event as a red marker and a table row.
+// AgentOOM records an out-of-memory event as a red marker and a table row;
+// the row takes the layout read in torch's OOM observer (or, when it read
+// none, the newest layout reading of the process-device then).
 // It returns the event as kept (its process, the device's total and its
 // row's ID filled in), the row, and whether it was kept (its process and
 // device known). The row is the event's: a recording holds the event, and
@@ -288,7 +295,13 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Row, bool) {
 		}
 	}
 	o.Row = 0
-	row := s.addRow(wire.OOMRow(o, dev), wire.MarkOOM)
+	o.Layout = cleanLayout(o.Layout)
+	r := wire.OOMRow(o, dev)
+	if r.Layout == nil {
+		// torch's OOM observer read none: the newest reading before it
+		r.Layout = s.rowLayout(pid, dev, o.T)
+	}
+	row := s.addRow(r, wire.MarkOOM)
 	o.Row = row.ID
 	return o, row, true
 }

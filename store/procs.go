@@ -41,13 +41,14 @@ func (s *Store) markGone(pid int) {
 	}
 }
 
-// dropSeries deletes every series of a process.
+// dropSeries deletes every series of a process, and its layout histories.
 func (s *Store) dropSeries(pid int) {
 	for k := range s.series {
 		if k.PID == pid {
 			delete(s.series, k)
 		}
 	}
+	s.dropLayouts(pid)
 }
 
 // revive takes a process (back) off the gone list: a pid reused, an agent

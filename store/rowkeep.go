@@ -17,15 +17,19 @@ import (
 // or a recording full of rows, stays within tens of MiB.
 const DefaultMaxRows = 50_000
 
-// Bounds counts what the bounds on rows left out.
+// Bounds counts what the bounds on rows and on layout histories left out.
 type Bounds struct {
 	MaxRows     int    // the rows kept at most (Options.MaxRows)
 	RowsDropped uint64 // the oldest rows dropped to stay within MaxRows
 	LabelsCut   uint64 // labels cut to wire.MaxLabelBytes
 	MarkDevs    uint64 // devices of marks past wire.MaxMarkRows, given no row
+	// layout readings (and runs of skips) no longer kept: past a
+	// process-device's LayoutReadings newest, all but the first of each
+	// minute, and past LayoutMinutes of those (layouts.go)
+	LayoutsDropped uint64
 }
 
-// Bounds returns what the bounds on rows have left out so far.
+// Bounds returns what the bounds on rows and layouts have left out so far.
 func (s *Store) Bounds() Bounds {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

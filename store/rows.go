@@ -87,6 +87,7 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 	row.Type = wire.TypeRow
 	row.Label, row.Source, kind = s.label(row.Label), CleanText(row.Source), CleanText(kind)
 	row.Held = cleanHeld(row.Held)
+	row.Layout = cleanLayout(row.Layout)
 	if row.Procs != nil {
 		ps := append([]wire.Proc{}, (*row.Procs)...)
 		for i := range ps {
@@ -186,8 +187,9 @@ func (s *Store) fillRows(rows []wire.Row, d rowAt) {
 // the store holds (a key press, `gputop snap`): NVML used at t and, for
 // each agent process on dev with samples at or before t that had not
 // ended by t, its allocator counters then (exact inside the raw window,
-// see ValueAt), one row per process in pid order; one row without a
-// process (PID 0) when no agent process is there.
+// see ValueAt) and its newest allocator layout reading at or before t
+// (its own T says how old), one row per process in pid order; one row
+// without a process (PID 0) when no agent process is there.
 //
 // end says whether the rows end a run (nil: the label decides, see
 // wire.IsEndLabel). With ask (the caller has a way to reach the agents:
@@ -233,7 +235,7 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 		}
 		agents[p] = true
 		row := wire.Row{T: t, Label: label, Dev: dev, PID: p, Source: source,
-			Allocated: al, Reserved: get(Reserved), Peak: get(Peak), End: isEnd}
+			Allocated: al, Reserved: get(Reserved), Peak: get(Peak), End: isEnd, Layout: s.rowLayout(p, dev, t)}
 		switch {
 		case !isEnd:
 		case !a.Connected:

@@ -24,10 +24,11 @@ const (
 	Allocated                  // torch allocated_bytes.all.current, from the agent
 	Reserved                   // torch reserved_bytes.all.current, from the agent
 	Peak                       // torch allocated_bytes.all.peak, from the agent
+	LargestFree                // the largest free block in torch's cache, from the agent's layout readings
 )
 
 func (m Metric) String() string {
-	return [...]string{"nvml_used", "nvml_reserved", "proc_used", "allocated", "reserved", "peak"}[m]
+	return [...]string{"nvml_used", "nvml_reserved", "proc_used", "allocated", "reserved", "peak", "largest_free"}[m]
 }
 
 // Key identifies a series. PID is 0 for device-wide series.
@@ -138,6 +139,8 @@ type Store struct {
 	// end rows waiting for their process's holders walk, by pid: the
 	// agent's next answer with an attribution of the row's device gives it
 	awaiting map[int][]awaitRow
+	// the allocator's layout history of each agent process-device (layouts.go)
+	layouts map[layoutKey]*layoutHist
 }
 
 // New returns an empty store.
@@ -170,6 +173,7 @@ func New(opt Options) *Store {
 		places:    map[int]wire.Place{},
 		awaiting:  map[int][]awaitRow{},
 		rowIndex:  map[uint64]int{},
+		layouts:   map[layoutKey]*layoutHist{},
 	}
 }
 

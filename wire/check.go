@@ -24,7 +24,7 @@ func checkHolders(v *Holders) error {
 	if v.ID < 0 {
 		return fmt.Errorf(`"id" must be >= 0, got %d`, v.ID)
 	}
-	return firstErr(checkTime(v.T), checkDev("dev", v.Dev))
+	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkLedger("ledger", v.Ledger))
 }
 
 func checkSnap(v *Snap) error {
@@ -130,6 +130,9 @@ func checkMark(m *Mark) error {
 			return err
 		}
 		if err := checkLayout(fmt.Sprintf("devs[%d].layout", i), d.Layout); err != nil {
+			return err
+		}
+		if err := checkLedger(fmt.Sprintf("devs[%d].ledger", i), d.Ledger); err != nil {
 			return err
 		}
 	}
@@ -291,4 +294,41 @@ func CheckPlace(h Hello) (Hello, []string) {
 		h.Job = ""
 	}
 	return h, problems
+}
+
+// checkLedger: the parts fit inside the allocated bytes, those inside the
+// reserved, and the texts keep to their bounds.
+func checkLedger(field string, l *Ledger) error {
+	if l == nil {
+		return nil
+	}
+	switch {
+	case l.Allocated > l.Reserved:
+		return fmt.Errorf("%q (%d) is more than %q (%d)", field+".allocated", l.Allocated, field+".reserved", l.Reserved)
+	case !partsFit(l):
+		return fmt.Errorf("%q: the parts add up to more than %q (%d)", field, field+".allocated", l.Allocated)
+	case len(l.Uncounted) > MaxUncounted:
+		return fmt.Errorf("%q lists %d entries, more than %d", field+".uncounted", len(l.Uncounted), MaxUncounted)
+	case len(l.Skipped) > MaxSettingBytes:
+		return fmt.Errorf("%q is %d bytes, more than %d", field+".skipped", len(l.Skipped), MaxSettingBytes)
+	}
+	for i, u := range l.Uncounted {
+		if len(u) > MaxSettingBytes {
+			return fmt.Errorf("%q is %d bytes, more than %d", fmt.Sprintf("%s.uncounted[%d]", field, i), len(u), MaxSettingBytes)
+		}
+	}
+	return nil
+}
+
+// partsFit: the ledger's parts add up to at most its allocated bytes,
+// without the sum wrapping.
+func partsFit(l *Ledger) bool {
+	left := l.Allocated
+	for _, p := range []uint64{l.Params, l.Grads, l.Optimizer, l.Activations, l.OtherTensors, l.Workspace} {
+		if p > left {
+			return false
+		}
+		left -= p
+	}
+	return true
 }

@@ -159,6 +159,9 @@ type DevStats struct {
 	// the allocator's structure read with the counters, when the agent
 	// could read it within its bound
 	Layout *Layout `json:"layout,omitempty"`
+	// what the allocated bytes are made of, when the agent's ledger walk
+	// ran for this row
+	Ledger *Ledger `json:"ledger,omitempty"`
 }
 
 // Held is what one process still had allocated on one device at an end
@@ -269,6 +272,7 @@ type Holders struct {
 	Groups  []HolderGroup `json:"groups"`
 	TookMS  float64       `json:"took_ms,omitempty"`
 	Held    *Held         `json:"held,omitempty"`
+	Ledger  *Ledger       `json:"ledger,omitempty"` // the same walk's ledger of the device
 }
 
 // Bye ends an agent connection cleanly.
@@ -418,6 +422,7 @@ type Row struct {
 	Procs     *[]Proc `json:"procs,omitempty"`
 	Dump      *Dump   `json:"dump,omitempty"`   // the memory dump taken with the row
 	Layout    *Layout `json:"layout,omitempty"` // the allocator's structure at the row (its own t says when it was read)
+	Ledger    *Ledger `json:"ledger,omitempty"` // what the allocated bytes were made of at the row
 	OOM       *OOM    `json:"-"`                // on the row of an oom frame (OOMRow): that frame
 }
 
@@ -443,7 +448,7 @@ const (
 func OOMRow(o OOM, dev int) Row {
 	al, re, pk := o.Allocated, o.Reserved, o.Peak
 	return Row{Type: TypeRow, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
-		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, Dump: o.Dump, OOM: &o}
+		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, Dump: o.Dump, Layout: o.Layout, OOM: &o}
 }
 
 // IsOOMRowOf reports whether s is the row OOMRow makes of pid's oom frame at
@@ -470,6 +475,8 @@ type RowHeld struct {
 	T    int64  `json:"t"`
 	Dev  int    `json:"dev"`
 	Held *Held  `json:"held"`
+	// the same walk's ledger, when the agent sent one
+	Ledger *Ledger `json:"ledger,omitempty"`
 }
 
 // RowEdit is what the user did to a row in the TUI: renamed it
@@ -587,4 +594,72 @@ func (l Layout) GraphPoolsBytes() uint64 {
 		}
 	}
 	return n
+}
+
+// Ledger is what one process's memory on one device is made of at a row,
+// from the agent's walk of the live CUDA tensors. Each live block of
+// torch's caching allocator is counted once (shared storages, views and a
+// tensor reached twice count once), in the first part that claims it in
+// this order: Params (parameters and buffers of live nn.Modules), Grads
+// (their .grad), Optimizer (every torch.optim.Optimizer's state),
+// Activations (tensors saved for backward by autograd graphs still
+// alive), OtherTensors (every other live CUDA tensor), Workspace (torch's
+// cuBLAS/cuBLASLt workspaces, which no tensor owns). Allocated and Reserved
+// are torch's counters when the walk ran; what the parts leave of
+// Allocated is Unattributed, and Reserved − Allocated is torch's cache
+// (CachedFree). What is outside torch (NVML's figure for the process −
+// Reserved) is gputop's to add, from the driver. Uncounted says, in a few
+// words each, what the walk could not count (tensors freed during it, a
+// meta tensor, a module on another device); Skipped why there is no
+// ledger at all (the walk would take longer than its bound; the figures
+// are then zero).
+type Ledger struct {
+	T            int64    `json:"t"`
+	Allocated    uint64   `json:"allocated"`
+	Reserved     uint64   `json:"reserved"`
+	Params       uint64   `json:"params"`
+	Grads        uint64   `json:"grads"`
+	Optimizer    uint64   `json:"optimizer"`
+	Activations  uint64   `json:"activations"`
+	OtherTensors uint64   `json:"other_tensors"`
+	Workspace    uint64   `json:"workspace"`
+	Uncounted    []string `json:"uncounted,omitempty"`
+	Skipped      string   `json:"skipped,omitempty"`
+	TookMS       float64  `json:"took_ms,omitempty"`
+}
+
+// Ledger parts, in the order they are shown and as Prometheus's `part`
+// label names them; the CSV's columns are these with "_bytes".
+const (
+	PartParams       = "params"
+	PartGrads        = "grads"
+	PartOptimizer    = "optimizer"
+	PartActivations  = "activations"
+	PartOtherTensors = "other_tensors"
+	PartWorkspace    = "workspace"
+	PartCachedFree   = "cached_free"
+	PartOutsideTorch = "outside_torch"
+	PartUnattributed = "unattributed"
+)
+
+// Counted is the bytes the tensor parts and the workspaces account for.
+func (l Ledger) Counted() uint64 {
+	return l.Params + l.Grads + l.Optimizer + l.Activations + l.OtherTensors + l.Workspace
+}
+
+// Unattributed is what none of the parts accounts for of Allocated.
+func (l Ledger) Unattributed() uint64 { return l.Allocated - min(l.Counted(), l.Allocated) }
+
+// CachedFree is what torch's cache held free: Reserved − Allocated.
+func (l Ledger) CachedFree() uint64 { return l.Reserved - min(l.Allocated, l.Reserved) }
+
+// OutsideTorch is what NVML counts for the process beyond torch's
+// reserved bytes (CUDA context, NCCL, cuDNN/cuBLAS handles, other
+// libraries): false when NVML's figure is below them (it lags the
+// allocator by up to a sample) or unknown.
+func (l Ledger) OutsideTorch(nvmlProcess uint64) (uint64, bool) {
+	if nvmlProcess < l.Reserved {
+		return 0, false
+	}
+	return nvmlProcess - l.Reserved, true
 }

@@ -46,3 +46,31 @@ func TestLayoutChecks(t *testing.T) {
 		t.Errorf("an oom's bad layout: got %v", err)
 	}
 }
+
+func TestLedgerChecks(t *testing.T) {
+	ok := Ledger{T: 1, Allocated: 100, Reserved: 150, Params: 40, Grads: 20, Optimizer: 30, Workspace: 5}
+	m := Mark{T: 1, Label: "x", Devs: []DevStats{{Dev: 0, Ledger: &ok}}}
+	if err := Check(m); err != nil {
+		t.Fatalf("a consistent ledger refused: %v", err)
+	}
+	if ok.Unattributed() != 5 || ok.CachedFree() != 50 {
+		t.Fatalf("unattributed %d (want 5), cached free %d (want 50)", ok.Unattributed(), ok.CachedFree())
+	}
+	if o, known := ok.OutsideTorch(500); !known || o != 350 {
+		t.Fatalf("outside torch %d %v, want 350", o, known)
+	}
+	if _, known := ok.OutsideTorch(100); known {
+		t.Fatal("NVML below reserved gave an outside-torch figure")
+	}
+	for want, l := range map[string]Ledger{
+		`"devs[0].ledger": the parts add up to more than`:               {Allocated: 100, Reserved: 100, Params: 60, Grads: 50},
+		`the parts add up to more than "devs[0].ledger.allocated" (10)`: {Allocated: 10, Reserved: 10, Params: 1 << 63, Grads: 1 << 63},
+		`"devs[0].ledger.allocated" (200) is more than`:                 {Allocated: 200, Reserved: 100},
+		`"devs[0].ledger.uncounted" lists 9 entries`:                    {Uncounted: make([]string, 9)},
+	} {
+		m.Devs[0].Ledger = &l
+		if err := Check(m); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want an error containing %s", err, want)
+		}
+	}
+}

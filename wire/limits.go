@@ -48,3 +48,7 @@ const (
 	MaxSettingBytes = 256
 	MaxPoolIDBytes  = 48
 )
+
+// MaxUncounted bounds a ledger's list of what its walk could not count;
+// each entry is at most MaxSettingBytes.
+const MaxUncounted = 8

@@ -28,6 +28,7 @@ from ._wire_schema import (  # noqa: F401  (the nested schemas, re-exported)
     HELD,
     HOLDER_GROUP,
     LAYOUT,
+    LEDGER,
     POOL,
     PROC,
     SCHEMAS,

@@ -77,6 +77,20 @@ LAYOUT = (
     ("settings", "O", True, ALLOC_SETTINGS),
     ("took_ms", "f", True, None),
 )
+LEDGER = (
+    ("t", "i", False, None),
+    ("allocated", "i", False, None),
+    ("reserved", "i", False, None),
+    ("params", "i", False, None),
+    ("grads", "i", False, None),
+    ("optimizer", "i", False, None),
+    ("activations", "i", False, None),
+    ("other_tensors", "i", False, None),
+    ("workspace", "i", False, None),
+    ("uncounted", "ls", True, None),
+    ("skipped", "s", True, None),
+    ("took_ms", "f", True, None),
+)
 DEV_STATS = (
     ("dev", "i", False, None),
     ("allocated", "i", False, None),
@@ -84,6 +98,7 @@ DEV_STATS = (
     ("peak", "i", False, None),
     ("held", "O", True, HELD),
     ("layout", "O", True, LAYOUT),
+    ("ledger", "O", True, LEDGER),
 )
 
 # One schema per frame type, in wire/frames.go field order.
@@ -193,6 +208,7 @@ SCHEMAS: dict[str, tuple] = {
         ("procs", "pL", True, PROC),
         ("dump", "O", True, DUMP),
         ("layout", "O", True, LAYOUT),
+        ("ledger", "O", True, LEDGER),
     ),
     "oom": (
         ("type", "s", False, None),
@@ -220,6 +236,7 @@ SCHEMAS: dict[str, tuple] = {
         ("groups", "L", False, HOLDER_GROUP),
         ("took_ms", "f", True, None),
         ("held", "O", True, HELD),
+        ("ledger", "O", True, LEDGER),
     ),
     "layout": (
         ("type", "s", False, None),
@@ -245,6 +262,7 @@ SCHEMAS: dict[str, tuple] = {
         ("t", "i", False, None),
         ("dev", "i", False, None),
         ("held", "O", False, HELD),
+        ("ledger", "O", True, LEDGER),
     ),
     "row_edit": (
         ("type", "s", False, None),

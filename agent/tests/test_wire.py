@@ -362,7 +362,8 @@ def test_schemas_follow_wire_frames_go():
     nested = {"AgentDevice": _wire.AGENT_DEVICE, "DevStats": _wire.DEV_STATS,
               "HolderGroup": _wire.HOLDER_GROUP, "Proc": _wire.PROC, "Held": _wire.HELD,
               "Dump": _wire.DUMP, "Layout": _wire.LAYOUT, "Pool": _wire.POOL,
-              "AllocSettings": _wire.ALLOC_SETTINGS, "Setting": _wire.SETTING}
+              "AllocSettings": _wire.ALLOC_SETTINGS, "Setting": _wire.SETTING,
+              "Ledger": _wire.LEDGER}
     assert set(by_type) == set(_wire.SCHEMAS)
     pairs = [(by_type[t], _wire.SCHEMAS[t]) for t in by_type] + list(nested.items())
     for name, schema in pairs:
@@ -376,6 +377,8 @@ def test_schemas_follow_wire_frames_go():
                       "[]int64": "li", "*uint64": "p", "*int": "p", "*bool": "pb",
                       "*Held": "O", "*Dump": "O", "*[]Proc": "pL", "*Layout": "O",
                       "*AllocSettings": "O"}.get(gotype)
+            if expect is None and gotype.startswith("*") and gotype[1:] in structs:
+                expect = "O"  # a pointer to one of wire's structs
             if gotype.startswith("[]") and expect is None:
                 expect = "L"
             if expect is None:
