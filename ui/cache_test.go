@@ -20,7 +20,7 @@ func cacheReading(st *store.Store, d time.Duration, pools ...wire.Pool) {
 	no := false
 	l := wire.Layout{T: at(d), Segments: 6 + len(pools), Blocks: 30, Reserved: 1536 * mib, Allocated: 1024 * mib,
 		FreeInSegments: 512 * mib, LargestFree: 96 * mib,
-		Pools: append([]wire.Pool{{Kind: wire.PoolDefault, ID: "0,0", Segments: 6, Reserved: 1024 * mib, Allocated: 768 * mib, LargestFree: 96 * mib}}, pools...),
+		Pools:    append([]wire.Pool{{Kind: wire.PoolDefault, ID: "0,0", Segments: 6, Reserved: 1024 * mib, Allocated: 768 * mib, LargestFree: 96 * mib}}, pools...),
 		Settings: &wire.AllocSettings{From: "torch", Expandable: &no, Items: []wire.Setting{{Name: "max_split_size_mb", Value: "512"}}}}
 	st.AgentLayout(fixPID, wire.LayoutReading{Type: wire.TypeLayout, Dev: 0, Layout: l})
 }
