@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -91,6 +92,16 @@ func TestRowLayoutText(t *testing.T) {
 	if !strings.Contains(got, "private "+strings.Repeat("9", 39)+"… 1.00 GiB") || !strings.Contains(got, "(+6 more)") ||
 		!strings.HasSuffix(got, "; allocator settings not known") {
 		t.Errorf("pools past the first four, long ids and no settings:\n%s", got)
+	}
+	// settings past the first six: counted; a long value: cut
+	st := &wire.AllocSettings{From: "torch"}
+	for i := range 9 {
+		st.Items = append(st.Items, wire.Setting{Name: fmt.Sprintf("s%d", i), Value: strings.Repeat("v", 100)})
+	}
+	got = SettingsText(st)
+	if want := "settings in force (torch's): s0:" + strings.Repeat("v", 39) + "…, s1:"; !strings.HasPrefix(got, want) ||
+		!strings.HasSuffix(got, ", s5:"+strings.Repeat("v", 39)+"… (+3 more)") {
+		t.Errorf("nine long settings:\n%s", got)
 	}
 }
 
