@@ -9,6 +9,8 @@ torch is imported. From there:
   counters are read: the "Process start" row, sent once the agent has told
   gputop about the device (a mark for a device gputop does not know yet
   would be dropped);
+* with GPUTOP_MEMORY_CAP set (gputop fit), the allocator is capped there
+  too, before the first allocation (_cap);
 * each OOM is a row through the agent's OOM observer, as always;
 * at interpreter exit, before the agent says bye, "Process end": an end
   row, so its verdict says what still holds the memory.
@@ -25,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import _backend, _env, _lifecycle, _tracker
+from . import _backend, _cap, _env, _lifecycle, _tracker
 from ._agent import Agent
 
 START_LABEL = "Process start"
@@ -79,6 +81,8 @@ def _at_cuda_init() -> None:
             _at_init = (t,) + _backend.get().init_reading()  # type: ignore[assignment]
         except Exception:
             _at_init = None
+        # the memory cap (gputop fit) before the first allocation
+        _cap.apply(_backend.get(), _at_init[1] if _at_init is not None else 0, _note)
         if _lifecycle.current(auto=False) is None:
             ag = _lifecycle.attach()
             if not isinstance(ag, Agent):

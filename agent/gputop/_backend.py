@@ -251,6 +251,17 @@ class Backend:
         """What this installation's layout reading lacks ("" when nothing)."""
         return ""
 
+    def memory_info(self, index: int) -> tuple[int, int]:
+        """(free, total) bytes of a device as the driver counts them, from
+        inside the initialisation too (at_init's fn)."""
+        raise Unsupported("this framework cannot say how much of the device is free")
+
+    def cap_memory(self, index: int, cap: int, total: int) -> None:
+        """Let the allocator hold at most cap of the device's total bytes:
+        past it an allocation fails with the framework's out-of-memory
+        error (and the OOM observer sees the cap as the limit)."""
+        raise Unsupported("this framework cannot cap the memory it takes")
+
 
 # ---- the backend this process uses ----
 

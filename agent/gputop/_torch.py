@@ -519,3 +519,16 @@ class TorchBackend(Backend):
 
     def layout_note(self) -> str:
         return self._layout.note if self._layout is not None else ""
+
+    def memory_info(self, index: int) -> tuple[int, int]:
+        # inside the lazy init torch.cuda.mem_get_info would wait for it:
+        # the runtime is asked directly
+        t = _torch(True)
+        free, total = t.cuda.cudart().cudaMemGetInfo(index)
+        return int(free), int(total)
+
+    def cap_memory(self, index: int, cap: int, total: int) -> None:
+        # torch allows total × fraction: the fraction rounded up, so the
+        # cap is not a byte short
+        t = _torch(True)
+        t._C._cuda_setMemoryFraction(min(1.0, (cap + 0.5) / total), index)

@@ -49,6 +49,8 @@ MiB = 1 << 20
 SEGMENT = 2 * MiB
 CUBLAS_WORKSPACE = 32 * MiB  # torch's cuBLAS workspace on a Hopper GPU
 CUBLASLT_WORKSPACE = 1 * MiB
+TOTAL = 150754820096  # an H200's bytes, as torch reports them
+CONTEXT = 512 * MiB  # what the CUDA context takes of the device
 
 UUIDS = [
     # as torch reports them in some versions: no "GPU-" prefix
@@ -301,9 +303,10 @@ class FakeBackend(_backend.Backend):
     synchronize(i), empty_cache(), reset_peak(i), ipc_collect(),
     clear_workspaces(), blocks(i) (live blocks: (address, size, asked)),
     workspace_sizes(i); version; memory (what stands for torch.cuda.memory:
-    _record_memory_history, _snapshot, ...); and allocator_root(): the
+    _record_memory_history, _snapshot, ...); allocator_root(): the
     address of an object laid out as torch's native allocator, for the
-    direct reading (_direct).
+    direct reading (_direct); memory_info(i) ((free, total)) and
+    cap_memory(i, cap) (set_per_process_memory_fraction's cap).
     """
 
     # CPU tensors stand for CUDA ones (GPUTOP_HOLDERS_DEVICE=cpu)
@@ -321,8 +324,12 @@ class FakeBackend(_backend.Backend):
                  clear_workspaces: Callable[[], None] | None = None,
                  blocks: Callable[[int], list[tuple[int, int, int]] | None] | None = None,
                  workspace_sizes: Callable[[int], set[int]] | None = None,
-                 memory: Any = None, layout_torch: Any = None) -> None:
+                 memory: Any = None, layout_torch: Any = None,
+                 memory_info: Callable[[int], tuple[int, int]] | None = None,
+                 cap_memory: Callable[[int, int], None] | None = None) -> None:
         self._stats = stats
+        self._memory_info = memory_info
+        self._cap_memory = cap_memory
         self._devices = devices
         self._calls = {"synchronize": synchronize, "empty_cache": empty_cache,
                        "reset_peak": reset_peak, "ipc_collect": ipc_collect}
@@ -432,6 +439,17 @@ class FakeBackend(_backend.Backend):
     def layout_note(self) -> str:
         return self._layout.note if self._layout is not None else ""
 
+    def memory_info(self, index: int) -> tuple[int, int]:
+        if self._memory_info is None:
+            return super().memory_info(index)
+        return self._memory_info(index)
+
+    def cap_memory(self, index: int, cap: int, total: int) -> None:
+        if self._cap_memory is None:
+            super().cap_memory(index, cap, total)
+        else:
+            self._cap_memory(index, cap)
+
     def oom(self, device: int, alloc: int, device_limit: int, device_free: int) -> None:
         """Call the registered observers as torch's allocator would on OOM."""
         for cb in list(self.oom_callbacks):
@@ -466,10 +484,24 @@ class FakeGPU:
         self.memory: Any = FakeMemory(self, backend) if history else OldTorchMemory()
         self.layout = FakeLayout(self, layout) if layout is not None else None
         self.gone: set[int] = set()  # devices whose stats call fails (a device lost)
+        # set_per_process_memory_fraction's cap by device: an allocation past
+        # it fails as torch's does (alloc raises torch.OutOfMemoryError)
+        self.caps: dict[int, int] = {}
 
     # ---- the allocator ----
 
     def alloc(self, dev: int, n: int) -> None:
+        cap = self.caps.get(dev)
+        if cap is not None:
+            with self.lock:
+                need = -(-(self.c[dev]["allocated"] + n) // SEGMENT) * SEGMENT
+            if need > cap:
+                self.oom(dev, n, cap)
+                import torch
+
+                raise torch.OutOfMemoryError(
+                    f"CUDA out of memory. Tried to allocate {n / MiB:.2f} MiB. GPU {dev} has a total capacity of "
+                    f"{TOTAL / (1 << 30):.2f} GiB, of which this process may use {cap / MiB:.2f} MiB")
         with self.lock:
             c = self.c[dev]
             c["allocated"] += n
@@ -628,7 +660,19 @@ class FakeGPU:
 
     def devices(self) -> list[dict[str, Any]]:
         return [{"index": i, "uuid": UUIDS[i % len(UUIDS)], "name": "Fake H200",
-                 "total": 150754820096} for i in range(self.initialised)]
+                 "total": TOTAL} for i in range(self.initialised)]
+
+    def memory_info(self, i: int) -> tuple[int, int]:
+        """(free, total), as cudaMemGetInfo: what this process reserved is
+        not free, nor is the CUDA context's 512 MiB."""
+        with self.lock:
+            return TOTAL - CONTEXT - self.c[i]["reserved"], TOTAL
+
+    def cap_memory(self, i: int, cap: int) -> None:
+        """set_per_process_memory_fraction: at most cap bytes reserved on device i."""
+        with self.lock:
+            self.log.append(f"cap {i} {cap}")
+            self.caps[i] = cap
 
     def empty_cache(self) -> None:
         with self.lock:
@@ -661,7 +705,8 @@ class FakeGPU:
             allocator_root=(lambda: self.mem.address) if self.mem is not None else None,
             clear_workspaces=self.clear_workspaces, blocks=self.live_blocks,
             workspace_sizes=lambda dev: {CUBLAS_WORKSPACE, CUBLASLT_WORKSPACE},
-            memory=self.memory, layout_torch=self.layout.torch_like() if self.layout is not None else None)
+            memory=self.memory, layout_torch=self.layout.torch_like() if self.layout is not None else None,
+            memory_info=self.memory_info, cap_memory=self.cap_memory)
         return self.source
 
     def init_cuda(self) -> None:
@@ -678,7 +723,7 @@ class FakeGPU:
         finally:
             del cuda._tls.is_initializing
 
-    def oom(self, dev: int, requested: int, limit: int = 150754820096) -> None:
+    def oom(self, dev: int, requested: int, limit: int = TOTAL) -> None:
         """What torch does when an allocation fails: count it, call observers
         with the most it may hold on the device (its total, or less under
         set_per_process_memory_fraction)."""
