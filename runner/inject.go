@@ -77,7 +77,51 @@ type Events struct {
 	Torch    int      // of them, those that imported torch
 	CUDA     int      // those that used CUDA and attached the agent
 	NoAgent  []string // why an agent did not attach, once per distinct reason
+	Caps     []Cap    // the memory caps set (GPUTOP_MEMORY_CAP), at most MaxCaps
 	Problems []string // lines that could not be read
+}
+
+// Cap is what one process said of the memory cap GPUTOP_MEMORY_CAP asked
+// for (the agent's _cap): set on a device, with the device's free and
+// total bytes then, or why not.
+type Cap struct {
+	PID              int
+	Dev              int
+	Cap, Free, Total uint64
+	Error            string // why it was not set; the figures are then 0
+}
+
+// MaxCaps bounds the caps read from the events file: one per process.
+const MaxCaps = 64
+
+// parseCap reads a cap line's detail: "dev=D cap=C free=F total=T" or
+// "dev=D error=WHY" (the rest of the line).
+func parseCap(pid int, detail string) Cap {
+	c := Cap{PID: pid}
+	for detail != "" {
+		var kv string
+		kv, detail, _ = strings.Cut(detail, " ")
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "error" {
+			c.Error = strings.TrimSpace(v + " " + detail)
+			break
+		}
+		n, _ := strconv.ParseUint(v, 10, 64)
+		switch k {
+		case "dev":
+			c.Dev = int(n)
+		case "cap":
+			c.Cap = n
+		case "free":
+			c.Free = n
+		case "total":
+			c.Total = n
+		}
+	}
+	if c.Error == "" && c.Cap == 0 {
+		c.Error = "the agent said nothing of the cap it set"
+	}
+	return c
 }
 
 // Events reads the events file (missing: no Python process ran).
@@ -94,9 +138,10 @@ func (in *Injection) Events() Events {
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		pid, rest, _ := strings.Cut(sc.Text(), " ")
+		pidText, rest, _ := strings.Cut(sc.Text(), " ")
 		kind, detail, _ := strings.Cut(rest, " ")
-		if _, err := strconv.Atoi(pid); err != nil {
+		pid, err := strconv.Atoi(pidText)
+		if err != nil {
 			continue
 		}
 		switch kind {
@@ -106,6 +151,10 @@ func (in *Injection) Events() Events {
 			ev.Torch++
 		case "cuda":
 			ev.CUDA++
+		case "cap":
+			if len(ev.Caps) < MaxCaps {
+				ev.Caps = append(ev.Caps, parseCap(pid, detail))
+			}
 		case "noagent":
 			if !seen[detail] {
 				seen[detail] = true

@@ -12,9 +12,12 @@ import (
 // progress bar redraws in place), backspace steps back, a tab goes to the
 // next multiple of 8, erase-to-end-of-line works, and every other escape
 // sequence and control character is dropped; what is left goes through
-// printable.Clean. It keeps the last MaxLines lines of at most MaxLineRunes
-// runes each. Safe for concurrent use: the pty reader writes, the UI reads.
+// printable.Clean. It keeps the last Keep lines (0: MaxLines) of at most
+// MaxLineRunes runes each. Safe for concurrent use: the pty reader writes,
+// the UI reads.
 type Output struct {
+	Keep int // set before the first Write
+
 	mu      sync.Mutex
 	lines   []string // finished lines, oldest first (a ring once full)
 	first   int      // index of the oldest line in lines once full
@@ -134,12 +137,16 @@ func (o *Output) put(r rune) {
 func (o *Output) endLine() {
 	line := printable.Clean(string(o.cur))
 	o.cur, o.col = o.cur[:0], 0
-	if len(o.lines) < MaxLines {
+	keep := o.Keep
+	if keep <= 0 {
+		keep = MaxLines
+	}
+	if len(o.lines) < keep {
 		o.lines = append(o.lines, line)
 		return
 	}
 	o.lines[o.first] = line
-	o.first = (o.first + 1) % MaxLines
+	o.first = (o.first + 1) % keep
 	o.dropped++
 }
 

@@ -48,6 +48,50 @@ func TestOutputKeepsTheLastMaxLines(t *testing.T) {
 	}
 }
 
+func TestOutputKeepsWhatItIsToldTo(t *testing.T) {
+	o := Output{Keep: 3}
+	for _, l := range []string{"a", "b", "c", "d", "e"} {
+		o.Write([]byte(l + "\n"))
+	}
+	if got, total := o.Tail(0, 10); total != 3 || !slices.Equal(got, []string{"c", "d", "e"}) {
+		t.Fatalf("total %d, tail %q", total, got)
+	}
+}
+
+// The caps the agent's _cap wrote in the events file: set, refused, at
+// most MaxCaps of them.
+func TestEventsReadTheMemoryCaps(t *testing.T) {
+	in, err := Prepare("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Remove()
+	lines := "12 python /usr/bin/python3\n" +
+		"12 cap dev=0 cap=17179869184 free=150000000000 total=150754820096\n" +
+		"13 cap dev=1 error=Unsupported: this framework cannot cap the memory it takes\n" +
+		"14 cap dev=0\n" +
+		"x cap dev=0 cap=1\n"
+	for i := 0; i < MaxCaps; i++ {
+		lines += "15 cap dev=0 cap=1 free=2 total=3\n"
+	}
+	if err := os.WriteFile(filepath.Join(in.Dir, "events"), []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ev := in.Events()
+	if len(ev.Caps) != MaxCaps || ev.Pythons != 1 {
+		t.Fatalf("%d caps, %d pythons", len(ev.Caps), ev.Pythons)
+	}
+	want := []Cap{
+		{PID: 12, Dev: 0, Cap: 17179869184, Free: 150000000000, Total: 150754820096},
+		{PID: 13, Dev: 1, Error: "Unsupported: this framework cannot cap the memory it takes"},
+		{PID: 14, Dev: 0, Error: "the agent said nothing of the cap it set"},
+		{PID: 15, Dev: 0, Cap: 1, Free: 2, Total: 3},
+	}
+	if !slices.Equal(ev.Caps[:4], want) {
+		t.Fatalf("caps %+v\nwant %+v", ev.Caps[:4], want)
+	}
+}
+
 func TestEnvPutsTheInjectionFirst(t *testing.T) {
 	in := &Injection{Dir: "/tmp/gputop-run-1", Socket: "/tmp/gputop-run-1/gputop.sock", AgentDir: "/opt/agent"}
 	env := in.Env([]string{"PATH=/bin", "PYTHONPATH=/a::/b", "GPUTOP_SOCKET=/elsewhere"})

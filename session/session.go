@@ -59,6 +59,10 @@ type Options struct {
 	Tool string
 	// Record writes a recording of what the store keeps (nil: none).
 	Record *Record
+	// Tap sees what the store keeps, as the recording would, from before
+	// the sources start (gputop fit's watch of a child); only without
+	// Record, whose writer is the Tap.
+	Tap ingest.Tap
 }
 
 // Session is a live gputop running: its store, the way into it, and what
@@ -96,6 +100,9 @@ func Start(ctx context.Context, opt Options) (*Session, error) {
 	so := store.DefaultOptions()
 	so.Log = s.log.Add
 	s.in = ingest.New(store.New(so))
+	if opt.Tap != nil && opt.Record == nil {
+		s.in.SetTap(opt.Tap)
+	}
 	if err := s.prepare(opt); err != nil {
 		s.abandon()
 		return nil, err

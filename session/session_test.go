@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -271,5 +273,38 @@ func TestEmptySession(t *testing.T) {
 	}
 	if e := s.Stop(); e != (Ended{}) {
 		t.Fatalf("Stop: %+v", e)
+	}
+}
+
+// tapFrames is a Tap that keeps the frames' types.
+type tapFrames struct {
+	mu    sync.Mutex
+	types []string
+}
+
+func (t *tapFrames) NVML(int, int64, uint64, uint64) {}
+func (t *tapFrames) Frame(f wire.Frame) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.types = append(t.types, f.FrameType())
+}
+
+// Options.Tap sees what the store keeps from the first frame on, as a
+// recording would (gputop fit watches its child so).
+func TestTapSeesTheAgentsFrames(t *testing.T) {
+	opt := agentOptions(t)
+	opt.Metrics = ""
+	tap := &tapFrames{}
+	opt.Tap = tap
+	s, err := Start(context.Background(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	attach(t, s, opt.Socket, 1<<20, time.Now().UnixNano())
+	tap.mu.Lock()
+	defer tap.mu.Unlock()
+	if !slices.Equal(tap.types, []string{wire.TypeDevice, wire.TypeHello, wire.TypeSample}) { // the agent-only device it made first
+		t.Fatalf("the Tap saw %q", tap.types)
 	}
 }
