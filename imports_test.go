@@ -25,6 +25,7 @@ var mayImport = map[string][]string{
 	"ingest":                    {"store", "wire"},
 	"memdump":                   {"printable", "units"},
 	"runner":                    {"printable"},
+	"fit":                       {"wire", "printable", "units"},
 	// readers of the store: they never write it (ingest/onlyway_test.go)
 	"summary": {"store", "wire", "units", "outfile"},
 	"present": {"store", "wire", "summary"},
