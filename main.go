@@ -43,6 +43,9 @@ Usage:
   gputop run [flags] -- CMD ARGS  run CMD with the agent attached at its first CUDA use, no code
                                   change; its output in a pane (--no-tui, or not a terminal:
                                   passed through, the summary at the end; exits with CMD's code)
+  gputop fit --values V1,V2,... [--memory SIZE] -- CMD ARGS
+                                  run CMD once per value ({} in it replaced), the agent attached and
+                                  the memory capped; from each run's peak, the largest value that fits
   gputop version
 `
 
@@ -84,6 +87,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "run":
 			return cmdRun(args[1:], stderr)
+		case "fit":
+			return cmdFit(args[1:], stdout, stderr)
 		case "record":
 			return cmdRecord(args[1:], stderr)
 		case "serve":
