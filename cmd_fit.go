@@ -14,6 +14,8 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -142,6 +144,10 @@ func cmdFit(args []string, stdout, stderr io.Writer) int {
 				Why: fmt.Sprintf("above %d, which ran out of memory", oomAt)})
 			continue
 		}
+		if why := failedTwice(rep.Runs); why != "" {
+			rep.Runs = append(rep.Runs, fit.Run{Value: v, Status: fit.StatusSkipped, Why: why})
+			continue
+		}
 		run, c := f.child(ctx, tmpl, v, stderr)
 		rep.Runs = append(rep.Runs, run)
 		caps = append(caps, valueCaps{v, c})
@@ -156,7 +162,13 @@ func cmdFit(args []string, stdout, stderr io.Writer) int {
 			if ctx.Err() != nil {
 				break
 			}
-			run, _ := f.child(ctx, tmpl, v, stderr)
+			// a value measured already is not run again
+			run := *runOf(rep, v)
+			if run.Status == fit.StatusFit || run.Status == fit.StatusOOM {
+				run.Notes = append(run.Notes[:len(run.Notes):len(run.Notes)], "measured above: not run again")
+			} else {
+				run, _ = f.child(ctx, tmpl, v, stderr)
+			}
 			run.Predicted = rep.Model.At(v)
 			rep.Verify = append(rep.Verify, run)
 		}
@@ -185,6 +197,24 @@ func cmdFit(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return code
+}
+
+// failedTwice says why the next value is not run when the last two
+// failed the same way (a script that cannot start, an agent that cannot
+// attach: the next would too), else "".
+func failedTwice(runs []fit.Run) string {
+	n := len(runs)
+	if n < 2 {
+		return ""
+	}
+	a, b := runs[n-2], runs[n-1]
+	if b.Status == fit.StatusSkipped && strings.HasPrefix(b.Why, "the two values before") {
+		return b.Why
+	}
+	if a.Status != fit.StatusFailed || b.Status != fit.StatusFailed || a.Why != b.Why || !slices.Equal(a.Notes, b.Notes) || !slices.Equal(a.Output, b.Output) {
+		return ""
+	}
+	return fmt.Sprintf("the two values before (%d, %d) failed the same way: %s", a.Value, b.Value, b.Why)
 }
 
 // valueCaps are the memory caps one value's child set.

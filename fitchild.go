@@ -229,7 +229,10 @@ func killGroup(pid int) bool {
 // runLine is a run's progress line on stderr.
 func runLine(r fit.Run) string {
 	s := r.Status
-	if r.Peak > 0 {
+	switch {
+	case r.OOM != nil:
+		s += ", needs more than " + units.Bytes(r.OOM.Limit)
+	case r.Peak > 0:
 		s += ", peak " + units.Bytes(r.Peak)
 	}
 	if r.Why != "" {

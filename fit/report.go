@@ -152,7 +152,11 @@ func (r *Report) Text() []string {
 	}
 	if p := r.Prediction; p != nil {
 		line := fmt.Sprintf("largest value predicted to fit: %d (peak %s of %s", p.Value, units.Bytes(uint64(p.Peak)), units.Bytes(p.Budget))
-		if r.Model.Measured && p.ErrorValues > 0 {
+		switch {
+		case !r.Model.Measured, p.ErrorValues == 0:
+		case p.ErrorValues < 0.1:
+			line += "; the model's error is under 0.1 of a value"
+		default:
 			line += fmt.Sprintf("; the model's error is ±%.1f of a value", p.ErrorValues)
 		}
 		out = append(out, line+")")
@@ -171,7 +175,11 @@ func (r *Report) Text() []string {
 		out = append(out, "verify:")
 		out = append(out, table(r.Verify, r.ledgerShown())...)
 		for _, v := range r.Verify {
-			out = append(out, "  "+verdictOf(v, r))
+			line := "  " + verdictOf(v, r)
+			for _, n := range v.Notes {
+				line += "; " + printable.Clean(n)
+			}
+			out = append(out, line)
 		}
 	}
 	for _, n := range r.Notes {

@@ -133,9 +133,11 @@ def test_fit_a_child_that_ignores_signals_or_never_stabilises(gputop_bin: str, c
 
 
 def test_fit_commands_that_fail(gputop_bin: str, tmp_path: Path) -> None:
-    r = fit(gputop_bin, "--values", "1,2", "--", "no-such-command-gputop", "{}")
+    r = fit(gputop_bin, "--values", "1,2,3", "--", "no-such-command-gputop", "{}")
     assert r.returncode == 1
-    assert r.stdout.count("no-such-command-gputop: command not found in $PATH") == 2, r.stdout
+    # two values fail the same way: the third is not tried
+    assert r.stdout.count("no-such-command-gputop: command not found in $PATH") == 3, r.stdout
+    assert "3  skipped" in r.stdout and "the two values before (1, 2) failed the same way" in r.stdout
     assert "no prediction: fewer than two values were measured" in r.stdout
     # not Python: it runs, ends, and nothing attached; its last lines are shown
     r = fit(gputop_bin, "--values", "4", "--", "sh", "-c", "echo 'value {} \x1b[31mfailed'; exit 3")
