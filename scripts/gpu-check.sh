@@ -66,6 +66,12 @@
 #               reading's cost at 100 / 10,000 / 100,000 blocks; a compiled
 #               transformer's step with the layout read or not, ABBA, within
 #               0.5% at the median (last: GPU_CHECK_STEPS=layout runs it alone)
+#   fit         bench/fit_check.py: `gputop fit --memory 16GiB` on a nanoGPT-sized
+#               transformer and a torchvision ResNet-50 (skipped without
+#               torchvision): the predicted largest batch fits when run directly
+#               under the same cap, 10% above it does not (or the model's stated
+#               error allowed it); gputop fit's time against a bisection's
+#               (GPU_CHECK_STEPS=fit runs it alone)
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
 # results.json (every check's numbers), demo.gputop, logs.tar.gz (all logs,
 # recordings and raw results). Exit status 0 when every check passed or was
@@ -480,6 +486,10 @@ step_layout() {
 	timeout 260 "$PY" bench/layout_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/layout"
 }
 
+step_fit() {
+	timeout 280 "$PY" bench/fit_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/fit"
+}
+
 step_holders() {
 	local left rc f name
 	# holders_scenarios runs holders_bench itself for the cost figure
@@ -527,6 +537,7 @@ step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 step wheel 120 98-wheel-nvml 98-wheel-run 98-wheel-run-exact
 step layout 190 35-layout-oom 35-layout-explained 35-layout-graphs 35-layout-expandable 35-layout-cost 35-layout-overhead
+step fit 240 37-fit-gpt 37-fit-resnet 37-fit-time
 
 # ---------------------------------------------------------------- report
 

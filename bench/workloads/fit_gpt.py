@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""A nanoGPT-sized transformer trained on random tokens, for `gputop fit`:
+GPT-2 small's shape (12 layers, 12 heads, 768 wide, 1024 tokens, a 50304
+vocabulary, 124M parameters), AdamW, bf16 autocast, flash attention
+through scaled_dot_product_attention. It trains until stopped (--steps
+0) or for --steps steps; with --cap BYTES it caps torch's allocator
+first, as gputop fit does, and says whether the batch fit.
+
+    python3 bench/workloads/fit_gpt.py --batch-size 8                   # under gputop fit
+    python3 bench/workloads/fit_gpt.py --batch-size 18 --steps 6 --cap 17179869184
+
+Its last line with --steps: RESULT {"fit": true|false, "peak": bytes, ...};
+exit 0 when the batch fit, 3 when it ran out of memory.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+
+def model_of(torch, layers: int, heads: int, width: int, block: int, vocab: int):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+            q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+            return x + self.mlp(self.ln2(x))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(block, width)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln = nn.LayerNorm(width)
+            self.head = nn.Linear(width, vocab, bias=False)
+            self.head.weight = self.wte.weight  # tied, as GPT-2's
+
+        def forward(self, idx, targets):
+            pos = torch.arange(idx.shape[1], device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for blk in self.blocks:
+                x = blk(x)
+            logits = self.head(self.ln(x))
+            return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
+
+    return GPT()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch-size", type=int, help="the batch (required but with --dry-run, which takes 2 by default)")
+    ap.add_argument("--steps", type=int, default=0, help="0: until stopped")
+    ap.add_argument("--cap", type=int, default=0, help="cap torch's allocator at BYTES first (0: none)")
+    ap.add_argument("--block", type=int, default=1024)
+    ap.add_argument("--dry-run", action="store_true", help="a tiny model, two steps on the CPU")
+    a = ap.parse_args()
+    if a.batch_size is None:
+        if not a.dry_run:
+            ap.error("--batch-size is required")
+        a.batch_size = 2
+    import torch
+
+    if a.dry_run:
+        dev, shape = "cpu", dict(layers=2, heads=2, width=64, block=32, vocab=128)
+    else:
+        dev, shape = "cuda", dict(layers=12, heads=12, width=768, block=a.block, vocab=50304)
+        if a.cap:
+            torch.cuda.init()
+            total = torch.cuda.get_device_properties(0).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, (a.cap + 0.5) / total))
+    model = model_of(torch, **shape).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=dev == "cuda")
+    steps = 2 if a.dry_run else a.steps
+    t0, done = time.monotonic(), 0
+    try:
+        for step in range(steps or sys.maxsize):
+            idx = torch.randint(0, shape["vocab"], (a.batch_size, shape["block"]), device=dev)
+            with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
+                loss = model(idx, torch.roll(idx, -1, 1))
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            done = step + 1
+        fit = True
+    except torch.OutOfMemoryError:
+        fit = False
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() if dev == "cuda" else 0
+    print("RESULT " + json.dumps({"fit": fit, "peak": peak, "steps": done, "batch_size": a.batch_size,
+                                  "seconds": round(time.monotonic() - t0, 2), "loss": None if not fit or math.isnan(loss.item()) else round(loss.item(), 3)}),
+          flush=True)
+    if a.dry_run:
+        print("fit_gpt.py: dry run ok")
+    return 0 if fit else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
