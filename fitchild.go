@@ -95,7 +95,7 @@ func (f *fitFlags) child(ctx context.Context, tmpl []string, v int, stderr io.Wr
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 
-	stop := f.watch(ctx, w, start, done)
+	stop, at := f.watch(ctx, w, start, done)
 	ended := ""
 	select {
 	case <-done:
@@ -109,7 +109,7 @@ func (f *fitFlags) child(ctx context.Context, tmpl []string, v int, stderr io.Wr
 	drainAgents(ses.Store(), time.Second)
 	ses.Stop()
 	ev := inj.Events()
-	f.classify(&run, w.State(time.Now()), stop, ended, cmd.ProcessState)
+	f.classify(&run, w.State(time.Now()), at, stop, ended, cmd.ProcessState)
 	if run.Status == fit.StatusFailed {
 		if len(ses.Store().Agents()) == 0 {
 			for _, l := range agentSummary(ses.Store(), agentInjection{inj: inj, on: true}) {
@@ -123,33 +123,35 @@ func (f *fitFlags) child(ctx context.Context, tmpl []string, v int, stderr io.Wr
 
 // watch waits until the child's peak is stable, it runs out of memory, it
 // ends, --max-seconds pass or gputop fit is interrupted, and says which
-// (stopNone: it ended).
-func (f *fitFlags) watch(ctx context.Context, w *fit.Watch, start time.Time, done <-chan struct{}) string {
+// (stopNone: it ended), with the child's state then.
+func (f *fitFlags) watch(ctx context.Context, w *fit.Watch, start time.Time, done <-chan struct{}) (string, fit.State) {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	limit := seconds(f.maxSecs)
 	for {
 		select {
 		case <-done:
-			return stopNone
+			return stopNone, w.State(time.Now())
 		case <-ctx.Done():
-			return stopInterrupted
+			return stopInterrupted, w.State(time.Now())
 		case now := <-tick.C:
 			switch st := w.State(now); {
 			case st.Phase == fit.OutOfMemory:
-				return stopOOM
+				return stopOOM, st
 			case st.Phase == fit.Stable:
-				return stopStable
+				return stopStable, st
 			case now.Sub(start) >= limit:
-				return stopMax
+				return stopMax, st
 			}
 		}
 	}
 }
 
-// classify fills run from the watch's final state, why the child was
-// stopped (stop) and how it ended.
-func (f *fitFlags) classify(run *fit.Run, st fit.State, stop, ended string, ps *os.ProcessState) {
+// classify fills run from the watch's final state st (the peak, the
+// steps, an OOM that came as it stopped), its state at the moment it
+// stopped the child (at: what the hold was then), why it stopped it and
+// how the child ended.
+func (f *fitFlags) classify(run *fit.Run, st, at fit.State, stop, ended string, ps *os.ProcessState) {
 	run.Peak, run.ReservedPeak, run.Steps, run.Ledger = st.Peak, st.ReservedPeak, st.Steps, st.Ledger
 	code, how := -1, "still running"
 	if ps != nil {
@@ -168,7 +170,11 @@ func (f *fitFlags) classify(run *fit.Run, st fit.State, stop, ended string, ps *
 	case st.OOM != nil:
 		run.Status, run.Why = fit.StatusOOM, "ran out of memory"
 	case stop == stopStable:
-		run.Status, run.Why = fit.StatusFit, st.Why
+		run.Status, run.Why = fit.StatusFit, at.Why
+		if st.Peak > at.Peak {
+			// stopping took a moment: what it allocated meanwhile is kept, and said
+			run.Notes = append(run.Notes, fmt.Sprintf("the peak rose by %s while the child was being stopped", units.Bytes(st.Peak-at.Peak)))
+		}
 	case stop == stopMax && st.Agents == 0:
 		run.Status, run.Why = fit.StatusFailed, fmt.Sprintf("no agent attached within --max-seconds %g", f.maxSecs)
 	case stop == stopMax && st.Peak == 0:
@@ -176,7 +182,7 @@ func (f *fitFlags) classify(run *fit.Run, st fit.State, stop, ended string, ps *
 	case stop == stopMax:
 		run.Status = fit.StatusUnstable
 		run.Why = fmt.Sprintf("the peak still rose at --max-seconds %g (it last rose %s before, %d steps)",
-			f.maxSecs, st.HeldFor.Round(100*time.Millisecond), st.HeldSteps)
+			f.maxSecs, at.HeldFor.Round(100*time.Millisecond), at.HeldSteps)
 	case code == 0 && st.Peak > 0:
 		run.Status = fit.StatusFit
 		run.Why = fmt.Sprintf("it ended before the peak was stable (held %d steps, %s): its peak then",

@@ -111,7 +111,9 @@ func (w *Watch) raise(peak, reserved uint64, t int64) {
 		return
 	}
 	w.peak = peak
-	if peak > w.base+max(MinRise, uint64(float64(w.base)*Tolerance)) {
+	// the first peak starts the hold, however small: the hold is counted
+	// from a moment the child was seen allocating
+	if w.baseAt == 0 || peak > w.base+max(MinRise, uint64(float64(w.base)*Tolerance)) {
 		w.base, w.baseAt, w.baseSteps = peak, t, w.steps()
 		for _, st := range w.streams {
 			st.fresh = true

@@ -144,3 +144,20 @@ func TestWatchWaitsForAnAgent(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// The hold starts at the first peak seen, however small (a few KiB of
+// torch's own before the model): it is not counted from the epoch.
+func TestWatchHoldStartsAtTheFirstPeak(t *testing.T) {
+	tr := newTrainer(Rule{Steps: 5, Seconds: 20 * time.Second})
+	tr.sample(74 << 10)
+	if s := tr.w.State(tr.t); s.Phase != Rising || s.HeldFor > time.Second {
+		t.Fatalf("after a first peak of 74 KiB: %+v", s)
+	}
+	tr.sample(95 * mib) // the model
+	if s := tr.w.State(tr.t.Add(19 * time.Second)); s.Phase != Rising {
+		t.Fatalf("19 s after the model: %+v", s)
+	}
+	if s := tr.w.State(tr.t.Add(21 * time.Second)); s.Phase != Stable {
+		t.Fatalf("21 s after the model: %+v", s)
+	}
+}
