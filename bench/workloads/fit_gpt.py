@@ -47,6 +47,9 @@ def model_of(torch, layers: int, heads: int, width: int, block: int, vocab: int)
             self.ln = nn.LayerNorm(width)
             self.head = nn.Linear(width, vocab, bias=False)
             self.head.weight = self.wte.weight  # tied, as GPT-2's
+            for m in self.modules():  # nanoGPT's initialisation
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    nn.init.normal_(m.weight, std=0.02)
 
         def forward(self, idx, targets):
             pos = torch.arange(idx.shape[1], device=idx.device)
