@@ -60,7 +60,7 @@ func (f *fitFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.memory, "memory", "", "cap each child's allocator at `SIZE` (16GiB, 512MiB, 20GB) and predict for it (default: the GPU's free memory when the child starts CUDA)")
 	fs.Float64Var(&f.margin, "margin", 5, "a value fits when its predicted peak is within the limit less `PERCENT`")
 	fs.IntVar(&f.stableSteps, "stable-steps", 5, "the peak is stable once it has not risen for `N` training steps (0: steps are not waited for)")
-	fs.Float64Var(&f.stableSecs, "stable-seconds", 20, "... or for `S` seconds, whichever comes first (0: seconds are not waited for)")
+	fs.Float64Var(&f.stableSecs, "stable-seconds", 20, "... or once it has not risen for `S` seconds, whichever comes first (0: seconds are not waited for)")
 	fs.Float64Var(&f.maxSecs, "max-seconds", 120, "stop a child whose peak is not stable after `S` seconds, and report it unstable")
 	fs.Float64Var(&f.stopSecs, "stop-seconds", 5, "stopping a child: SIGINT, then SIGTERM, then SIGKILL, `S` seconds apart")
 	fs.IntVar(&f.step, "step", 0, "predict a multiple of `N` (default: the greatest common divisor of the values)")

@@ -26,6 +26,8 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 		"dump-info": {"top": "N"},
 		"run": {"csv": "PATH", "force": "", "fps": "N", "history": "N", "metrics": "ADDR", "metrics-window": "DUR", "web.config.file": "PATH", "no-tui": "", "proc-rate": "HZ",
 			"rate": "HZ", "record": "FILE", "socket": "PATH", "source": "S"},
+		"fit": {"values": "LIST", "memory": "SIZE", "margin": "PERCENT", "stable-steps": "N", "stable-seconds": "S", "max-seconds": "S",
+			"stop-seconds": "S", "step": "N", "verify": "", "json": "FILE", "show-output": ""},
 	}
 	for sub, flags := range want {
 		args := []string{"--help"}
