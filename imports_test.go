@@ -27,8 +27,10 @@ var mayImport = map[string][]string{
 	"runner":                    {"printable"},
 	// readers of the store: they never write it (ingest/onlyway_test.go)
 	"summary": {"store", "wire", "units", "outfile"},
-	"present": {"store", "wire", "summary"},
-	"metrics": {"store", "wire"},
+	"present": {"store", "wire", "summary", "forecast"},
+	"metrics": {"store", "wire", "forecast"},
+	// a process's forecast: reads the store, like summary
+	"forecast": {"store", "wire", "units"},
 	// sources: they write through ingest and never import ui, present or summary
 	"sampler":   {"ingest", "store", "wire", "sampler/native"},
 	"agentlink": {"ingest", "store", "wire", "printable"},
@@ -38,7 +40,7 @@ var mayImport = map[string][]string{
 	// sources and the metrics endpoint, wired once for every command
 	"session": {"agentlink", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},
 	// the UI: reads through present and summary, writes through ingest, never a source
-	"ui": {"present", "summary", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
+	"ui": {"present", "summary", "forecast", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
 	// the benchmarks drive the store and the ingest directly
 	"bench":              {"ingest", "store"},
 	"bench/cmd/soak":     {"bench", "store"},
