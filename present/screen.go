@@ -3,6 +3,7 @@ package present
 import (
 	"fmt"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/summary"
 )
@@ -67,6 +68,9 @@ type Screen struct {
 	Selected    int  // index into Procs, -1 when there is none
 	Picked      bool // the query's pick is still on this GPU
 
+	// the forecast of each agent process on Dev (forecast.On), by pid
+	Forecasts []forecast.Process
+
 	Rows     summary.DeviceRows // Dev's summary rows visible at the cursor
 	AllRows  int                // rows in all, every GPU
 	Bounds   store.Bounds       // what the bounds on rows left out
@@ -96,6 +100,7 @@ func (s *Screen) SelectedProcess() (Process, bool) {
 // until they change, the run peaks extended by new samples only.
 type Presenter struct {
 	rows       Rows
+	forecasts  forecasts
 	nvmlPeak   peak
 	torchPeaks map[int]*peak
 }
@@ -120,6 +125,7 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 	s.Procs, s.EndedHidden = Processes(st, s.Dev, q.Cursor, q.Replay)
 	s.Selected, s.Picked = pick(s.Procs, q.PID, q.Picked)
 
+	s.Forecasts = p.forecasts.get(st, &q, s.Dev)
 	s.Rows, s.AllRows = p.rows.Get(st, q.Replay, q.Cursor, devs, s.Dev)
 	s.Bounds = st.Bounds()
 	end := st.End() + 1

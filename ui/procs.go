@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"charm.land/lipgloss/v2"
+
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/present"
 )
 
@@ -22,6 +24,9 @@ type procsModel struct {
 	order  present.ProcessOrder // the sort key cycles it (sort.go)
 	drawn  *drawnRows           // the rows the last View showed, for the mouse
 	marked bool                 // the pane has the focus and says so (focus.go)
+	// the forecasts of the GPU's agent processes; the selected one's is
+	// shown under the rows (forecast.go)
+	forecasts []forecast.Process
 }
 
 func newProcs(st *Styles) procsModel {
@@ -50,7 +55,7 @@ func (m *procsModel) Lines() int {
 	if len(m.notes()) > 0 {
 		n++
 	}
-	return n
+	return n + len(m.forecastLines())
 }
 
 // notes say what the rows cannot: ended processes left out, and what a
@@ -113,6 +118,14 @@ func (m *procsModel) View() string {
 	if len(m.rows) == 0 {
 		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render(strings.Join(append([]string{"no process on this GPU"}, notes...), "  ")), m.w, m.h)
 	}
+	// the selected process's forecast in the lines the rows and notes leave
+	below := m.forecastLines()
+	room := m.h - 1 - len(m.rows)
+	if len(notes) > 0 {
+		room--
+	}
+	below = below[:min(len(below), max(room, 0))]
+	h := m.h - len(below)
 	cols := []column{
 		{Title: m.sortTitle("PID", present.ByPID), Right: true, Priority: 9},
 		{Title: "PROCESS", Priority: 8, Flex: true},
@@ -133,7 +146,7 @@ func (m *procsModel) View() string {
 	}
 	// keep the selected row in view; when rows are hidden, or there are
 	// notes, the last line says how many and what
-	first, n := 0, m.h-1
+	first, n := 0, h-1
 	foot := (len(notes) > 0 || len(m.rows) > n) && n >= 2
 	if foot {
 		n--
@@ -193,6 +206,9 @@ func (m *procsModel) View() string {
 			notes = append([]string{fmt.Sprintf("%d-%d of %d processes (↑/↓)", first+1, first+n, len(m.rows))}, notes...)
 		}
 		out += "\n" + st.Dim.Render("  "+strings.Join(notes, "  "))
+	}
+	if len(below) > 0 {
+		out += "\n" + strings.Join(below, "\n")
 	}
 	return fit(out, m.w, m.h)
 }

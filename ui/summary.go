@@ -7,6 +7,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
@@ -24,6 +25,8 @@ type summaryRows struct {
 	OOM      *oomNote // the selected device's latest OOM, explained under the table
 	Total    uint64   // the selected device's memory (0: unknown), for a selected OOM row
 	Bounds   store.Bounds
+	// the forecast of each agent process on the GPU (forecast.go)
+	Forecasts []forecast.Process
 }
 
 // summaryModel is the summary: the reference tracker's table made live, with
@@ -94,7 +97,7 @@ func (m *summaryModel) Lines() int {
 	if m.footnote() != "" {
 		n++
 	}
-	return n + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines())
+	return n + len(m.forecastLines()) + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -138,6 +141,7 @@ func (m *summaryModel) View() string {
 	verdicts := m.verdictLines()
 	var tail []string
 	tail = append(tail, m.peakLine())
+	tail = append(tail, m.forecastLines()...)
 	if f := m.footnote(); f != "" {
 		tail = append(tail, st.Dim.Render(f))
 	}
