@@ -21,6 +21,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
@@ -253,6 +254,9 @@ func (f *runFlags) summary(st *store.Store, monitored bool, stderr io.Writer) {
 		for _, l := range summary.Findings(snaps, devs) {
 			say(stderr, l)
 		}
+	}
+	for _, l := range forecast.Findings(st) {
+		say(stderr, l)
 	}
 	if f.csv == "" || !monitored {
 		return

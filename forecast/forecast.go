@@ -96,6 +96,7 @@ type Forecast struct {
 	// one's baseline; Peak the peak now (the newest interval's, or the
 	// baseline when higher)
 	First, Last float64
+	LastT       int64 // the newest point's time
 	Base, Peak  uint64
 	Limit       uint64
 	LimitFrom   string
@@ -122,7 +123,7 @@ func Predict(in Input) Forecast {
 		return f
 	}
 	last := pts[len(pts)-1]
-	f.First, f.Last, f.Base, f.Peak = pts[0].X, last.X, last.Base, max(last.Peak, last.Base)
+	f.First, f.Last, f.LastT, f.Base, f.Peak = pts[0].X, last.X, last.T, last.Base, max(last.Peak, last.Base)
 	f.SecondsPer = secondsPer(in.Unit, pts)
 
 	base, baseUp := growing(pts, func(p Point) (float64, bool) { return float64(p.Base), true })

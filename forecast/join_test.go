@@ -160,3 +160,25 @@ func TestCauseFromEndRows(t *testing.T) {
 		t.Errorf("cause %q\nwant  %q", f.CauseText(), want)
 	}
 }
+
+// A run that ran out of memory: its findings give the forecast at its
+// last step row and what the forecast said before the OOM against the step
+// the OOM came at.
+func TestFindingsOfARunThatRanOutOfMemory(t *testing.T) {
+	in := ingest.New(store.New(store.DefaultOptions()))
+	in.Device(store.Device{Index: 0, UUID: "GPU-forecast", Name: "Test GPU", Total: 16 << 30, Source: "nvml"})
+	r := newRun(in, 4246, 16<<30, 2<<30, 64*mib, 1<<30)
+	r.steps(200)
+	// step 209's peak passes 16 GiB: the OOM comes half-way through it
+	in.Apply(r.pid, wire.OOM{Type: wire.TypeOOM, T: at(208) + int64(time.Second)/2, Dev: 0, Requested: 1 << 30,
+		Allocated: 15 << 30, Reserved: 15 << 30, Peak: 15 << 30})
+	got := strings.Join(Findings(in.Store()), "\n")
+	for _, want := range []string{
+		"GPU 0 (Test GPU), pid 4246: forecast at Step 200: OOM in about 9 steps at this rate: +64.0 MiB a step (baseline), 576.0 MiB left of 16.00 GiB (the GPU's total), near step 209",
+		" UTC the forecast said: OOM in about 9 steps at this rate, near step 209; it came near step 209 (from the rows' pace), -0.2% off",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("findings lack %q:\n%s", want, got)
+		}
+	}
+}
