@@ -31,6 +31,8 @@ var mayImport = map[string][]string{
 	"metrics": {"store", "wire", "forecast"},
 	// a process's forecast: reads the store, like summary
 	"forecast": {"store", "wire", "units"},
+	// --alert: reads the store and runs the user's command
+	"alert": {"forecast", "store", "summary", "units", "wire"},
 	// sources: they write through ingest and never import ui, present or summary
 	"sampler":   {"ingest", "store", "wire", "sampler/native"},
 	"agentlink": {"ingest", "store", "wire", "printable"},
@@ -38,7 +40,7 @@ var mayImport = map[string][]string{
 	"remote":    {"ingest", "recording", "store", "wire", "units"},
 	// a live session assembled: the store, its ingest, the recorder, the
 	// sources and the metrics endpoint, wired once for every command
-	"session": {"agentlink", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},
+	"session": {"agentlink", "alert", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},
 	// the UI: reads through present and summary, writes through ingest, never a source
 	"ui": {"present", "summary", "forecast", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
 	// the benchmarks drive the store and the ingest directly
