@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +99,50 @@ func TestForecastInTerminal(t *testing.T) {
 		if !strings.Contains(scr, want) {
 			t.Errorf("the screen lacks %q:\n%s", want, scr)
 		}
+	}
+}
+
+// `gputop serve --metrics` with processes over the real socket: one whose
+// step rows leak under the cap its marks say (set_per_process_memory_fraction:
+// 16 GiB of the GPU's 80) has its steps to the OOM against that cap; a
+// stable one has no forecast series.
+func TestForecastMetricsServe(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "gputop.sock")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	srv := exec.Command(binary, "serve", "--source", "agent", "--socket", sock, "--metrics", addr)
+	stderr := &lockedBuffer{}
+	srv.Stderr = stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	stderr.waitFor(t, "metrics: serving http://"+addr+"/metrics")
+	now := time.Now()
+	for _, p := range []struct {
+		pid  int
+		leak uint64
+	}{{5400, 120 * mib}, {5401, 0}} {
+		a := startRankAgent(t, sock, p.pid, 0)
+		for i := 1; i <= 26; i++ {
+			b := uint64(2<<30) + uint64(i-1)*p.leak
+			tt := now.Add(-time.Duration(26-i) * time.Second)
+			a.send(`{"type":"sample","t":%d,"dev":0,"allocated":%d,"reserved":%d,"peak":%d}`, tt.Add(-500*time.Millisecond).UnixNano(), b+1<<30, b+1<<30, b+1<<30)
+			a.send(`{"type":"mark","t":%d,"label":"Step %d","devs":[{"dev":0,"allocated":%d,"reserved":%d,"peak":%d,"limit":%d}]}`,
+				tt.UnixNano(), i, b+p.leak, b+1<<30, b+1<<30, 16<<30)
+		}
+	}
+	forecast := func(n string) bool { return strings.HasPrefix(n, "gputop_torch_forecast_") }
+	// at step 26 the peak is 3 GiB + 25·120 MiB: 16 GiB is 85.9 steps on
+	var got map[string]string
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if got = scrapeSeries(t, addr, forecast); len(got) >= 2 {
+			break
+		}
+	}
+	steps, _ := strconv.ParseFloat(got["gputop_torch_forecast_steps_to_oom{5400,,}"], 64)
+	secs, _ := strconv.ParseFloat(got["gputop_torch_forecast_seconds_to_oom{5400,,}"], 64)
+	if len(got) != 2 || steps < 85.5 || steps > 86.5 || secs < 85 || secs > 87 {
+		t.Fatalf("forecast series %v", got)
 	}
 }

@@ -214,8 +214,9 @@ func windows(st *store.Store, pid, dev int, at, hello int64) []Point {
 // the GPU's total (torch's, from the hello, else NVML's) less what the
 // other processes use and what the process itself uses outside torch
 // (NVML's figure for it less torch's reserved), and no more than the cap
-// set_per_process_memory_fraction set when an OOM frame said so. It says
-// where the figure comes from.
+// set_per_process_memory_fraction set, as the newest row that says it
+// gives it (a mark's, read with the counters; an OOM's). It says where the
+// figure comes from.
 func limit(st *store.Store, a *store.Agent, dev int, at int64, live bool) (uint64, string) {
 	pid := a.Hello.PID
 	var total uint64
@@ -246,11 +247,22 @@ func limit(st *store.Store, a *store.Agent, dev int, at int64, live bool) (uint6
 			from = "the GPU's " + units.Bytes(total) + " less " + joinAnd(less)
 		}
 	}
-	ooms := st.ProcessRows(pid, dev, at, 1, func(r *wire.Row) bool {
-		return r.OOM != nil && r.OOM.Limit > 0 && (r.OOM.DeviceTotal == 0 || r.OOM.Limit < r.OOM.DeviceTotal)
+	// the newest cap a row says: a mark's (the agent read it with the
+	// counters) or an OOM's (torch's OOM observer gave it)
+	caps := st.ProcessRows(pid, dev, at, 1, func(r *wire.Row) bool {
+		return (r.Limit != nil && *r.Limit > 0) || (r.OOM != nil && r.OOM.Limit > 0)
 	})
-	if len(ooms) == 1 && (lim == 0 || ooms[0].OOM.Limit < lim) {
-		lim, from = ooms[0].OOM.Limit, "the cap set_per_process_memory_fraction set, as its OOM said"
+	if len(caps) == 1 {
+		r := &caps[0]
+		c, said := uint64(0), "the cap set_per_process_memory_fraction set"
+		if r.Limit != nil {
+			c = *r.Limit
+		} else {
+			c, said = r.OOM.Limit, said+", as its OOM said"
+		}
+		if (total == 0 || c < total) && (lim == 0 || c < lim) {
+			lim, from = c, said
+		}
 	}
 	return lim, from
 }

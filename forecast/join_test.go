@@ -2,6 +2,7 @@ package forecast
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ type run struct {
 	base      uint64
 	leak      uint64
 	transient uint64
+	limit     uint64 // the cap the marks say (0: none)
 	step      int
 }
 
@@ -47,7 +49,7 @@ func (r *run) steps(n int) {
 		}
 		al := b + r.leak
 		r.in.Apply(r.pid, wire.Mark{Type: wire.TypeMark, T: at(r.step), Label: fmt.Sprintf("Step %d", r.step),
-			Devs: []wire.DevStats{{Dev: 0, Allocated: al, Reserved: b + r.transient, Peak: b + r.transient}}})
+			Devs: []wire.DevStats{{Dev: 0, Allocated: al, Reserved: b + r.transient, Peak: b + r.transient, Limit: r.limit}}})
 	}
 }
 
@@ -180,5 +182,27 @@ func TestFindingsOfARunThatRanOutOfMemory(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("findings lack %q:\n%s", want, got)
 		}
+	}
+}
+
+// A cap the step rows say (set_per_process_memory_fraction, read by the
+// agent with the counters) is the limit before any OOM.
+func TestCapFromTheRows(t *testing.T) {
+	in := ingest.New(store.New(store.DefaultOptions()))
+	r := newRun(in, 4247, 80<<30, 2<<30, 64*mib, 1<<30)
+	r.limit = 16 << 30
+	r.steps(40)
+	st := in.Store()
+	f := For(st, agentOf(t, st, r.pid), 0, at(r.step), true)
+	// as TestForecastFromStepRows under 16 GiB: step 209
+	if f.Status != OOM || f.Limit != 16<<30 || math.Round(f.Last+f.In) != 209 ||
+		!strings.Contains(f.Text(), "of 16.00 GiB (the cap set_per_process_memory_fraction set)") {
+		t.Errorf("%s", f.Text())
+	}
+	// a mark saying the whole GPU: no cap
+	r.limit = 80 << 30
+	r.steps(1)
+	if f := For(st, agentOf(t, st, r.pid), 0, at(r.step), true); f.Limit != 80<<30 || !strings.Contains(f.Text(), "(the GPU's total)") {
+		t.Errorf("%s", f.Text())
 	}
 }

@@ -256,6 +256,10 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 		if row.Layout == nil {
 			row.Layout = s.rowLayout(pid, dev, m.T) // the mark read none: the newest reading then
 		}
+		if ds.Limit > 0 {
+			lim := ds.Limit
+			row.Limit = &lim
+		}
 		if end {
 			row.Held = ds.Held
 		}

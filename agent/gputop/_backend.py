@@ -234,6 +234,12 @@ class Backend:
         device dev, else the current one; None where there is no walk."""
         return None
 
+    def limit(self, index: int) -> int | None:
+        """The most the framework may hold on a device: its total, or less
+        under a per-process cap (torch's set_per_process_memory_fraction);
+        None where it cannot say. Cheap: read with every row."""
+        return None
+
     def layout_size(self, index: int) -> tuple[int, int] | None:
         """(segments, blocks at most) of a device's allocator, from its
         cheap counters: what a layouts() reading will cost is predicted

@@ -505,6 +505,14 @@ class TorchBackend(Backend):
     def holders_report(self, dev: int | None) -> dict[str, Any] | None:
         return holders_report(dev)
 
+    def limit(self, index: int) -> int | None:
+        t = self._initialized()
+        frac = getattr(t.cuda, "get_per_process_memory_fraction", None) if t is not None else None
+        if frac is None:  # a torch before the call, or CUDA not up yet
+            return None
+        # the allocator's own rule: allowed = total * fraction, as a size_t
+        return int(float(frac(index)) * self.info(index)["total"])
+
     def layout_size(self, index: int) -> tuple[int, int] | None:
         return _torchlayout.size(self.read_raw(index))
 

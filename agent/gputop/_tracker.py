@@ -67,6 +67,14 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
         return _Taken(vals, t, held)
     if not vals:
         return _Taken(vals, t, held)
+    limits: dict[int, int] = {}
+    try:
+        for d in vals:
+            lim = backend.limit(d)
+            if lim:
+                limits[d] = lim
+    except Exception:
+        pass
     layouts: dict[int, dict[str, Any]] = {}
     try:
         ag = _lifecycle.current(auto=True)
@@ -97,6 +105,9 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
                           "peak": c.peak, "held": held.get(d), "layout": layouts.get(d)}
                          for d, c in vals.items()],
             }
+            for dv in frame["devs"]:
+                if dv["dev"] in limits:  # the cap a forecast measures against
+                    dv["limit"] = limits[dv["dev"]]
             if end is not None:
                 frame["end"] = bool(end)
             if state is not None:
