@@ -77,7 +77,7 @@ func TestFlatIsStable(t *testing.T) {
 		}
 	}
 	f := Predict(Input{Unit: Steps, Points: series(10, 100, 100, 12<<30, 0, 4<<30, 0, 1), Limit: 80 << 30, LimitFrom: "the GPU"})
-	if want := "stable: steps 100–1,000 (10 rows), baseline 12.00 GiB, peak 16.00 GiB of 80.00 GiB (the GPU)"; f.Text() != want {
+	if want := "stable: steps 100–1,000 (10 rows), baseline 12.00 GiB, peak 16.00 GiB of 80.00 GiB"; f.Text() != want {
 		t.Errorf("got  %q\nwant %q", f.Text(), want)
 	}
 }

@@ -76,7 +76,7 @@ func (f Forecast) Detail() string {
 	case Stable:
 		s := f.span() + ", baseline " + units.Bytes(f.Base) + ", peak " + units.Bytes(f.Peak)
 		if f.Limit > 0 {
-			s += " of " + f.limitText()
+			s += " of " + units.Bytes(f.Limit)
 		}
 		return s
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/present"
+	"github.com/gputop/gputop/printable"
+	"github.com/gputop/gputop/summary"
 )
 
 // procsModel is the process pane; up/down select a process, and the chart's
@@ -27,6 +29,7 @@ type procsModel struct {
 	// the forecasts of the GPU's agent processes; the selected one's is
 	// shown under the rows (forecast.go)
 	forecasts []forecast.Process
+	cache     *present.Cache // torch's cache of the selected process, under the rows
 }
 
 func newProcs(st *Styles) procsModel {
@@ -48,14 +51,43 @@ func (m *procsModel) SetRows(rows []present.Process, sel int, picked bool, hidde
 	m.rows, m.hidden = rows, hidden
 }
 
-// Lines is how many lines the pane wants (header + rows, and a line of
-// notes when it has any).
+// SetCache gives the pane torch's cache of the selected process (nil:
+// none to show).
+func (m *procsModel) SetCache(c *present.Cache) { m.cache = c }
+
+// Lines is how many lines the pane wants (header + rows, a line of notes
+// when it has any, and the selected process's cache).
 func (m *procsModel) Lines() int {
 	n := 1 + max(len(m.rows), 1)
 	if len(m.notes()) > 0 {
 		n++
 	}
-	return n + len(m.forecastLines())
+	return n + len(m.forecastLines()) + len(m.cacheLines())
+}
+
+// cacheLines say what torch's cache of the selected process held at the
+// cursor (live: its newest reading), wrapped to the pane: the figures the
+// agent measured, its pools and settings, how old the reading is, and why
+// the newest reading was skipped when it was.
+func (m *procsModel) cacheLines() []string {
+	c := m.cache
+	if c == nil {
+		return nil
+	}
+	of := "the cursor"
+	if c.Live {
+		of = "now"
+	}
+	text := fmt.Sprintf("torch's cache, pid %s on GPU %d: ", c.Label, c.Dev)
+	switch {
+	case c.OK && c.Skipped != "":
+		text += summary.LayoutText(c.Layout, c.At, of) + "; the newest reading was skipped: " + c.Skipped
+	case c.OK:
+		text += summary.LayoutText(c.Layout, c.At, of)
+	default:
+		text += "no reading: " + c.Skipped
+	}
+	return wrapTo("  "+printable.Clean(text), m.w)
 }
 
 // notes say what the rows cannot: ended processes left out, and what a
@@ -118,8 +150,9 @@ func (m *procsModel) View() string {
 	if len(m.rows) == 0 {
 		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render(strings.Join(append([]string{"no process on this GPU"}, notes...), "  ")), m.w, m.h)
 	}
-	// the selected process's forecast in the lines the rows and notes leave
-	below := m.forecastLines()
+	// the selected process's forecast and cache in the lines the rows and
+	// notes leave
+	below := append(m.forecastLines(), m.cacheLines()...)
 	room := m.h - 1 - len(m.rows)
 	if len(notes) > 0 {
 		room--

@@ -97,7 +97,7 @@ func (m *summaryModel) Lines() int {
 	if m.footnote() != "" {
 		n++
 	}
-	return n + len(m.forecastLines()) + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines())
+	return n + len(m.forecastLines()) + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.layoutLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -148,6 +148,7 @@ func (m *summaryModel) View() string {
 	tail = append(tail, m.oomLines()...)
 	tail = append(tail, verdicts...)
 	tail = append(tail, m.detailLines()...)
+	tail = append(tail, m.layoutLines()...)
 	all := m.d.Dev.Rows
 	if len(all) == 0 {
 		*m.drawn = drawnRows{}
@@ -157,13 +158,20 @@ func (m *summaryModel) View() string {
 	room := m.h - 1 - len(tail)
 	if room < 1 {
 		// too short for the whole footer: the rows keep at least half the
-		// pane; the verdicts and the OOM's explanation go before the peaks,
-		// the newer of the two first
-		tail = append(append([]string(nil), verdicts...), m.oomLines()...)
+		// pane; the verdicts and the OOM's explanation (its short form) go
+		// before the peaks, the newer of the two first, after the selected
+		// row's details and before torch's cache at it
+		tail = append(append([]string(nil), verdicts...), m.oomShortLines()...)
 		if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
-			tail = append(m.oomLines(), verdicts...)
+			tail = append(m.oomShortLines(), verdicts...)
 		}
-		tail = append(m.detailLines(), tail...) // the selected row's first
+		if r, ok := m.Selected(); ok && r.OOM != nil {
+			// an OOM row's note comes first: it says which row it is
+			tail = append(tail, m.detailLines()...)
+		} else {
+			tail = append(m.detailLines(), tail...) // the selected row's first
+		}
+		tail = append(tail, m.layoutLines()...)
 		tail = tail[:min(len(tail), (m.h-1)/2)]
 		room = max(m.h-1-len(tail), 1)
 	}
@@ -317,6 +325,21 @@ func (m *summaryModel) oomLines() []string {
 		lines = append(lines, "  "+l)
 	}
 	return lines
+}
+
+// oomShortLines are oomLines for a pane too short for them: the note's
+// short form, which keeps what was measured and the suggestion, where it
+// has one (a selected row's without its time: the row is marked).
+func (m *summaryModel) oomShortLines() []string {
+	n := m.oomNote()
+	if n == nil || n.Short == "" {
+		return m.oomLines()
+	}
+	when := n.When
+	if n.Selected {
+		when = "selected row"
+	}
+	return m.wrap(m.styles.Error.Render("✗ OOM") + " " + when + ": " + n.Short)
 }
 
 // verdictLines are the verdicts under the table (see verdictRows), each
