@@ -53,7 +53,7 @@ func (p Process) at() string {
 
 // beforeOOM is what the forecast of a's process on dev said just before
 // its latest OOM up to end, and when the OOM came in the forecast's unit
-// ("" when it had no OOM).
+// ("" when it had no OOM, or too little data before it).
 func beforeOOM(st *store.Store, a *store.Agent, dev int, end int64) string {
 	if a == nil {
 		return ""
@@ -64,6 +64,9 @@ func beforeOOM(st *store.Store, a *store.Agent, dev int, end int64) string {
 	}
 	t := ooms[0].T
 	f := For(st, a, dev, t-1, false)
+	if f.Status == NotEnough {
+		return "" // it had nothing to say then
+	}
 	s := "before its OOM at " + time.Unix(0, t).UTC().Format("15:04:05") + " UTC the forecast said: " + f.Head()
 	if f.Status != OOM || f.In < 0.5 {
 		return s

@@ -18,12 +18,18 @@ import (
 )
 
 // Where a forecast in time finds its points: windows of the allocated
-// series over the last TimeSpan (or since the agent attached), each at
+// series over the last TimeSpan (or since the agent attached and WarmUp
+// passed: a model and its optimizer being loaded are no leak), each at
 // least TimeWindow wide, at most MaxWindows of them.
 const (
 	TimeSpan   = 30 * time.Minute
 	TimeWindow = 10 * time.Second
 	MaxWindows = 30
+	WarmUp     = 10 * time.Second
+	// MinWindows is the fewest windows a forecast in time is made from:
+	// two minutes, so that a model loading for a minute is seen to level
+	// off before the forecast speaks
+	MinWindows = 12
 )
 
 // counted reads a row's label as a count of steps or epochs: "Step 100"
@@ -135,11 +141,11 @@ func points(st *store.Store, pid, dev int, at, hello int64) Input {
 		return Input{Unit: Epochs, Points: es}
 	}
 	in := Input{Unit: Seconds, Points: windows(st, pid, dev, at, hello)}
-	if len(in.Points) < MinPoints {
-		in.Have = fmt.Sprintf("%d of %d step rows; a forecast in time needs %s of samples", len(ps), MinPoints,
-			Duration(MinPoints*TimeWindow.Seconds()))
+	if len(in.Points) == 0 {
+		need := Duration(MinWindows*TimeWindow.Seconds() + WarmUp.Seconds())
+		in.Have = fmt.Sprintf("%d of %d step rows; a forecast in time needs %s of samples", len(ps), MinPoints, need)
 		if len(ps) == 0 {
-			in.Have = fmt.Sprintf("no step rows; a forecast in time needs %s of samples", Duration(MinPoints*TimeWindow.Seconds()))
+			in.Have = "no step rows; a forecast in time needs " + need + " of samples"
 		}
 	}
 	return in
@@ -192,10 +198,10 @@ func rowPoints(st *store.Store, pid, dev int, rows []wire.Row) []Point {
 // windows are points of the allocated series: the least (the baseline)
 // and the most (the peak) of each window of time before at.
 func windows(st *store.Store, pid, dev int, at, hello int64) []Point {
-	from := max(at-int64(TimeSpan), hello)
+	from := max(at-int64(TimeSpan), hello+int64(WarmUp))
 	span := at - from
 	n := min(int(span/int64(TimeWindow)), MaxWindows)
-	if n < MinPoints {
+	if n < MinWindows {
 		return nil
 	}
 	cols := st.Columns(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}, from, at, n)

@@ -206,3 +206,39 @@ func TestCapFromTheRows(t *testing.T) {
 		t.Errorf("%s", f.Text())
 	}
 }
+
+// A stable training run sampled at 100 Hz for 10 minutes, without step
+// rows: a model loaded over its first minute, then steps of 2 s that take
+// 1 GiB of activations (of varying size) over a 4 GiB baseline and give it
+// back. Its forecast in time, asked every 5 s along the way, never
+// predicts an OOM.
+func TestStableRunInTimeNeverForecastsAnOOM(t *testing.T) {
+	in := ingest.New(store.New(store.DefaultOptions()))
+	const pid = 4248
+	in.Apply(pid, wire.Hello{Type: wire.TypeHello, V: wire.Version, PID: pid, T: t0,
+		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-forecast", Name: "Test GPU", Total: 16 << 30}}})
+	st := in.Store()
+	const hz = 100
+	seed := uint64(1)
+	rnd := func() uint64 { seed = seed*6364136223846793005 + 1442695040888963407; return seed >> 33 }
+	for i := range 600 * hz {
+		s := float64(i) / hz
+		v := uint64(4 << 30)
+		switch {
+		case s < 60:
+			v = uint64(s / 60 * float64(4<<30))
+		case int(s*hz)%(2*hz) < hz: // the first second of each step: activations
+			v += 1<<30 - rnd()%(256*mib)
+		}
+		tt := t0 + int64(i)*int64(time.Second)/hz
+		in.Apply(pid, wire.Sample{Type: wire.TypeSample, T: tt, Dev: 0, Allocated: v, Reserved: 6 << 30, Peak: 5 << 30})
+		if i%(5*hz) == 0 && i > 0 {
+			if f := For(st, agentOf(t, st, pid), 0, tt, true); f.Status == OOM {
+				t.Fatalf("at %.0f s: %s", s, f.Text())
+			}
+		}
+	}
+	if f := For(st, agentOf(t, st, pid), 0, t0+600*int64(time.Second), true); f.Status != Stable || f.Unit != Seconds {
+		t.Errorf("at the end: %s", f.Text())
+	}
+}
