@@ -91,7 +91,7 @@ func TestForecastInTerminal(t *testing.T) {
 	tm := startTerm(t, 160, 50, "--replay", rec)
 	tm.waitFor("Test GPU")
 	tm.keys("End")
-	scr := tm.waitFor("forecast, pid 4242: OOM in about 169 steps at this rate")
+	scr := tm.waitFor("forecast, pid 4242: OOM in about 169 steps at this rate, near step 209, ~3 min; cause: unknown (no ledger at the rows)")
 	for _, want := range []string{
 		"forecast, pid 4343: stable",
 		"forecast: OOM in about 169 steps at this rate: +64.0 MiB a step (baseline), 10.56 GiB left of 16.00 GiB (the GPU's total), near step 209",

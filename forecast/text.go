@@ -89,13 +89,26 @@ func (f Forecast) Detail() string {
 		left = f.Limit - f.Peak
 	}
 	s += ", " + units.Bytes(left) + " left of " + f.limitText()
-	if f.Unit == Steps && f.In >= 0.5 {
-		s += ", near step " + thousands(math.Round(f.Last+f.In))
-	}
-	if secs, ok := f.SecondsToOOM(); ok && f.Unit != Seconds && f.In >= 0.5 {
-		s += ", ~" + Duration(secs)
+	if w := f.When(); w != "" {
+		s += ", " + w
 	}
 	return s
+}
+
+// When is when an OOM forecast puts the OOM, beyond how many units: "near
+// step 1,320, ~4 min" ("" when there is nothing more to say).
+func (f Forecast) When() string {
+	if f.Status != OOM || f.Limit == 0 || f.In < 0.5 {
+		return ""
+	}
+	var w []string
+	if f.Unit == Steps {
+		w = append(w, "near step "+thousands(math.Round(f.Last+f.In)))
+	}
+	if secs, ok := f.SecondsToOOM(); ok && f.Unit != Seconds {
+		w = append(w, "~"+Duration(secs))
+	}
+	return strings.Join(w, ", ")
 }
 
 // limitText is the limit and where it comes from.

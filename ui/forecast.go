@@ -61,7 +61,14 @@ func (m *summaryModel) forecastLines() []string {
 			out = append(out, m.styles.Dim.Render(fmt.Sprintf("  … and %d more processes' forecasts (the process pane shows each)", len(fs)-i)))
 			break
 		}
-		text := m.styles.Bold.Render("forecast, pid "+f.Label+":") + " " + m.styles.forecastHead(f.Forecast)
+		head := m.styles.forecastHead(f.Forecast)
+		if f.Status == forecast.NotEnough {
+			head = m.styles.Dim.Render("not enough data yet") // what there is: the process pane
+		}
+		text := m.styles.Bold.Render("forecast, pid "+f.Label+":") + " " + head
+		if w := f.When(); w != "" {
+			text += ", " + w
+		}
 		if f.Status == forecast.OOM {
 			text += "; cause: " + f.CauseText()
 		}
