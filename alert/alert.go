@@ -8,6 +8,7 @@
 package alert
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -27,6 +28,11 @@ const (
 	// StopWait is how long gputop, ending, waits for the commands still
 	// running before it kills them.
 	StopWait = 5 * time.Second
+	// AskEvery: while a process's forecast predicts an OOM, its agent is
+	// asked for a holders walk (Options.Ask) at most this often, so that
+	// the cause names what holds the growing memory (two walks apart: the
+	// holder that grew between them).
+	AskEvery = 5 * time.Minute
 	// maxPending bounds the end rows waiting for their verdict (their
 	// holders walk) that a watcher follows: past it the oldest is let go.
 	maxPending = 256
@@ -38,7 +44,7 @@ const (
 // Options say what runs and when. Zero values take the defaults; Steps
 // or Within below zero turn that threshold off.
 type Options struct {
-	Command string // run with sh -c
+	Command string // run with sh -c ("": none; the watcher only asks for walks)
 	// a forecast fires when the OOM it predicts is within Steps steps
 	// (a forecast counting steps) or Within (any forecast whose time to
 	// the OOM is known)
@@ -49,9 +55,12 @@ type Options struct {
 	Every      time.Duration
 	MaxRunning int
 	Timeout    time.Duration
-	Poll       time.Duration    // how often the store is read (default 1 s)
-	Log        func(string)     // gputop's log: what ran, what failed, what was dropped
-	Now        func() time.Time // time.Now when nil
+	Poll       time.Duration // how often the store is read (default 1 s)
+	// Ask asks the agent of pid for a holders walk of torch device dev
+	// (agentlink's RequestHeld), without waiting; nil: never asked
+	Ask func(pid, dev int) error
+	Log func(string)     // gputop's log: what ran, what failed, what was dropped
+	Now func() time.Time // time.Now when nil
 }
 
 // Stats count a watcher's commands.
@@ -70,10 +79,11 @@ type Watcher struct {
 	done     chan struct{}
 
 	// the watcher's goroutine's own, and look's under Stop
-	lastMade uint64          // rows made when last looked (store.Shape.RowsMade)
-	lastRows uint64          // store.Shape.Rows then
-	pending  []wire.Row      // end rows waiting for their verdict
-	under    map[[2]int]bool // process-devices whose forecast is under a threshold
+	lastMade uint64               // rows made when last looked (store.Shape.RowsMade)
+	lastRows uint64               // store.Shape.Rows then
+	pending  []wire.Row           // end rows waiting for their verdict
+	under    map[[2]int]bool      // process-devices whose forecast is under a threshold
+	asked    map[[2]int]time.Time // when each process-device's agent was last asked for a walk
 }
 
 // Start starts watching st; Stop ends it.
@@ -103,7 +113,7 @@ func Start(st *store.Store, opt Options) *Watcher {
 		opt.Now = time.Now
 	}
 	w := &Watcher{st: st, opt: opt, run: newRunner(opt), quit: make(chan struct{}), done: make(chan struct{}),
-		under: map[[2]int]bool{}}
+		under: map[[2]int]bool{}, asked: map[[2]int]time.Time{}}
 	go w.loop()
 	return w
 }
@@ -199,22 +209,52 @@ func (w *Watcher) verdicts(devs []store.Device) {
 }
 
 // forecasts fires for each connected process whose forecast falls under
-// a threshold, once until it is over it again.
+// a threshold, once until it is over it again, and asks the agent of each
+// whose forecast predicts an OOM for a holders walk, at most once every
+// AskEvery.
 func (w *Watcher) forecasts(devices func() []store.Device) {
-	now := w.opt.Now().UnixNano()
+	now := w.opt.Now()
 	seen := map[[2]int]bool{}
-	for _, p := range forecast.All(w.st, now, true) {
+	for _, p := range forecast.All(w.st, now.UnixNano(), true) {
 		k := [2]int{p.PID, p.Dev}
 		seen[k] = true
 		under := w.isUnder(p.Forecast)
 		if under && !w.under[k] {
-			w.run.fire(forecastEvent(w.st, devices(), p, now), p.PID)
+			w.run.fire(forecastEvent(w.st, devices(), p, now.UnixNano()), p.PID)
 		}
 		w.under[k] = under
+		if p.Status == forecast.OOM && w.opt.Ask != nil {
+			if last, ok := w.asked[k]; !ok || now.Sub(last) >= AskEvery {
+				w.asked[k] = now
+				w.ask(p)
+			}
+		}
 	}
 	for k := range w.under {
 		if !seen[k] {
 			delete(w.under, k)
+			delete(w.asked, k)
+		}
+	}
+}
+
+// ask asks p's agent for a holders walk of p's device.
+func (w *Watcher) ask(p forecast.Process) {
+	who := fmt.Sprintf("pid %s on GPU %d", p.Label, p.Dev)
+	for _, a := range w.st.Agents() {
+		if a.Hello.PID != p.PID {
+			continue
+		}
+		for td, d := range a.DevMap {
+			if d != p.Dev {
+				continue
+			}
+			if err := w.opt.Ask(p.PID, td); err != nil {
+				w.opt.Log(who + ": its forecast says OOM; could not ask its agent for a holders walk: " + err.Error())
+			} else {
+				w.opt.Log(who + ": its forecast says OOM; asked its agent for a holders walk, to name what holds the growing memory")
+			}
+			return
 		}
 	}
 }

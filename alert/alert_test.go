@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
@@ -269,4 +270,45 @@ func TestAtMostMaxRunningAtOnce(t *testing.T) {
 		t.Errorf("stats %+v: the commands still running at the end are killed and counted", st)
 	}
 	f.log.wait(t, "the alert command was still running as gputop ended: killed")
+}
+
+// A process whose forecast predicts an OOM has its agent asked for a
+// holders walk, once every AskEvery while it does, so that the cause can
+// name the holder; with no command, nothing runs.
+func TestForecastOfAnOOMAsksForAWalk(t *testing.T) {
+	var mu sync.Mutex
+	var asked [][2]int
+	now := time.Unix(0, t0+int64(200*time.Second))
+	f := newFixture(t, "", Options{Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		Ask: func(pid, dev int) error { mu.Lock(); asked = append(asked, [2]int{pid, dev}); mu.Unlock(); return nil }})
+	calls := func() int { mu.Lock(); defer mu.Unlock(); return len(asked) }
+	f.hello(4343)
+	f.steps(4343, 1, 30, 0) // stable: never asked
+	f.steps(4242, 1, 30, 120*mib)
+	f.log.wait(t, "pid 4242 on GPU 0: its forecast says OOM; asked its agent for a holders walk, to name what holds the growing memory")
+	time.Sleep(200 * time.Millisecond)
+	if n := calls(); n != 1 || asked[0] != [2]int{4242, 0} {
+		t.Fatalf("asked %v, want pid 4242's torch device 0 once", asked)
+	}
+	// the answer names the holder in the forecast's cause
+	groups := []wire.HolderGroup{{Kind: "parameters", Name: "model", Bytes: 2 << 30}, {Kind: "variable", Name: "losses", Bytes: 3 << 30}}
+	f.in.Apply(4242, wire.Holders{Type: wire.TypeHolders, T: t0 + int64(31*time.Second), Dev: 0, Groups: groups})
+	fs := forecast.All(f.in.Store(), now.UnixNano(), true)
+	if len(fs) != 2 || !strings.Contains(fs[0].CauseText(), "`losses`") {
+		t.Errorf("forecasts %+v", fs)
+	}
+	// AskEvery later, while it still predicts an OOM: asked again
+	mu.Lock()
+	now = now.Add(AskEvery)
+	mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for calls() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := calls(); n != 2 {
+		t.Errorf("asked %d times, want 2", n)
+	}
+	if st := f.w.Stats(); st.Ran != 0 {
+		t.Errorf("stats %+v: no command to run", st)
+	}
 }

@@ -52,6 +52,9 @@ func newRunner(opt Options) *runner {
 // fire runs the command for e unless the rate limit or the bound on
 // running commands drops it; it never waits for the command.
 func (r *runner) fire(e Event, pid int) {
+	if r.opt.Command == "" {
+		return // watching to ask for walks only
+	}
 	now := r.opt.Now()
 	k := limitKey{e.Event, pid, e.Device}
 	r.mu.Lock()

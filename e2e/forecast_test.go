@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -144,5 +146,40 @@ func TestForecastMetricsServe(t *testing.T) {
 	secs, _ := strconv.ParseFloat(got["gputop_torch_forecast_seconds_to_oom{5400,,}"], 64)
 	if len(got) != 2 || steps < 85.5 || steps > 86.5 || secs < 85 || secs > 87 {
 		t.Fatalf("forecast series %v", got)
+	}
+}
+
+// A process whose forecast predicts an OOM is asked, over the real socket,
+// for a holders walk; its answer names the holder in the forecast's cause,
+// which the recording keeps for export.
+func TestForecastAsksForAWalkAndNamesTheHolder(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "gputop.sock")
+	rec := filepath.Join(dir, "rec.gputop")
+	r := startRecord(t, "--source", "agent", "--socket", sock, "-o", rec)
+	waitFile(t, sock)
+	a := startRankAgent(t, sock, 4242, 0)
+	leakSteps(a, 26)
+	a.c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	line, err := bufio.NewReader(a.c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no request came: %v\n%s", err, r.stderr)
+	}
+	var req wire.Request
+	if err := json.Unmarshal([]byte(line), &req); err != nil || req.What != wire.RequestHolders || req.Dev == nil || *req.Dev != 0 {
+		t.Fatalf("request %q: %v", line, err)
+	}
+	r.stderr.waitFor(t, "pid 4242 on GPU 0: its forecast says OOM; asked its agent for a holders walk")
+	a.send(`{"type":"holders","t":%d,"id":%d,"dev":0,"total":4294967296,"skipped":0,"groups":[`+
+		`{"kind":"parameters","name":"model","bytes":1073741824,"tensors":4},{"kind":"container","name":"losses","bytes":3221225472,"tensors":26}]}`,
+		time.Now().UnixNano(), req.ID)
+	r.stderr.waitFor(t, "holders")
+	time.Sleep(500 * time.Millisecond)
+	if code := r.stop(); code != 0 {
+		t.Fatalf("record exited %d:\n%s", code, r.stderr)
+	}
+	out, code := run(t, "export", rec, "--csv", filepath.Join(dir, "s.csv"))
+	if code != 0 || !strings.Contains(out, "cause: unknown (no ledger at the rows); the largest holder outside the model and its optimizer at the last holders walk: `losses`") {
+		t.Fatalf("export (exit %d):\n%s", code, out)
 	}
 }

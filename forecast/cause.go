@@ -86,7 +86,8 @@ func cause(in Input, pts []Point) Cause {
 
 // holder names the group of one of kinds (any kind when kinds is empty)
 // that grew most from the oldest walk to the newest, or with one walk the
-// largest such group (largest true); "" when none fits.
+// largest such group (largest true; with kinds empty, the largest outside
+// the model and its optimizer); "" when none fits.
 func holder(walks []HolderWalk, kinds []string) (string, uint64, bool) {
 	fits := func(g wire.HolderGroup) bool {
 		if len(kinds) == 0 {
@@ -121,9 +122,15 @@ func holder(walks []HolderWalk, kinds []string) (string, uint64, bool) {
 	}
 	name, most := "", uint64(0)
 	for _, g := range newest.Groups {
-		if fits(g) && g.Bytes > most {
+		// with nothing saying which part grows, the model's own
+		// memory, allocated once, is no candidate
+		if fits(g) && g.Bytes > most && (len(kinds) > 0 || !modelKinds[g.Kind]) {
 			name, most = g.Name, g.Bytes
 		}
 	}
 	return name, 0, name != ""
 }
+
+// modelKinds are the holders of a model's own memory, allocated once
+// (parameters, their gradients, the optimizer's state).
+var modelKinds = map[string]bool{"parameters": true, "gradients": true, "optimizer_state": true}

@@ -23,6 +23,9 @@ func Findings(st *store.Store) []string {
 	as := st.Agents()
 	for i := range as {
 		agents[as[i].Hello.PID] = &as[i]
+		if h := as[i].Holders; h != nil {
+			end = max(end, h.T) // a walk after the last sample counts
+		}
 	}
 	var out []string
 	for _, p := range All(st, end, false) {

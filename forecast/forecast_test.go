@@ -163,6 +163,11 @@ func TestCauseFromLedgerAndHolders(t *testing.T) {
 	for i := range pts {
 		pts[i].Ledger = nil
 	}
+	// one walk: the largest holder outside the model and its optimizer
+	f = Predict(Input{Unit: Epochs, Points: pts, Limit: 80 << 30, Holders: walks[1:]})
+	if want := "unknown (no ledger at the rows); the largest holder outside the model and its optimizer at the last holders walk: `losses`"; f.CauseText() != want {
+		t.Errorf("cause %q\nwant  %q", f.CauseText(), want)
+	}
 	f = Predict(Input{Unit: Epochs, Points: pts, Limit: 80 << 30})
 	if want := "unknown (no ledger at the rows)"; f.CauseText() != want {
 		t.Errorf("cause %q, want %q", f.CauseText(), want)

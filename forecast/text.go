@@ -132,7 +132,7 @@ func (f Forecast) CauseText() string {
 		}
 		switch {
 		case c.Holder != "" && c.Largest:
-			s += "; the largest holder at the last holders walk: `" + c.Holder + "`"
+			s += "; the largest holder outside the model and its optimizer at the last holders walk: `" + c.Holder + "`"
 		case c.Holder != "":
 			s += "; `" + c.Holder + "` grew " + units.Bytes(c.HolderGrowth) + " between the holders walks"
 		}

@@ -76,7 +76,7 @@ type Session struct {
 	agents  *agentlink.Server // nil: no agent socket
 	metrics *metrics.Server   // nil: no endpoint
 	remotes []*remote.Source
-	alerts  *alert.Watcher // nil: no --alert
+	alerts  *alert.Watcher // nil: neither --alert nor an agent socket
 
 	stopSources context.CancelFunc
 	sources     sync.WaitGroup
@@ -107,8 +107,16 @@ func Start(ctx context.Context, opt Options) (*Session, error) {
 		return nil, err
 	}
 	s.run(ctx, opt)
-	if opt.Alert != nil {
-		ao := *opt.Alert
+	// --alert's commands, and the holders walk a forecast of an OOM asks
+	// for (to name what holds the growing memory)
+	if opt.Alert != nil || s.agents != nil {
+		var ao alert.Options
+		if opt.Alert != nil {
+			ao = *opt.Alert
+		}
+		if s.agents != nil {
+			ao.Ask = s.agents.RequestHeld
+		}
 		ao.Log = s.log.Add
 		s.alerts = alert.Start(s.in.Store(), ao)
 	}
