@@ -7,9 +7,9 @@ package forecast
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gputop/gputop/store"
@@ -32,29 +32,108 @@ const (
 	MinWindows = 12
 )
 
-// counted reads a row's label as a count of steps or epochs: "Step 100"
+// rowCount is the unit and count a row's label gives, if any: "Step 100"
 // (the Lightning and transformers callbacks' every_n_steps rows,
-// gputop.snapshot(f"Step {n}")), "iter 7", "Epoch 3".
-var counted = regexp.MustCompile(`(?i)^\s*(step|iter|iteration|epoch)\s*[#:]?\s*(\d{1,15})\b`)
-
-// rowCount is the unit and count a row's label gives, if any; an OOM row
-// gives none.
+// gputop.snapshot(f"Step {n}")), "iter 7", "iteration: 7", "Epoch 3",
+// any case, the number followed by the label's end or by no letter or
+// digit; an OOM row gives none. Read by hand, not by an expression: every
+// forecast reads hundreds of labels.
 func rowCount(r *wire.Row) (Unit, float64, bool) {
 	if r.Source == wire.SourceOOM || r.Allocated == nil {
 		return 0, 0, false
 	}
-	m := counted.FindStringSubmatch(r.Label)
-	if m == nil {
+	l := strings.TrimLeft(r.Label, " \t")
+	var u Unit
+	switch {
+	case hasWord(l, "iteration"):
+		u, l = Steps, l[len("iteration"):]
+	case hasWord(l, "iter"):
+		u, l = Steps, l[len("iter"):]
+	case hasWord(l, "step"):
+		u, l = Steps, l[len("step"):]
+	case hasWord(l, "epoch"):
+		u, l = Epochs, l[len("epoch"):]
+	default:
 		return 0, 0, false
 	}
-	n, err := strconv.ParseFloat(m[2], 64)
-	if err != nil {
+	l = strings.TrimLeft(l, " \t")
+	if l != "" && (l[0] == '#' || l[0] == ':') {
+		l = strings.TrimLeft(l[1:], " \t")
+	}
+	d := 0
+	for d < len(l) && l[d] >= '0' && l[d] <= '9' {
+		d++
+	}
+	if d == 0 || d > 15 || (d < len(l) && isWordByte(l[d])) {
 		return 0, 0, false
 	}
-	if m[1][0] == 'e' || m[1][0] == 'E' {
-		return Epochs, n, true
-	}
-	return Steps, n, true
+	n, err := strconv.ParseFloat(l[:d], 64)
+	return u, n, err == nil
+}
+
+// hasWord is whether l starts with w in any case.
+func hasWord(l, w string) bool { return len(l) >= len(w) && strings.EqualFold(l[:len(w)], w) }
+
+func isWordByte(c byte) bool {
+	return c == '_' || (c >= '0' && c <= '9') || (c|0x20 >= 'a' && c|0x20 <= 'z')
+}
+
+// countedRow is a step or epoch row as a forecast reads it.
+type countedRow struct {
+	n      float64
+	t      int64
+	base   uint64
+	peak   *uint64 // torch's peak counter at the row
+	ledger *wire.Ledger
+}
+
+// processRows is what one pass over a process's rows, newest first, gives
+// a forecast: its step and epoch rows (up to 2·MaxPoints of each, newest
+// first), the newest cap a row says, and its end rows' holders walks.
+type processRows struct {
+	steps, epochs []countedRow
+	cap           uint64 // 0: none said
+	capFromOOM    bool
+	capSeen       bool // a row said a limit (a cap, or the whole GPU)
+	walks         []HolderWalk
+}
+
+// maxWalks bounds the holders walks a forecast reads.
+const maxWalks = 64
+
+// readRows reads process pid's rows on dev up to at in one pass, which
+// stops once it has a full window of step rows: a forecast costs the
+// same however long the run.
+func readRows(st *store.Store, pid, dev int, at int64) processRows {
+	var pr processRows
+	st.VisitProcessRows(pid, dev, at, func(r *wire.Row) bool {
+		if !pr.capSeen {
+			switch {
+			case r.Limit != nil && *r.Limit > 0:
+				pr.cap, pr.capSeen = *r.Limit, true
+			case r.OOM != nil && r.OOM.Limit > 0:
+				pr.cap, pr.capFromOOM, pr.capSeen = r.OOM.Limit, true, true
+			}
+		}
+		if h := r.Held; h != nil && h.Skipped == "" && len(h.Top) > 0 && len(pr.walks) < maxWalks {
+			pr.walks = append(pr.walks, HolderWalk{T: h.T, Groups: h.Top})
+		}
+		if u, n, ok := rowCount(r); ok {
+			c := countedRow{n: n, t: r.T, base: *r.Allocated, ledger: r.Ledger}
+			if r.Peak != nil {
+				pk := *r.Peak
+				c.peak = &pk
+			}
+			switch {
+			case u == Steps && len(pr.steps) < 2*MaxPoints:
+				pr.steps = append(pr.steps, c)
+			case u == Epochs && len(pr.epochs) < 2*MaxPoints:
+				pr.epochs = append(pr.epochs, c)
+			}
+		}
+		return len(pr.steps) < 2*MaxPoints
+	})
+	return pr
 }
 
 // Process is one process-device's forecast.
@@ -114,30 +193,22 @@ func For(st *store.Store, a *store.Agent, dev int, at int64, live bool) Forecast
 	if !a.Connected && a.EndedAt > 0 {
 		at = min(at, a.EndedAt)
 	}
-	in := points(st, pid, dev, at, a.Hello.T)
-	in.Limit, in.LimitFrom = limit(st, a, dev, at, live)
-	in.Holders = walks(st, a, dev, at)
+	pr := readRows(st, pid, dev, at)
+	in := points(st, pid, dev, at, a.Hello.T, &pr)
+	in.Limit, in.LimitFrom = limit(st, a, dev, at, live, &pr)
+	in.Holders = walks(a, dev, at, pr.walks)
 	return Predict(in)
 }
 
 // points are the forecast's points: the process's step rows when it has
 // MinPoints of them, else its epoch rows, else windows of its allocated
 // series since it attached (hello).
-func points(st *store.Store, pid, dev int, at, hello int64) Input {
-	rows := st.ProcessRows(pid, dev, at, 4*MaxPoints, func(r *wire.Row) bool { _, _, ok := rowCount(r); return ok })
-	var steps, epochs []wire.Row
-	for _, r := range rows {
-		if u, _, _ := rowCount(&r); u == Steps {
-			steps = append(steps, r)
-		} else {
-			epochs = append(epochs, r)
-		}
-	}
-	ps := rowPoints(st, pid, dev, steps)
+func points(st *store.Store, pid, dev int, at, hello int64, pr *processRows) Input {
+	ps := rowPoints(st, pid, dev, pr.steps)
 	if len(ps) >= MinPoints {
 		return Input{Unit: Steps, Points: ps}
 	}
-	if es := rowPoints(st, pid, dev, epochs); len(es) >= MinPoints {
+	if es := rowPoints(st, pid, dev, pr.epochs); len(es) >= MinPoints {
 		return Input{Unit: Epochs, Points: es}
 	}
 	in := Input{Unit: Seconds, Points: windows(st, pid, dev, at, hello)}
@@ -151,26 +222,25 @@ func points(st *store.Store, pid, dev int, at, hello int64) Input {
 	return in
 }
 
-// rowPoints makes points of rows (one unit's, in time order): each row's
+// rowPoints makes points of rows (one unit's, newest first): each row's
 // allocated as the baseline, the most allocated since the row before as
 // its peak (torch's peak counter when it moved in between, which catches
 // what the 100 Hz samples miss). A count that goes back (the counter was
 // restarted) cuts the older rows; of two rows with one count the newer is
-// kept.
-func rowPoints(st *store.Store, pid, dev int, rows []wire.Row) []Point {
-	var keep []wire.Row
-	for i := len(rows) - 1; i >= 0; i-- {
-		_, n, _ := rowCount(&rows[i])
+// kept. The points come oldest first.
+func rowPoints(st *store.Store, pid, dev int, rows []countedRow) []Point {
+	var keep []countedRow
+	for _, r := range rows {
 		if len(keep) > 0 {
-			_, after, _ := rowCount(&keep[len(keep)-1])
-			if n == after {
+			after := keep[len(keep)-1].n
+			if r.n == after {
 				continue
 			}
-			if n > after {
+			if r.n > after {
 				break
 			}
 		}
-		keep = append(keep, rows[i])
+		keep = append(keep, r)
 		if len(keep) == MaxPoints {
 			break
 		}
@@ -179,15 +249,14 @@ func rowPoints(st *store.Store, pid, dev int, rows []wire.Row) []Point {
 	k := store.Key{Dev: dev, PID: pid, Metric: store.Allocated}
 	for i := range keep {
 		r := &keep[len(keep)-1-i]
-		_, n, _ := rowCount(r)
-		p := Point{X: n, T: r.T, Base: *r.Allocated, Ledger: r.Ledger}
+		p := Point{X: r.n, T: r.t, Base: r.base, Ledger: r.ledger}
 		if i > 0 {
 			prev := &keep[len(keep)-i]
-			if v, ok := st.Max(k, prev.T, r.T+1); ok {
+			if v, ok := st.Max(k, prev.t, r.t+1); ok {
 				p.Peak = v
 			}
-			if r.Peak != nil && (prev.Peak == nil || *r.Peak != *prev.Peak) {
-				p.Peak = max(p.Peak, *r.Peak)
+			if r.peak != nil && (prev.peak == nil || *r.peak != *prev.peak) {
+				p.Peak = max(p.Peak, *r.peak)
 			}
 		}
 		pts[i] = p
@@ -223,7 +292,7 @@ func windows(st *store.Store, pid, dev int, at, hello int64) []Point {
 // set_per_process_memory_fraction set, as the newest row that says it
 // gives it (a mark's, read with the counters; an OOM's). It says where the
 // figure comes from.
-func limit(st *store.Store, a *store.Agent, dev int, at int64, live bool) (uint64, string) {
+func limit(st *store.Store, a *store.Agent, dev int, at int64, live bool, pr *processRows) (uint64, string) {
 	pid := a.Hello.PID
 	var total uint64
 	for _, d := range a.Hello.Devices {
@@ -255,19 +324,10 @@ func limit(st *store.Store, a *store.Agent, dev int, at int64, live bool) (uint6
 	}
 	// the newest cap a row says: a mark's (the agent read it with the
 	// counters) or an OOM's (torch's OOM observer gave it)
-	caps := st.ProcessRows(pid, dev, at, 1, func(r *wire.Row) bool {
-		return (r.Limit != nil && *r.Limit > 0) || (r.OOM != nil && r.OOM.Limit > 0)
-	})
-	if len(caps) == 1 {
-		r := &caps[0]
-		c, said := uint64(0), "the cap set_per_process_memory_fraction set"
-		if r.Limit != nil {
-			c = *r.Limit
-		} else {
-			c, said = r.OOM.Limit, said+", as its OOM said"
-		}
-		if (total == 0 || c < total) && (lim == 0 || c < lim) {
-			lim, from = c, said
+	if c := pr.cap; pr.capSeen && (total == 0 || c < total) && (lim == 0 || c < lim) {
+		lim, from = c, "the cap set_per_process_memory_fraction set"
+		if pr.capFromOOM {
+			from += ", as its OOM said"
 		}
 	}
 	return lim, from
@@ -311,14 +371,12 @@ func othersUse(st *store.Store, pid, dev int, at int64, live bool) (others, self
 }
 
 // walks are the holders walks of a process on dev up to at, oldest
-// first: its end rows' attributions and its latest holders report.
-func walks(st *store.Store, a *store.Agent, dev int, at int64) []HolderWalk {
-	pid := a.Hello.PID
-	var out []HolderWalk
-	for _, r := range st.ProcessRows(pid, dev, at, 64, func(r *wire.Row) bool {
-		return r.Held != nil && r.Held.Skipped == "" && len(r.Held.Top) > 0
-	}) {
-		out = append(out, HolderWalk{T: r.Held.T, Groups: r.Held.Top})
+// first: its end rows' attributions (rows, newest first) and its latest
+// holders report.
+func walks(a *store.Agent, dev int, at int64, rows []HolderWalk) []HolderWalk {
+	out := make([]HolderWalk, 0, len(rows)+1)
+	for i := len(rows) - 1; i >= 0; i-- {
+		out = append(out, rows[i])
 	}
 	if h := a.Holders; h != nil && h.T <= at && len(h.Groups) > 0 {
 		if d, ok := a.DevMap[h.Dev]; ok && d == dev {

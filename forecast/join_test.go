@@ -242,3 +242,25 @@ func TestStableRunInTimeNeverForecastsAnOOM(t *testing.T) {
 		t.Errorf("at the end: %s", f.Text())
 	}
 }
+
+// Which labels count steps and epochs.
+func TestRowCount(t *testing.T) {
+	one := uint64(1)
+	for label, want := range map[string]string{
+		"Step 100": "steps 100", "step100": "steps 100", "  STEP #7": "steps 7", "iter 3": "steps 3", "iteration: 12": "steps 12",
+		"Epoch 3": "epochs 3", "epoch 3 (end)": "epochs 3", "Step 5/100": "steps 5",
+		"Steps 4": "", "stepper 1": "", "Step": "", "Step x": "", "Step 12a": "", "after step 3": "", "Epoch 1234567890123456": "",
+	} {
+		u, n, ok := rowCount(&wire.Row{Label: label, Allocated: &one})
+		got := ""
+		if ok {
+			got = fmt.Sprintf("%s %.0f", map[Unit]string{Steps: "steps", Epochs: "epochs"}[u], n)
+		}
+		if got != want {
+			t.Errorf("%q: %q, want %q", label, got, want)
+		}
+	}
+	if _, _, ok := rowCount(&wire.Row{Label: "Step 1", Allocated: &one, Source: wire.SourceOOM}); ok {
+		t.Error("an OOM row counts")
+	}
+}

@@ -25,3 +25,21 @@ func (s *Store) ProcessRows(pid, dev int, t int64, n int, keep func(*wire.Row) b
 	}
 	return out
 }
+
+// VisitProcessRows calls visit with each row of process pid on device
+// dev with a time at or before t, newest first, until visit returns false.
+// visit runs under the store's read lock: it must only read the row, and
+// copy what it keeps.
+func (s *Store) VisitProcessRows(pid, dev int, t int64, visit func(*wire.Row) bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for i := len(s.rows) - 1; i >= 0; i-- {
+		r := &s.rows[i]
+		if r.T > t || isHole(r) || r.PID != pid || r.Dev != dev {
+			continue
+		}
+		if !visit(r) {
+			return
+		}
+	}
+}
