@@ -27,6 +27,12 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 		"run": {"csv": "PATH", "force": "", "fps": "N", "history": "N", "metrics": "ADDR", "metrics-window": "DUR", "web.config.file": "PATH", "no-tui": "", "proc-rate": "HZ",
 			"rate": "HZ", "record": "FILE", "socket": "PATH", "source": "S"},
 	}
+	// --alert's, on every live command
+	for _, sub := range []string{"", "record", "serve", "run"} {
+		for f, arg := range map[string]string{"alert": "CMD", "alert-steps": "N", "alert-within": "DUR", "alert-timeout": "DUR"} {
+			want[sub][f] = arg
+		}
+	}
 	for sub, flags := range want {
 		args := []string{"--help"}
 		if sub != "" {
