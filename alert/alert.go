@@ -163,6 +163,10 @@ func (w *Watcher) look() {
 		return devs
 	}
 	if sh.RowsMade != w.lastMade {
+		if skip := sh.RowsMade - w.lastMade; skip > maxNewRows {
+			w.opt.Log(fmt.Sprintf("alert: %d rows came between two looks; the oldest %d were not looked at (at most %d a look)",
+				skip, skip-maxNewRows, maxNewRows))
+		}
 		n := int(min(sh.RowsMade-w.lastMade, maxNewRows))
 		for _, r := range w.st.LastRows(n) {
 			if r.ID <= w.lastMade {
@@ -203,6 +207,8 @@ func (w *Watcher) verdicts(devs []store.Device) {
 		}
 	}
 	if len(keep) > maxPending {
+		w.opt.Log(fmt.Sprintf("alert: %d end rows wait for their holders walk; the oldest %d are no longer followed (at most %d)",
+			len(keep), len(keep)-maxPending, maxPending))
 		keep = append(keep[:0], keep[len(keep)-maxPending:]...)
 	}
 	w.pending = keep

@@ -67,7 +67,10 @@ func newFixture(t *testing.T, cmd string, opt Options) *fixture {
 	f.in.Device(store.Device{Index: 0, UUID: "GPU-alert", Name: "Test GPU", Total: 16 << 30, Source: "nvml"})
 	f.hello(4242)
 	opt.Command = strings.ReplaceAll(cmd, "OUT", f.out)
-	opt.Log, opt.Poll = f.log.add, 20*time.Millisecond
+	opt.Log = f.log.add
+	if opt.Poll == 0 {
+		opt.Poll = 20 * time.Millisecond
+	}
 	f.w = Start(f.in.Store(), opt)
 	t.Cleanup(func() { f.w.Stop() })
 	return f
@@ -310,5 +313,22 @@ func TestForecastOfAnOOMAsksForAWalk(t *testing.T) {
 	}
 	if st := f.w.Stats(); st.Ran != 0 {
 		t.Errorf("stats %+v: no command to run", st)
+	}
+}
+
+// More rows between two looks than one look reads: the newest are looked
+// at, and the log says how many were not.
+func TestRowsPastALookAreCounted(t *testing.T) {
+	f := newFixture(t, `cat >> OUT`, Options{Poll: time.Hour})
+	for i := range maxNewRows + 10 {
+		f.in.Apply(4242, wire.Mark{Type: wire.TypeMark, T: t0 + int64(i), Label: "row", Devs: []wire.DevStats{{Dev: 0, Allocated: 1}}})
+	}
+	f.oom(4242, t0+int64(maxNewRows+10))
+	f.w.Stop() // its last look
+	if !strings.Contains(f.log.text(), fmt.Sprintf("alert: %d rows came between two looks; the oldest 11 were not looked at (at most %d a look)", maxNewRows+11, maxNewRows)) {
+		t.Errorf("log:\n%s", f.log.text())
+	}
+	if evs := f.events(t, 1); len(evs) != 1 || evs[0].Event != KindOOM {
+		t.Errorf("the newest row, an OOM, should have run the command: %+v", evs)
 	}
 }

@@ -210,3 +210,12 @@ func TestSlopeInterval(t *testing.T) {
 		t.Errorf("the interval missed the true slope %d times in 200", misses)
 	}
 }
+
+// Past MaxPoints points, the newest are used.
+func TestAtMostMaxPoints(t *testing.T) {
+	pts := series(3*MaxPoints, 1, 1, 2<<30, 10*mib, 1<<30, 0, 1)
+	f := Predict(Input{Unit: Steps, Points: pts, Limit: 80 << 30})
+	if f.Points != MaxPoints || f.First != float64(2*MaxPoints+1) || f.Last != float64(3*MaxPoints) {
+		t.Errorf("points %d, steps %.0f–%.0f", f.Points, f.First, f.Last)
+	}
+}
