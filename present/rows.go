@@ -31,7 +31,7 @@ func (c *Rows) Get(st *store.Store, replay bool, cursor int64, devs []store.Devi
 		if n >= 0 {
 			snaps = snaps[:min(n, len(snaps))]
 		}
-		*c = Rows{ver: ver, n: n, devs: len(devs), dev: -1, rows: summary.Rows(snaps, devs), valid: true}
+		*c = Rows{ver: ver, n: n, devs: len(devs), dev: -1, rows: summary.RowsOf(st, snaps, devs), valid: true}
 	}
 	if c.dev != dev {
 		c.dev, c.dr = dev, summary.ForDevice(c.rows, dev)
