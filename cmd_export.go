@@ -105,5 +105,8 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 	for _, l := range summary.Findings(st.Rows(), st.Devices()) {
 		say(report, l)
 	}
+	for _, l := range summary.LedgerFindings(st) {
+		say(report, l)
+	}
 	return code
 }
