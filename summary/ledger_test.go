@@ -237,8 +237,9 @@ func TestIntervalPeakExactOrBound(t *testing.T) {
 	for _, r := range rows {
 		byLabel[r.Label] = r.IntervalPeak
 	}
-	// the first row: since the process's first sample, flat
-	if k := byLabel["step 1"]; k == nil || k.FromLabel != "" || k.Exact || k.Bytes != base || k.AtMost == nil || *k.AtMost != base {
+	// the first row: since the process's first sample, flat: the counter
+	// did not rise, and allocated reached it
+	if k := byLabel["step 1"]; k == nil || k.FromLabel != "" || !k.Exact || !k.Reached || k.Bytes != base || k.AtMost != nil {
 		t.Fatalf("step 1: %+v", k)
 	}
 

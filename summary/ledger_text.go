@@ -81,6 +81,8 @@ func PeakText(k IntervalPeak) string {
 	}
 	s := "peak " + since + ": "
 	switch {
+	case k.Exact && k.Reached:
+		s += units.Bytes(k.Bytes) + ", exact (torch's peak counter did not rise, and allocated reached it)"
 	case k.Exact:
 		s += units.Bytes(k.Bytes) + ", exact (torch's peak counter rose)"
 	case k.AtMost != nil:

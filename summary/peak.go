@@ -21,6 +21,9 @@ type IntervalPeak struct {
 	From      int64
 	FromLabel string // the previous row's label ("": the interval starts at the process's oldest sample held)
 	Exact     bool
+	// Exact because the counter did not rise and the highest allocated
+	// seen in the interval is the counter's value
+	Reached bool
 	// Exact: the interval's peak; else the highest allocated seen in it
 	// (the row's own counter or a sample), which the peak is at least
 	Bytes uint64
@@ -127,8 +130,13 @@ func intervalPeak(st *store.Store, r wire.Row, prev wire.Row, has bool) *Interva
 		k.Exact, k.Bytes = true, *r.Peak
 	case !k.Reset:
 		pk := *r.Peak
-		k.AtMost = &pk
 		k.Bytes = min(k.Bytes, pk) // a bucket's sample from outside the interval
+		if k.Bytes == pk && !k.Coarse {
+			// the counter did not rise, and a sample reached it: the peak
+			k.Exact, k.Reached = true, true
+		} else {
+			k.AtMost = &pk
+		}
 	}
 	k.Persistent = persistentOf(prev, true)
 	if !has || k.Persistent == nil {
