@@ -54,16 +54,34 @@ func CachedFreeSplit(l Ledger) string {
 	return fmt.Sprintf("largest free block %s, graph pools %s", units.Bytes(l.Layout.LargestFree), units.Bytes(l.Layout.GraphPoolsBytes()))
 }
 
-// LedgerSource says where a ledger's figures come from: "the agent's walk
-// at 0:01:00.0, 41 ms" (elapsed: how the caller writes a time).
-func LedgerSource(l Ledger, when string) string {
-	s := "the agent's walk of live tensors"
-	if when != "" {
-		s += " at " + when
+// LedgerBasis says what each part is based on: "params … workspaces: the
+// agent's walk of live tensors at 0:00:19.0 (38 ms), unattributed:
+// allocated − those, cached free: torch's reserved − allocated, outside
+// torch: NVML's process list at 0:00:19.0 − reserved" (without wide,
+// shorter and with the parts' letters), and what the walk could not
+// count; when writes a time as the caller does.
+func LedgerBasis(l Ledger, when func(int64) string, wide bool) string {
+	name := func(p Part) string { return p.Short + " " }
+	walk, u, c, x := "walk at "+when(l.T), "alloc − those", "reserved − alloc", "NVML at %s − reserved"
+	if wide {
+		name = func(p Part) string { return p.Title + ": " }
+		walk, u, c, x = "the agent's walk of live tensors at "+when(l.T), "allocated − those", "torch's reserved − allocated", "NVML's process list at %s − reserved"
 	}
 	if l.TookMS > 0 {
-		s += fmt.Sprintf(", %.0f ms", l.TookMS)
+		walk += fmt.Sprintf(" (%.0f ms)", l.TookMS)
 	}
+	first, last := l.Part(wire.PartParams), l.Part(wire.PartWorkspace)
+	tensors := first.Short + "…" + last.Short + " "
+	if wide {
+		tensors = first.Title + " … " + last.Title + ": "
+	}
+	parts := []string{tensors + walk, name(l.Part(wire.PartUnattributed)) + u, name(l.Part(wire.PartCachedFree)) + c}
+	if out := l.Part(wire.PartOutsideTorch); out.Known {
+		parts = append(parts, name(out)+fmt.Sprintf(x, when(l.NVMLAt)))
+	} else {
+		parts = append(parts, name(out)+"unknown: "+out.Why)
+	}
+	s := strings.Join(parts, ", ")
 	if len(l.Uncounted) > 0 {
 		s += "; not counted: " + strings.Join(l.Uncounted, "; ")
 	}
@@ -178,11 +196,11 @@ func LedgerFindings(st *store.Store) []string {
 	for i, r := range rows {
 		if r.End && r.PID > 0 {
 			if l, ok := LedgerOf(r); ok {
-				line := fmt.Sprintf("%s: ledger at %q (%s): %s %s", who(r), r.Label, LedgerSource(l, TimeString(l.T)), LedgerParts(l, false), LedgerSum(l))
+				line := fmt.Sprintf("%s: ledger at %q: %s %s", who(r), r.Label, LedgerParts(l, false), LedgerSum(l))
 				if s := CachedFreeSplit(l); s != "" {
 					line += "; cached free: " + s
 				}
-				out = append(out, line)
+				out = append(out, line, "  based on: "+LedgerBasis(l, TimeString, true))
 			} else if n := LedgerNote(r); n != "" {
 				out = append(out, fmt.Sprintf("%s: %q: %s", who(r), r.Label, n))
 			}

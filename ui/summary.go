@@ -94,7 +94,7 @@ func (m *summaryModel) Lines() int {
 	if m.footnote() != "" {
 		n++
 	}
-	return n + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines())
+	return n + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.ledgerLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -144,6 +144,7 @@ func (m *summaryModel) View() string {
 	tail = append(tail, m.oomLines()...)
 	tail = append(tail, verdicts...)
 	tail = append(tail, m.detailLines()...)
+	tail = append(tail, m.ledgerLines()...)
 	all := m.d.Dev.Rows
 	if len(all) == 0 {
 		*m.drawn = drawnRows{}
@@ -154,12 +155,16 @@ func (m *summaryModel) View() string {
 	if room < 1 {
 		// too short for the whole footer: the rows keep at least half the
 		// pane; the verdicts and the OOM's explanation go before the peaks,
-		// the newer of the two first
+		// the newer of the two first, then the rest of the selected row's
+		// ledger
 		tail = append(append([]string(nil), verdicts...), m.oomLines()...)
 		if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
 			tail = append(m.oomLines(), verdicts...)
 		}
-		tail = append(m.detailLines(), tail...) // the selected row's first
+		// the selected row's first, with its ledger's bar
+		head, rest := m.ledgerParts()
+		tail = append(append(m.detailLines(), head...), tail...)
+		tail = append(tail, rest...)
 		tail = tail[:min(len(tail), (m.h-1)/2)]
 		room = max(m.h-1-len(tail), 1)
 	}
