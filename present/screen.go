@@ -22,6 +22,9 @@ type Query struct {
 	// process is selected
 	PID    int
 	Picked bool
+	// LargestFree: the chart shows the selected process's largest free
+	// block in torch's cache (off by default: a key turns it on)
+	LargestFree bool
 }
 
 // atCursor is whether values are read at the cursor rather than as the
@@ -43,7 +46,12 @@ const (
 	TorchReserved
 	TorchPeak
 	TorchAllocated
+	TorchLargestFree // the largest free block in torch's cache, from the agent's layout readings
 )
+
+// LargestFreeSeries is the name of the chart's largest free block, with
+// its source: the agent reads torch's cache about once a second.
+const LargestFreeSeries = "largest free block (torch's allocator, read ~1/s)"
 
 // Series is one line of the chart: its aggregated columns over the window
 // (min/max/last per column), never raw samples.
@@ -66,6 +74,9 @@ type Screen struct {
 	EndedHidden int
 	Selected    int  // index into Procs, -1 when there is none
 	Picked      bool // the query's pick is still on this GPU
+	// torch's cache of the selected process on Dev at the cursor (live:
+	// its newest layout reading); nil without an agent or a reading
+	Cache *Cache
 
 	Rows     summary.DeviceRows // Dev's summary rows visible at the cursor
 	AllRows  int                // rows in all, every GPU
@@ -119,6 +130,9 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 	s.Hosts = st.Hosts()
 	s.Procs, s.EndedHidden = Processes(st, s.Dev, q.Cursor, q.Replay)
 	s.Selected, s.Picked = pick(s.Procs, q.PID, q.Picked)
+	if sel, ok := s.SelectedProcess(); ok {
+		s.Cache = cacheOf(st, &q, s.Dev, sel)
+	}
 
 	s.Rows, s.AllRows = p.rows.Get(st, q.Replay, q.Cursor, devs, s.Dev)
 	s.Bounds = st.Bounds()
@@ -160,7 +174,8 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 
 // chart fetches the chart's columns for the window: NVML used of the
 // device and, for the selected process when it has an agent, torch's
-// reserved, peak and allocated. A series without a source is left out (the
+// reserved, peak and allocated, and the largest free block in its cache
+// when the query asks for it. A series without a source is left out (the
 // note says why), never drawn as zeros.
 func (s *Screen) chart(st *store.Store, q *Query) {
 	series := func(kind SeriesKind, name string, k store.Key) {
@@ -193,6 +208,10 @@ func (s *Screen) chart(st *store.Store, q *Query) {
 		series(TorchPeak, "peak (torch)", k)
 		k.Metric = store.Allocated
 		series(TorchAllocated, "allocated (torch)", k)
+		if q.LargestFree {
+			k.Metric = store.LargestFree
+			series(TorchLargestFree, LargestFreeSeries, k)
+		}
 		note += "pid " + sel.Label
 		if sel.NSLocal {
 			note += " (pid inside another pid namespace)"

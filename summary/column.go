@@ -20,7 +20,7 @@ import (
 type Column struct {
 	Name   string // its CSV header (lower_snake, ending in its unit: _mb, _bytes)
 	Origin Origin // where its figure comes from
-	Value  Value  // how a row's value is written (inMiB, changeInMiB, byteCount, text, word)
+	Value  Value  // how a row's value is written (inMiB, changeInMiB, byteCount, count, text, word)
 	Text   *TextCol
 	TUI    *TUICol
 	// the words before its value in the TUI's details of the selected row
@@ -196,6 +196,23 @@ func byteCount(get func(Row) *uint64) Value {
 		Cell: func(r Row, _ *Context) string {
 			if b := get(r); b != nil {
 				return units.Bytes(*b)
+			}
+			return Dash
+		}}
+}
+
+// count is a number of things, the same in the CSV and a table.
+func count(get func(Row) *uint64) Value {
+	return Value{
+		CSV: func(r Row, _ *Context) string {
+			if n := get(r); n != nil {
+				return strconv.FormatUint(*n, 10)
+			}
+			return ""
+		},
+		Cell: func(r Row, _ *Context) string {
+			if n := get(r); n != nil {
+				return strconv.FormatUint(*n, 10)
 			}
 			return Dash
 		}}

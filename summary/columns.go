@@ -143,6 +143,11 @@ var Columns = []Column{
 		}
 		return r.Dump.Path
 	})},
+	// torch's cache at the row (RowLayout): empty without a layout
+	{Name: "free_in_segments_bytes", Origin: OriginTorch, Value: byteCount(layoutFigure(func(l *wire.Layout) uint64 { return l.FreeInSegments }))},
+	{Name: "largest_free_bytes", Origin: OriginTorch, Value: byteCount(layoutFigure(func(l *wire.Layout) uint64 { return l.LargestFree }))},
+	{Name: "segments", Origin: OriginTorch, Value: count(layoutFigure(func(l *wire.Layout) uint64 { return uint64(l.Segments) }))},
+	{Name: "graph_pools_bytes", Origin: OriginTorch, Value: byteCount(layoutFigure((*wire.Layout).GraphPoolsBytes))},
 	// the ledger at the row (LedgerOf): empty without one, and
 	// outside_torch where NVML gave no figure for the process
 	{Name: wire.PartParams + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartParams))},
@@ -164,6 +169,18 @@ func reserved(r Row) *uint64         { return r.Reserved }
 func peak(r Row) *uint64             { return r.Peak }
 func nvmlUsed(r Row) *uint64         { return r.NVMLUsed }
 func nvmlPeak(r Row) *uint64         { return r.NVMLPeak }
+
+// layoutFigure is one figure of the row's layout (none without one).
+func layoutFigure(f func(*wire.Layout) uint64) func(Row) *uint64 {
+	return func(r Row) *uint64 {
+		l := RowLayout(r.Row)
+		if l == nil {
+			return nil
+		}
+		v := f(l)
+		return &v
+	}
+}
 
 // heldFigure is one figure of an end row's attribution (none when the
 // walk was skipped).

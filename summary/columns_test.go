@@ -21,6 +21,10 @@ const csvHeader = "label,time,device,allocated_mb,reserved_mb,peak_mb,nvml_used_
 	"nvml_used_bytes,nvml_peak_bytes,oom_requested_bytes,oom_free_bytes,oom_limit_bytes,verdict,verdict_basis," +
 	"held_python_bytes,held_torch_internal_bytes,held_unaccounted_bytes,top_holder,verdict_text,host,rank,job,dump"
 
+// layoutHeader is what the header grew by with torch's cache at each row
+// (2027-01).
+const layoutHeader = ",free_in_segments_bytes,largest_free_bytes,segments,graph_pools_bytes"
+
 // ledgerHeader is what the header grew by with the ledger at each row
 // (2027-01).
 const ledgerHeader = ",params_bytes,grads_bytes,optimizer_bytes,activations_bytes,other_tensors_bytes,workspace_bytes," +
@@ -48,7 +52,7 @@ func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
 	if first, _, _ := strings.Cut(string(b), "\n"); first != doc {
 		t.Fatalf("CSV header\n%s\nREADME's Summary CSV documents\n%s", first, doc)
 	}
-	if had := csvHeader + ledgerHeader; doc != had && !strings.HasPrefix(doc, had+",") {
+	if had := csvHeader + layoutHeader + ledgerHeader; doc != had && !strings.HasPrefix(doc, had+",") {
 		t.Fatalf("the header\n%s\ndoes not start with the columns it had\n%s", doc, had)
 	}
 }
@@ -121,7 +125,7 @@ func TestAColumnAddedToTheList(t *testing.T) {
 	snaps, devs := sample()
 	recs := Records(snaps, devs)
 	h := recs[0]
-	if got := strings.Join(h, ","); got != csvHeader+ledgerHeader+",test_cached_free_bytes,test_label_again" {
+	if got := strings.Join(h, ","); got != csvHeader+layoutHeader+ledgerHeader+",test_cached_free_bytes,test_label_again" {
 		t.Fatalf("header %s", got)
 	}
 	want := []string{"1048576", "", "7340032", "", "1048576"} // sample's rows: reserved - allocated

@@ -48,7 +48,7 @@ func markerLine(labels []markLabel, w int) string {
 }
 
 // shortNames are the legend's names for its narrowest forms.
-var shortNames = map[string]string{"NVML used": "NVML", "reserved": "res", "allocated": "alloc"}
+var shortNames = map[string]string{"NVML used": "NVML", "reserved": "res", "allocated": "alloc", "largest free block": "largest free"}
 
 // legend names each series with its source and its value at the cursor.
 // Narrower, it groups the torch series under one label, then shortens the
@@ -90,8 +90,10 @@ func (c *chartModel) legend() string {
 				if n, ok := shortNames[name]; ok {
 					name = n
 				}
+			} else if _, how, ok := strings.Cut(src, ", "); ok {
+				name += " (" + how // what the torch label leaves out: "read ~1/s)"
 			}
-			if ok && src == "torch)" {
+			if ok && strings.HasPrefix(src, "torch") {
 				torch = append(torch, s.Style.Render("━")+" "+name+value(s))
 				continue
 			}

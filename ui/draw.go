@@ -10,6 +10,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+
+	"github.com/gputop/gputop/summary"
 )
 
 type frameCache struct {
@@ -122,13 +124,18 @@ func (m *Model) layout() layout {
 // helpOpen is true while the full help takes the lower panes' place.
 func (m *Model) helpOpen() bool { return m.help.ShowAll && !m.prompt.open }
 
-// helpTitle is the full help's first line: how to leave it, or turn its page.
+// helpTitle is the full help's first line: how to leave it, or turn its
+// page, and where it fits what the process pane's fragmentation is.
 func (m *Model) helpTitle() string {
 	t := "keys (? closes)"
 	if m.helpN > 1 {
 		t = fmt.Sprintf("keys, page %d of %d (? %s)", m.helpPage+1, m.helpN, map[bool]string{true: "closes", false: "next page"}[m.helpPage == m.helpN-1])
 	}
-	return m.styles.TableHeader.Render(t)
+	title := m.styles.TableHeader.Render(t)
+	if f := "   " + summary.FragmentationFormula; lipgloss.Width(t+f) <= m.w {
+		title += m.styles.Dim.Render(f)
+	}
+	return title
 }
 
 // toggleHelp opens the help, turns its page, or closes it after the last.

@@ -139,6 +139,18 @@ func (m *Model) togglePane(id paneID) {
 	m.keys.setHelp(name, verb+what)
 }
 
+// toggleLargestFree shows or hides the chart's largest free block, and says
+// in the key's help what pressing it again does.
+func (m *Model) toggleLargestFree() tea.Cmd {
+	m.largestFree = !m.largestFree
+	help := "chart largest free block"
+	if m.largestFree {
+		help = "hide largest free block"
+	}
+	m.keys.setHelp("largestfree", help)
+	return nil
+}
+
 // quitKey quits from any mode; an open prompt closes first (when a write
 // on quit fails, the screen stays).
 func (m *Model) quitKey() tea.Cmd {

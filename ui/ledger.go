@@ -46,9 +46,9 @@ func (m *summaryModel) ledgerLines() []string {
 	return append(head, rest...)
 }
 
-// ledgerParts are ledgerLines as its stacked bar (when the row has a
-// ledger: a short pane shows it right after the row's details) and the
-// rest.
+// ledgerParts are ledgerLines as its stacked bar and figures (when the
+// row has a ledger: a short pane shows them right after the row's
+// details) and the rest.
 func (m *summaryModel) ledgerParts() (head, rest []string) {
 	r, ok := m.Selected()
 	if !ok || r.PID == 0 {
@@ -57,8 +57,7 @@ func (m *summaryModel) ledgerParts() (head, rest []string) {
 	st := m.styles
 	var out []string
 	if l, ok := summary.LedgerOf(r); ok {
-		head = []string{m.ledgerBar(l)}
-		out = append(out, m.indented(m.ledgerFigures(l))...)
+		head = append([]string{m.ledgerBar(l)}, m.indented(m.ledgerFigures(l))...)
 	} else if n := summary.LedgerNote(r); n != "" {
 		out = append(out, m.indented(st.Dim.Render(printable.Clean(n)))...)
 	}

@@ -6,7 +6,10 @@ import (
 	"strings"
 
 	"charm.land/lipgloss/v2"
+
 	"github.com/gputop/gputop/present"
+	"github.com/gputop/gputop/printable"
+	"github.com/gputop/gputop/summary"
 )
 
 // procsModel is the process pane; up/down select a process, and the chart's
@@ -22,6 +25,7 @@ type procsModel struct {
 	order  present.ProcessOrder // the sort key cycles it (sort.go)
 	drawn  *drawnRows           // the rows the last View showed, for the mouse
 	marked bool                 // the pane has the focus and says so (focus.go)
+	cache  *present.Cache       // torch's cache of the selected process, under the rows
 }
 
 func newProcs(st *Styles) procsModel {
@@ -43,14 +47,43 @@ func (m *procsModel) SetRows(rows []present.Process, sel int, picked bool, hidde
 	m.rows, m.hidden = rows, hidden
 }
 
-// Lines is how many lines the pane wants (header + rows, and a line of
-// notes when it has any).
+// SetCache gives the pane torch's cache of the selected process (nil:
+// none to show).
+func (m *procsModel) SetCache(c *present.Cache) { m.cache = c }
+
+// Lines is how many lines the pane wants (header + rows, a line of notes
+// when it has any, and the selected process's cache).
 func (m *procsModel) Lines() int {
 	n := 1 + max(len(m.rows), 1)
 	if len(m.notes()) > 0 {
 		n++
 	}
-	return n
+	return n + len(m.cacheLines())
+}
+
+// cacheLines say what torch's cache of the selected process held at the
+// cursor (live: its newest reading), wrapped to the pane: the figures the
+// agent measured, its pools and settings, how old the reading is, and why
+// the newest reading was skipped when it was.
+func (m *procsModel) cacheLines() []string {
+	c := m.cache
+	if c == nil {
+		return nil
+	}
+	of := "the cursor"
+	if c.Live {
+		of = "now"
+	}
+	text := fmt.Sprintf("torch's cache, pid %s on GPU %d: ", c.Label, c.Dev)
+	switch {
+	case c.OK && c.Skipped != "":
+		text += summary.LayoutText(c.Layout, c.At, of) + "; the newest reading was skipped: " + c.Skipped
+	case c.OK:
+		text += summary.LayoutText(c.Layout, c.At, of)
+	default:
+		text += "no reading: " + c.Skipped
+	}
+	return wrapTo("  "+printable.Clean(text), m.w)
 }
 
 // notes say what the rows cannot: ended processes left out, and what a
@@ -113,6 +146,14 @@ func (m *procsModel) View() string {
 	if len(m.rows) == 0 {
 		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render(strings.Join(append([]string{"no process on this GPU"}, notes...), "  ")), m.w, m.h)
 	}
+	// the selected process's cache in the lines the rows and notes leave
+	cache := m.cacheLines()
+	room := m.h - 1 - len(m.rows)
+	if len(notes) > 0 {
+		room--
+	}
+	cache = cache[:min(len(cache), max(room, 0))]
+	h := m.h - len(cache)
 	cols := []column{
 		{Title: m.sortTitle("PID", present.ByPID), Right: true, Priority: 9},
 		{Title: "PROCESS", Priority: 8, Flex: true},
@@ -133,7 +174,7 @@ func (m *procsModel) View() string {
 	}
 	// keep the selected row in view; when rows are hidden, or there are
 	// notes, the last line says how many and what
-	first, n := 0, m.h-1
+	first, n := 0, h-1
 	foot := (len(notes) > 0 || len(m.rows) > n) && n >= 2
 	if foot {
 		n--
@@ -193,6 +234,9 @@ func (m *procsModel) View() string {
 			notes = append([]string{fmt.Sprintf("%d-%d of %d processes (↑/↓)", first+1, first+n, len(m.rows))}, notes...)
 		}
 		out += "\n" + st.Dim.Render("  "+strings.Join(notes, "  "))
+	}
+	if len(cache) > 0 {
+		out += "\n" + strings.Join(cache, "\n")
 	}
 	return fit(out, m.w, m.h)
 }

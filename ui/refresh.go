@@ -80,7 +80,7 @@ func (m *Model) refresh(force bool) bool {
 // process, the cursor, the chart's window.
 func (m *Model) query(now, from, to int64) present.Query {
 	return present.Query{Dev: m.dev, Now: now, Cursor: m.tl.cursor(now), Replay: m.opt.Replay, Paused: m.tl.paused,
-		From: from, To: to, Cols: m.chart.Columns(), PID: m.procs.sel, Picked: m.procs.chosen}
+		From: from, To: to, Cols: m.chart.Columns(), PID: m.procs.sel, Picked: m.procs.chosen, LargestFree: m.largestFree}
 }
 
 // setScreen hands each pane its part of the screen.
@@ -90,6 +90,7 @@ func (m *Model) setScreen(s present.Screen, now int64) {
 	m.header.SetHosts(s.Hosts)
 	sel, selOK := s.SelectedProcess() // before the pane sorts the rows
 	m.procs.SetRows(s.Procs, s.Selected, s.Picked, s.EndedHidden)
+	m.procs.SetCache(s.Cache)
 
 	sd := summaryRows{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel, Bounds: s.Bounds}
 	m.nRows = s.AllRows

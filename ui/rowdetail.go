@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/summary"
 )
 
@@ -46,7 +47,7 @@ func (m *summaryModel) Selected() (summary.Row, bool) {
 func (m *summaryModel) oomNote() *oomNote {
 	if r, ok := m.Selected(); ok && r.OOM != nil {
 		n := explainOOM(r, m.d.Start, m.d.Total)
-		n.Head = "selected row: " + n.Head
+		n.Head, n.Selected = "selected row: "+n.Head, true
 		return n
 	}
 	return m.d.OOM
@@ -88,6 +89,19 @@ func (m *summaryModel) detailLines() []string {
 		lines = append(lines, m.wrap("  "+st.Dim.Render("waiting for its agent's holders walk"))...)
 	}
 	return append(lines, m.detailFigures(r)...)
+}
+
+// layoutLines give torch's cache at the selected row, after its details
+// (a short pane puts them after the verdicts and the OOM, which say more).
+func (m *summaryModel) layoutLines() []string {
+	r, ok := m.Selected()
+	if !ok {
+		return nil
+	}
+	if l := summary.RowLayoutText(r.Row); l != "" {
+		return m.wrap("  " + printable.Clean(l))
+	}
+	return nil
 }
 
 // detailFigures are the row's values of the summary columns marked for the

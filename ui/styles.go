@@ -29,6 +29,8 @@ type Styles struct {
 	Allocated lipgloss.Style
 	Reserved  lipgloss.Style
 	Peak      lipgloss.Style
+	// the largest free block in torch's cache
+	LargestFree lipgloss.Style
 	// chart markers, by kind
 	MarkSnapshot lipgloss.Style
 	MarkPhase    lipgloss.Style
@@ -67,12 +69,13 @@ func DefaultStyles() Styles {
 		BarFull:     lipgloss.NewStyle().Foreground(c("#5FD75F")),
 		BarEmpty:    lipgloss.NewStyle().Foreground(c("#3A3A3A")),
 
-		Axis:      lipgloss.NewStyle().Foreground(c("#5F5F5F")),
-		AxisLabel: lipgloss.NewStyle().Foreground(c("#8A8A8A")),
-		NVMLUsed:  lipgloss.NewStyle().Foreground(c("#5FD75F")),
-		Allocated: lipgloss.NewStyle().Foreground(c("#00D7FF")),
-		Reserved:  lipgloss.NewStyle().Foreground(c("#5F87FF")),
-		Peak:      lipgloss.NewStyle().Foreground(c("#FF87FF")),
+		Axis:        lipgloss.NewStyle().Foreground(c("#5F5F5F")),
+		AxisLabel:   lipgloss.NewStyle().Foreground(c("#8A8A8A")),
+		NVMLUsed:    lipgloss.NewStyle().Foreground(c("#5FD75F")),
+		Allocated:   lipgloss.NewStyle().Foreground(c("#00D7FF")),
+		Reserved:    lipgloss.NewStyle().Foreground(c("#5F87FF")),
+		Peak:        lipgloss.NewStyle().Foreground(c("#FF87FF")),
+		LargestFree: lipgloss.NewStyle().Foreground(c("#FFAF00")),
 
 		MarkSnapshot: lipgloss.NewStyle().Foreground(c("#FFD75F")),
 		MarkPhase:    lipgloss.NewStyle().Foreground(c("#87AFD7")),
@@ -102,6 +105,8 @@ func (s *Styles) series(k present.SeriesKind) lipgloss.Style {
 		return s.Reserved
 	case present.TorchPeak:
 		return s.Peak
+	case present.TorchLargestFree:
+		return s.LargestFree
 	case present.TorchAllocated:
 		return s.Allocated
 	}

@@ -94,7 +94,7 @@ func (m *summaryModel) Lines() int {
 	if m.footnote() != "" {
 		n++
 	}
-	return n + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.ledgerLines())
+	return n + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.layoutLines()) + len(m.ledgerLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -144,6 +144,7 @@ func (m *summaryModel) View() string {
 	tail = append(tail, m.oomLines()...)
 	tail = append(tail, verdicts...)
 	tail = append(tail, m.detailLines()...)
+	tail = append(tail, m.layoutLines()...)
 	tail = append(tail, m.ledgerLines()...)
 	all := m.d.Dev.Rows
 	if len(all) == 0 {
@@ -154,16 +155,23 @@ func (m *summaryModel) View() string {
 	room := m.h - 1 - len(tail)
 	if room < 1 {
 		// too short for the whole footer: the rows keep at least half the
-		// pane; the verdicts and the OOM's explanation go before the peaks,
-		// the newer of the two first, then the rest of the selected row's
-		// ledger
-		tail = append(append([]string(nil), verdicts...), m.oomLines()...)
+		// pane; the verdicts and the OOM's explanation (its short form) go
+		// before the peaks, the newer of the two first, after the selected
+		// row's details and its ledger's bar and figures, and before
+		// torch's cache at it and the rest of its ledger
+		tail = append(append([]string(nil), verdicts...), m.oomShortLines()...)
 		if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
-			tail = append(m.oomLines(), verdicts...)
+			tail = append(m.oomShortLines(), verdicts...)
 		}
-		// the selected row's first, with its ledger's bar
 		head, rest := m.ledgerParts()
-		tail = append(append(m.detailLines(), head...), tail...)
+		if r, ok := m.Selected(); ok && r.OOM != nil {
+			// an OOM row's note comes first: it says which row it is
+			tail = append(append(tail, m.detailLines()...), head...)
+		} else {
+			// the selected row's first, with its ledger's bar and figures
+			tail = append(append(m.detailLines(), head...), tail...)
+		}
+		tail = append(tail, m.layoutLines()...)
 		tail = append(tail, rest...)
 		tail = tail[:min(len(tail), (m.h-1)/2)]
 		room = max(m.h-1-len(tail), 1)
@@ -318,6 +326,21 @@ func (m *summaryModel) oomLines() []string {
 		lines = append(lines, "  "+l)
 	}
 	return lines
+}
+
+// oomShortLines are oomLines for a pane too short for them: the note's
+// short form, which keeps what was measured and the suggestion, where it
+// has one (a selected row's without its time: the row is marked).
+func (m *summaryModel) oomShortLines() []string {
+	n := m.oomNote()
+	if n == nil || n.Short == "" {
+		return m.oomLines()
+	}
+	when := n.When
+	if n.Selected {
+		when = "selected row"
+	}
+	return m.wrap(m.styles.Error.Render("✗ OOM") + " " + when + ": " + n.Short)
 }
 
 // verdictLines are the verdicts under the table (see verdictRows), each
