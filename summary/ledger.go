@@ -65,7 +65,7 @@ func LedgerOf(r Row) (Ledger, bool) {
 	if r.Row.Ledger == nil || r.Row.Ledger.Skipped != "" {
 		return Ledger{}, false
 	}
-	l := Ledger{Ledger: *r.Row.Ledger, NVML: r.NVMLProcess, NVMLAt: r.NVMLProcessAt, Layout: r.Layout}
+	l := Ledger{Ledger: *r.Row.Ledger, NVML: r.NVMLProcess, NVMLAt: r.NVMLProcessAt, Layout: RowLayout(r.Row)}
 	figures := []uint64{l.Params, l.Grads, l.Optimizer, l.Activations, l.OtherTensors, l.Workspace,
 		l.Unattributed(), l.CachedFree(), 0}
 	outside, why := uint64(0), ""

@@ -79,7 +79,11 @@ func LedgerBasis(l Ledger, when func(int64) string, wide bool) string {
 	if out := l.Part(wire.PartOutsideTorch); out.Known {
 		parts = append(parts, name(out)+fmt.Sprintf(x, when(l.NVMLAt)))
 	} else {
-		parts = append(parts, name(out)+"unknown: "+out.Why)
+		unknown := out.Short + " unknown: "
+		if wide {
+			unknown = out.Title + " unknown: "
+		}
+		parts = append(parts, unknown+out.Why)
 	}
 	s := strings.Join(parts, ", ")
 	if len(l.Uncounted) > 0 {
