@@ -15,7 +15,6 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-
 // stepLedger is a training step's ledger as an agent sends it: 1 GiB of
 // parameters, grads as given, 2 GiB of optimizer state, a 64 MiB batch,
 // a 32 MiB workspace, and 4 MiB no part claims, of 12 GiB reserved.

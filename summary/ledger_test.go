@@ -9,7 +9,6 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-
 // ledgerRun is a store with one training process (pid 9 on GPU 0) whose
 // allocator counters come at 100 Hz and NVML's process list at 10 Hz,
 // and at: the time s seconds into it.
