@@ -6,8 +6,7 @@ own memory snapshot taken at the same moment, and what reading it costs.
 
 Each part is a child process (this script with --child PART) with the agent
 attached to a socket this script listens on: it reads the frames where the
-agent sends them (gputop keeps a mark's and an OOM's layout, but no layout
-frame until its store has a use for them). The child prints torch's own
+agent sends them. The child prints torch's own
 figures, from torch.cuda.memory_snapshot() taken right after the agent's
 reading in the same thread; the script compares them with the frames.
 
@@ -19,6 +18,10 @@ reading in the same thread; the script compares them with the frames.
               (read in torch's OOM observer, before the error reaches the
               program) must equal torch's snapshot after the error to the
               byte: largest_free, free_in_segments, every figure, every pool;
+  explained   the same OOM beside the real `gputop record` (--gputop): the
+              exported CSV's OOM row has torch's free_in_segments and
+              largest_free to the byte, and `gputop export` says
+              fragmentation;
   graphs      an MLP captured with torch.cuda.graph, then one compiled with
               torch.compile(mode="reduce-overhead"): a row's layout after
               each must hold the graphs' private pools, each pool's figures
@@ -35,7 +38,7 @@ reading in the same thread; the script compares them with the frames.
               or not (off) in alternating blocks of steps (ABBA): the
               median step time on against off, within 0.5%.
 
-Results: NAME-oom, NAME-graphs, NAME-expandable, NAME-overhead (PASS/FAIL),
+Results: NAME-oom, NAME-explained, NAME-graphs, NAME-expandable, NAME-overhead (PASS/FAIL),
 NAME-cost (INFO). A table of them is printed last; logs in --workdir.
 """
 from __future__ import annotations
@@ -50,14 +53,15 @@ import sys
 import tempfile
 import threading
 import time
+from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from common import write_result  # noqa: E402
+from common import start_gputop, stop_proc, write_result  # noqa: E402
 
 MIB = 1 << 20
-PARTS = ("oom", "graphs", "expandable", "cost", "overhead")
+PARTS = ("oom", "explained", "graphs", "expandable", "cost", "overhead")
 FIGURES = ("segments", "blocks", "reserved", "allocated", "free_in_segments", "largest_free")
 OVERHEAD_LIMIT = 0.005  # the layout readings may slow a step by this much at the median
 
@@ -376,6 +380,51 @@ def check_oom(a, srv, work) -> tuple[str, str, dict]:
     return ("FAIL" if problems else "PASS"), txt, {"problems": problems, "child": got, "layout": lay}
 
 
+def check_explained(a, srv, work) -> tuple[str, str, dict]:
+    """The same fragmentation OOM beside the real `gputop record`: the
+    recording's OOM row carries the layout read at the OOM, the CSV's
+    columns equal torch's snapshot, and `gputop export` says fragmentation."""
+    import csv
+
+    sock, rec = os.path.join(work, "explained.sock"), os.path.join(work, "explained.gputop")
+    with open(os.path.join(work, "explained-record.log"), "w") as log:
+        p = start_gputop(a.gputop, rec, sock, "all", log)
+    if p is None:
+        return "FAIL", f"gputop record did not start (see {work}/explained-record.log)", {}
+    try:
+        got, log = run_child(a, "oom", SimpleNamespace(path=sock), work, tag="-explained",
+                             env={k: v for k, v in os.environ.items()
+                                  if k not in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")})
+    finally:
+        stop_proc(p)
+    if got is None:
+        return "FAIL", f"the child failed ({log})", {}
+    out = os.path.join(work, "explained.csv")
+    ex = subprocess.run([a.gputop, "export", rec, "--csv", out], capture_output=True, text=True)
+    with open(os.path.join(work, "explained-export.txt"), "w") as fh:
+        fh.write(ex.stdout + ex.stderr)
+    problems = [] if got["raised"] else ["torch did not raise OutOfMemoryError"]
+    if "fragmentation" not in ex.stdout:
+        problems.append(f"gputop export did not say fragmentation (see {work}/explained-export.txt)")
+    rows = []
+    if ex.returncode == 0:
+        with open(out, newline="") as fh:
+            rows = [r for r in csv.DictReader(fh) if r["label"] == "OOM"]
+    t = got["torch"]
+    if len(rows) != 1:
+        problems.append(f"{len(rows)} OOM rows in the CSV (export rc {ex.returncode})")
+    else:
+        for col, key in (("free_in_segments_bytes", "free_in_segments"), ("largest_free_bytes", "largest_free")):
+            if rows[0].get(col) != str(t[key]):
+                problems.append(f"CSV {col} {rows[0].get(col)!r}, torch's snapshot {t[key]}")
+    line = next((ln.strip() for ln in ex.stdout.splitlines() if "fragmentation" in ln), "")
+    txt = (f"gputop record + export: the OOM row's free_in_segments / largest_free "
+           f"{rows[0].get('free_in_segments_bytes') if rows else '?'} / {rows[0].get('largest_free_bytes') if rows else '?'} B "
+           f"(torch {t['free_in_segments']} / {t['largest_free']} B); export: {line[:160]}"
+           + ("" if not problems else "; " + "; ".join(problems)))
+    return ("FAIL" if problems else "PASS"), txt, {"problems": problems, "export": ex.stdout[-4000:]}
+
+
 def mark_layout(srv: Listener, pid: int, label: str) -> dict | None:
     marks = [m for m in srv.of(pid, "mark") if m.get("label") == label]
     return marks[0]["devs"][0].get("layout") if marks and marks[0].get("devs") else None
@@ -479,7 +528,7 @@ def check_overhead(a, srv, work) -> tuple[str, str, dict]:
     return ("FAIL" if problems else "PASS"), txt, {"problems": problems, "child": got}
 
 
-CHECKS = {"oom": check_oom, "graphs": check_graphs, "expandable": check_expandable, "cost": check_cost,
+CHECKS = {"oom": check_oom, "explained": check_explained, "graphs": check_graphs, "expandable": check_expandable, "cost": check_cost,
           "overhead": check_overhead}
 
 
@@ -517,6 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", help="for the children's logs (default: a temp dir)")
     ap.add_argument("--only", nargs="*", choices=PARTS, help="run only these parts")
     ap.add_argument("--python", default=sys.executable, help="the Python of the children (with torch)")
+    ap.add_argument("--gputop", default="bin/gputop", help="the binary the explained part records with")
     ap.add_argument("--child-timeout", type=float, default=150)
     ap.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
     ap.add_argument("--socket", help=argparse.SUPPRESS)

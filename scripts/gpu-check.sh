@@ -477,7 +477,7 @@ step_ddp() {
 }
 
 step_layout() {
-	timeout 240 "$PY" bench/layout_check.py --results-dir "$R" --workdir "$W/layout"
+	timeout 260 "$PY" bench/layout_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/layout"
 }
 
 step_holders() {
@@ -526,7 +526,7 @@ step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 step wheel 120 98-wheel-nvml 98-wheel-run 98-wheel-run-exact
-step layout 180 35-layout-oom 35-layout-graphs 35-layout-expandable 35-layout-cost 35-layout-overhead
+step layout 190 35-layout-oom 35-layout-explained 35-layout-graphs 35-layout-expandable 35-layout-cost 35-layout-overhead
 
 # ---------------------------------------------------------------- report
 
