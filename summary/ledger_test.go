@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -272,5 +273,46 @@ func TestIntervalPeakExactOrBound(t *testing.T) {
 		if r.IntervalPeak != nil || r.NVMLProcess != nil {
 			t.Fatalf("Rows worked out what only the store's series tell: %+v", r)
 		}
+	}
+}
+
+// SeriesReads gives what RowsOf gives, reading the series again only for
+// the rows whose interval changed: a ledger that came to a row after it
+// (a walk's late answer) reaches it, the rows before it are kept.
+func TestSeriesReadsKeepsWhatDidNotChange(t *testing.T) {
+	st, at := ledgerRun(t)
+	var peak uint64
+	base := stepPersistent()
+	counters(st, at, 0, 2, func(float64) uint64 { return base }, 8*gib, 500*mib, &peak, 0)
+	mark(st, at, 2, "step 1", base, 8*gib, peak, nil)
+	counters(st, at, 2.01, 4, func(s float64) uint64 {
+		if s == 3 {
+			return base + gib
+		}
+		return base
+	}, 8*gib, 500*mib, &peak, 0)
+	mark(st, at, 4, "step 2", base, 8*gib, peak, nil)
+	var reads SeriesReads
+	first := reads.RowsOf(st, st.Rows(), st.Devices())
+	if k := first[1].IntervalPeak; k == nil || !k.Exact || k.Persistent != nil {
+		t.Fatalf("step 2 before any ledger: %+v", k)
+	}
+	// a walk's late answer gives step 1 its ledger
+	st.AddRow(wire.Row{T: at(4.5), Label: "look", Dev: 0, PID: 9, Source: "key", Allocated: &base, Reserved: &base, Peak: &peak, Awaiting: true})
+	l := stepLedger
+	l.T, l.Allocated, l.Reserved = at(4.6), base, 8*gib
+	st.SetHeld(9, 0, at(4.5), &wire.Held{T: at(4.6)}, &l)
+	again := reads.RowsOf(st, st.Rows(), st.Devices())
+	fresh := RowsOf(st, st.Rows(), st.Devices())
+	for i := range fresh {
+		if !reflect.DeepEqual(again[i].IntervalPeak, fresh[i].IntervalPeak) || !reflect.DeepEqual(again[i].NVMLProcess, fresh[i].NVMLProcess) {
+			t.Fatalf("row %s: kept %+v, fresh %+v", fresh[i].Label, again[i].IntervalPeak, fresh[i].IntervalPeak)
+		}
+	}
+	if again[2].NVMLProcess == nil || *again[2].NVMLProcess != 8*gib+500*mib {
+		t.Fatalf("look's NVML figure: %v", again[2].NVMLProcess)
+	}
+	if first[1].IntervalPeak != again[1].IntervalPeak {
+		t.Fatal("step 2's interval did not change, yet its series were read again")
 	}
 }

@@ -149,25 +149,82 @@ func intervalPeak(st *store.Store, r wire.Row, prev wire.Row, has bool) *Interva
 // figure for the process at its ledger's walk (the ledger's outside
 // torch), and the peak of the interval before it (IntervalPeak).
 func RowsOf(st *store.Store, snaps []wire.Row, devs []store.Device) []Row {
+	return (&SeriesReads{}).RowsOf(st, snaps, devs)
+}
+
+// SeriesReads keeps what RowsOf read of the store's series for each row
+// from one call to the next, so that rows worked out again (a new row, a
+// row renamed) read the series only for the rows that are new or whose
+// interval changed (its previous row, a ledger at either end). The zero
+// value is ready; it keeps only the last call's reads.
+type SeriesReads struct {
+	st *store.Store // whose rows the reads are of
+	m  map[readsKey]seriesRead
+}
+
+// readsKey names a row's interval: the row and its previous row of the
+// process on the device (their ids; 0: none), and when their ledgers were
+// taken (0: none), which a late walk's answer changes.
+type readsKey struct {
+	id, prev   uint64
+	ledger, pl int64
+}
+
+type seriesRead struct {
+	nvml *uint64
+	at   int64
+	peak *IntervalPeak
+}
+
+func ledgerT(r wire.Row) int64 {
+	if r.Ledger == nil {
+		return 0
+	}
+	return r.Ledger.T + 1 // a ledger at 0 is still one
+}
+
+// RowsOf is the package's RowsOf, reusing the reads of the previous call.
+func (c *SeriesReads) RowsOf(st *store.Store, snaps []wire.Row, devs []store.Device) []Row {
 	rows := Rows(snaps, devs)
+	if c.st != st {
+		c.st, c.m = st, nil
+	}
 	prev := map[rowKey]wire.Row{}
+	next := make(map[readsKey]seriesRead, len(c.m))
 	for i := range rows {
 		r := &rows[i]
 		k := rowKey{r.Dev, r.PID}
-		if l := r.Row.Ledger; r.PID > 0 && l != nil && l.Skipped == "" {
-			t := l.T
-			if t == 0 {
-				t = r.T
-			}
-			if v, at, ok := st.ProcUsedAt(r.Dev, r.PID, t, store.ProcFigureAge); ok {
-				r.NVMLProcess, r.NVMLProcessAt = &v, at
-			}
-		}
 		p, has := prev[k]
-		r.IntervalPeak = intervalPeak(st, r.Row, p, has)
+		key := readsKey{id: r.ID, prev: p.ID, ledger: ledgerT(r.Row), pl: ledgerT(p)}
+		got, ok := c.m[key]
+		if !ok || r.ID == 0 {
+			got = readSeries(st, r.Row, p, has)
+		}
+		if r.ID != 0 {
+			next[key] = got
+		}
+		r.NVMLProcess, r.NVMLProcessAt, r.IntervalPeak = got.nvml, got.at, got.peak
 		if r.Allocated != nil {
 			prev[k] = r.Row
 		}
 	}
+	c.m = next
 	return rows
+}
+
+// readSeries reads what row r needs of the series (prev: the previous row
+// of its process on its device, when has).
+func readSeries(st *store.Store, r, prev wire.Row, has bool) seriesRead {
+	var got seriesRead
+	if l := r.Ledger; r.PID > 0 && l != nil && l.Skipped == "" {
+		t := l.T
+		if t == 0 {
+			t = r.T
+		}
+		if v, at, ok := st.ProcUsedAt(r.Dev, r.PID, t, store.ProcFigureAge); ok {
+			got.nvml, got.at = &v, at
+		}
+	}
+	got.peak = intervalPeak(st, r, prev, has)
+	return got
 }
