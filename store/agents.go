@@ -332,15 +332,13 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) (wire.Holders, []Attributi
 		} else if h.Ledger.T != 0 {
 			walked = h.Ledger.T
 		}
-		var keep []awaitRow // setHeld takes each row it answers off s.awaiting
+		// setHeld takes each row it answers off s.awaiting (a copy is
+		// walked), once the row has what it waits for
 		for _, w := range append([]awaitRow(nil), s.awaiting[pid]...) {
 			if w.torchDev == h.Dev && w.t <= walked {
 				given = s.setHeld(given, pid, w.dev, w.t, h.Held, h.Ledger)
-			} else {
-				keep = append(keep, w)
 			}
 		}
-		s.setAwaiting(pid, keep)
 	}
 	return h, given, true
 }

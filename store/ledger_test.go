@@ -85,6 +85,19 @@ func TestHoldersAnswerGivesItsLedger(t *testing.T) {
 		}
 	}
 
+	// a walk that sends only a ledger leaves an end row waiting for its
+	// attribution, and the ledger with it
+	st.TakeSnapshot("After cleanup 2", 0, at(8.2), "key", nil, true)
+	_, given, _ = st.AgentHolders(100, wire.Holders{Type: wire.TypeHolders, T: at(8.3), Dev: 0, Ledger: testLedger(at(8.3))})
+	if len(given) != 0 {
+		t.Fatalf("a ledger-only answer gave an end row %+v", given)
+	}
+	_, given, _ = st.AgentHolders(100, wire.Holders{Type: wire.TypeHolders, T: at(8.4), Dev: 0,
+		Held: &wire.Held{T: at(8.35), Allocated: 1000, Python: 1000}, Ledger: testLedger(at(8.35))})
+	if len(given) != 1 || given[0].Held == nil || given[0].Held.Python != 1000 || given[0].Ledger == nil || given[0].Ledger.T != at(8.35) {
+		t.Fatalf("the end row's attribution: %+v", given)
+	}
+
 	// an agent from before ledgers: its answer ends a key row's wait
 	st.TakeSnapshot("look 2", 0, at(8.5), "key", nil, true)
 	_, given, _ = st.AgentHolders(100, wire.Holders{Type: wire.TypeHolders, T: at(9), Dev: 0, Held: &wire.Held{T: at(8.9), Allocated: 1000, Python: 1000}})

@@ -34,8 +34,9 @@ func (s *Store) setAwaiting(pid int, rows []awaitRow) {
 
 // SetHeld gives the rows of pid on dev at time t what a walk that came
 // after them found (a recording's held frame, or an answer that came some
-// other way): an end row its attribution h, an end row or a row that
-// waited for a walk its ledger l (either may be nil). It returns the rows
+// other way): an end row its attribution h, and with it (or after it) its
+// ledger l, a row that waited for a walk its ledger l (either may be
+// nil). It returns the rows
 // it gave something to. Rows that already have an attribution or a
 // ledger keep it.
 func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held, l *wire.Ledger) []Attribution {
@@ -45,7 +46,8 @@ func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held, l *wire.Ledger) []A
 }
 
 // setHeld appends to given each row it gives h or l, and ends the wait
-// of the rows of pid on dev at t.
+// of the rows of pid on dev at t once none still waits (an end row for
+// its attribution: a walk that sent only a ledger does not end it).
 func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held, l *wire.Ledger) []Attribution {
 	if h == nil && l == nil {
 		return given
@@ -68,7 +70,10 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 		if r.End && r.Held == nil && h != nil {
 			r.Held, took = h, true
 		}
-		if (r.End || r.Awaiting) && r.Ledger == nil && rl != nil {
+		// an end row takes a walk's ledger with its attribution (a held
+		// frame of a ledger alone would give a loaded end row an
+		// attribution that says there is none)
+		if (r.End || r.Awaiting) && r.Ledger == nil && rl != nil && (!r.End || r.Held != nil) {
 			r.Ledger, a.Ledger, took = rl, rl, true
 		}
 		if !took {
@@ -83,7 +88,13 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 		}
 		given = append(given, a)
 	}
-	if ws := s.awaiting[pid]; len(ws) > 0 {
+	waiting := false // a row of pid on dev at t still without what it waits for
+	for i := range s.rows {
+		if r := &s.rows[i]; !isHole(r) && r.PID == pid && r.Dev == dev && r.T == t && r.Awaiting && waitsForWalk(*r) {
+			waiting = true
+		}
+	}
+	if ws := s.awaiting[pid]; len(ws) > 0 && !waiting {
 		keep := ws[:0]
 		for _, w := range ws {
 			if w.dev != dev || w.t != t {
