@@ -106,6 +106,9 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 	for _, l := range summary.Findings(st.Rows(), st.Devices()) {
 		say(report, l)
 	}
+	for _, l := range summary.LedgerFindings(st) {
+		say(report, l)
+	}
 	for _, l := range forecast.Findings(st) {
 		say(report, l)
 	}

@@ -254,6 +254,9 @@ func (f *runFlags) summary(st *store.Store, monitored bool, stderr io.Writer) {
 		for _, l := range summary.Findings(snaps, devs) {
 			say(stderr, l)
 		}
+		for _, l := range summary.LedgerFindings(st) {
+			say(stderr, l)
+		}
 	}
 	for _, l := range forecast.Findings(st) {
 		say(stderr, l)
@@ -261,7 +264,7 @@ func (f *runFlags) summary(st *store.Store, monitored bool, stderr io.Writer) {
 	if f.csv == "" || !monitored {
 		return
 	}
-	if err := summary.WriteCSV(f.csv, snaps, devs); err != nil {
+	if err := summary.WriteStoreCSV(f.csv, st); err != nil {
 		say(stderr, "gputop run:", err)
 	} else {
 		say(stderr, fmt.Sprintf("gputop run: wrote %s (%d rows)", f.csv, len(snaps)))
@@ -362,7 +365,7 @@ func runTUI(cmd *exec.Cmd, name string, in *ingest.Ingest, opt ui.Options, csvPa
 		return cmd.Process.Pid
 	}
 	opt.CSVPath, opt.FPS, opt.Now, opt.Title = csvPath, fps, time.Now, "run: "+name
-	opt.WriteCSV = func(path string) error { return summary.WriteCSV(path, in.Store().Rows(), in.Store().Devices()) }
+	opt.WriteCSV = func(path string) error { return summary.WriteStoreCSV(path, in.Store()) }
 	model := ui.NewRun(ui.New(in, opt), ui.Command{
 		Name:      name,
 		Lines:     out.Tail,

@@ -150,7 +150,7 @@ func NewCollector(st *store.Store, opt Options) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNVMLUsed, descNVMLTotal, c.usedMax, c.usedMin, descRate,
 		descAllocated, descReserved, descPeak, c.allocatedMax, descInactive, descRetries, descOOMs, descProcUsed,
-		descFreeInSegs, descLargestFree, descSegments, descPoolReserved, descPoolsCut,
+		descFreeInSegs, descLargestFree, descSegments, descPoolReserved, descPoolsCut, descLedger,
 		descStepsToOOM, descSecsToOOM, descRows, descSnapTime} {
 		ch <- d
 	}
@@ -194,6 +194,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	var pools poolSeries
+	ledgers := newLedgers(c.st)
 	now := c.opt.Now().UnixNano()
 	for _, a := range c.exported(c.st.Agents()) {
 		pid := a.Hello.PID
@@ -231,6 +232,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(descSegments, float64(at.Layout.Segments), l...)
 				pools.add(l, at.Layout)
 			}
+			ledgers.emit(c.st, pid, dev, l, gauge)
 			if a.Connected {
 				c.forecast(gauge, &a, dev, now, l)
 				if procs, _ := c.st.Procs(dev); len(procs) > 0 {

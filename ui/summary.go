@@ -97,7 +97,7 @@ func (m *summaryModel) Lines() int {
 	if m.footnote() != "" {
 		n++
 	}
-	return n + len(m.forecastLines()) + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.layoutLines())
+	return n + len(m.forecastLines()) + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.layoutLines()) + len(m.ledgerLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -149,6 +149,7 @@ func (m *summaryModel) View() string {
 	tail = append(tail, verdicts...)
 	tail = append(tail, m.detailLines()...)
 	tail = append(tail, m.layoutLines()...)
+	tail = append(tail, m.ledgerLines()...)
 	all := m.d.Dev.Rows
 	if len(all) == 0 {
 		*m.drawn = drawnRows{}
@@ -160,18 +161,22 @@ func (m *summaryModel) View() string {
 		// too short for the whole footer: the rows keep at least half the
 		// pane; the verdicts and the OOM's explanation (its short form) go
 		// before the peaks, the newer of the two first, after the selected
-		// row's details and before torch's cache at it
+		// row's details and its ledger's bar and figures, and before
+		// torch's cache at it and the rest of its ledger
 		tail = append(append([]string(nil), verdicts...), m.oomShortLines()...)
 		if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
 			tail = append(m.oomShortLines(), verdicts...)
 		}
+		head, rest := m.ledgerParts()
 		if r, ok := m.Selected(); ok && r.OOM != nil {
 			// an OOM row's note comes first: it says which row it is
-			tail = append(tail, m.detailLines()...)
+			tail = append(append(tail, m.detailLines()...), head...)
 		} else {
-			tail = append(m.detailLines(), tail...) // the selected row's first
+			// the selected row's first, with its ledger's bar and figures
+			tail = append(append(m.detailLines(), head...), tail...)
 		}
 		tail = append(tail, m.layoutLines()...)
+		tail = append(tail, rest...)
 		tail = tail[:min(len(tail), (m.h-1)/2)]
 		room = max(m.h-1-len(tail), 1)
 	}
