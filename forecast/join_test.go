@@ -25,6 +25,7 @@ type run struct {
 	leak      uint64
 	transient uint64
 	limit     uint64 // the cap the marks say (0: none)
+	ledgers   bool   // the marks carry a ledger: the leak in other tensors
 	step      int
 }
 
@@ -48,8 +49,12 @@ func (r *run) steps(n int) {
 				Allocated: v, Reserved: b + r.transient, Peak: b + r.transient})
 		}
 		al := b + r.leak
-		r.in.Apply(r.pid, wire.Mark{Type: wire.TypeMark, T: at(r.step), Label: fmt.Sprintf("Step %d", r.step),
-			Devs: []wire.DevStats{{Dev: 0, Allocated: al, Reserved: b + r.transient, Peak: b + r.transient, Limit: r.limit}}})
+		ds := wire.DevStats{Dev: 0, Allocated: al, Reserved: b + r.transient, Peak: b + r.transient, Limit: r.limit}
+		if r.ledgers {
+			ds.Ledger = &wire.Ledger{T: at(r.step), Allocated: al, Reserved: ds.Reserved, Params: r.base / 2, Optimizer: r.base / 2,
+				OtherTensors: uint64(r.step) * r.leak}
+		}
+		r.in.Apply(r.pid, wire.Mark{Type: wire.TypeMark, T: at(r.step), Label: fmt.Sprintf("Step %d", r.step), Devs: []wire.DevStats{ds}})
 	}
 }
 
@@ -262,5 +267,21 @@ func TestRowCount(t *testing.T) {
 	}
 	if _, _, ok := rowCount(&wire.Row{Label: "Step 1", Allocated: &one, Source: wire.SourceOOM}); ok {
 		t.Error("an OOM row counts")
+	}
+}
+
+// Step rows that carry ledgers name the part that grows, and the holder a
+// walk names for it.
+func TestCauseFromRowLedgers(t *testing.T) {
+	in := ingest.New(store.New(store.DefaultOptions()))
+	r := newRun(in, 4249, 16<<30, 2<<30, 64*mib, 1<<30)
+	r.ledgers = true
+	r.steps(20)
+	in.Apply(r.pid, wire.Holders{Type: wire.TypeHolders, T: at(r.step), Dev: 0,
+		Groups: []wire.HolderGroup{{Kind: "parameters", Name: "model", Bytes: 1 << 30}, {Kind: "container", Name: "losses", Bytes: 20 * 64 * mib}}})
+	st := in.Store()
+	f := For(st, agentOf(t, st, r.pid), 0, at(r.step), true)
+	if want := "other tensors +64.0 MiB a step, held by `losses` (the largest such holder at the last holders walk)"; f.Status != OOM || f.CauseText() != want {
+		t.Errorf("%s\nwant cause %q", f.Text(), want)
 	}
 }
