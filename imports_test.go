@@ -47,6 +47,8 @@ var mayImport = map[string][]string{
 	"bench":              {"ingest", "store"},
 	"bench/cmd/soak":     {"bench", "store"},
 	"bench/cmd/wakeloop": {},
+	// a recording's forecasts replayed at each step row
+	"bench/cmd/forecastcheck": {"forecast", "recording", "store", "wire"},
 	// the real binary measured as a command
 	"bench/cmd/metricslimits": {},
 	// the real binary driven as a command and in tmux: it imports nothing of gputop's
