@@ -195,7 +195,7 @@ class _Roots:
         # a referrer pass costs one traversal of every object: worth it only
         # for what matters next to what was found
         lost = sum(self.sizes.get(k, 0) for k in order)
-        if lost >= REFERRER_MIN_BYTES or lost * 100 >= sum(self.sizes.values()):
+        if self.name_rest and (lost >= REFERRER_MIN_BYTES or lost * 100 >= sum(self.sizes.values())):
             guess = [loose[k] for k in order[:REFERRER_TENSORS]]
             names = self.referrers(guess, (gc_tensors, loose, guess))
             del guess
