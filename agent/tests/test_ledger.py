@@ -184,6 +184,26 @@ def test_shared_storages_views_and_tied_weights_count_once(gpu: FakeGPU):
     del flat, alias, twice
 
 
+def test_a_model_no_root_reaches_still_counts_as_parameters(gpu: FakeGPU):
+    def keeper(model: Any, t: Any) -> Any:
+        return lambda: (model, t)  # closure cells: the walk does not open them
+
+    model = make()
+    x = torch.randn(32, 128)
+    train_step(model, None, x)
+    params = list(model.parameters())
+    loose = torch.randn(1024)
+    Onto(gpu)(*params, *(p.grad for p in params), loose)
+    hidden = keeper(model, loose)
+    del model, params, loose
+    led = ledger()
+    want = (128 * 256 + 256 + 2 * 256 + 256 * 128 + 128) * 4
+    # found by the pass over every tensor: nn.Parameters are parameters, their .grad gradients
+    assert (led["params"], led["grads"], led["other_tensors"]) == (want, want, 4096)
+    assert led["allocated"] == 2 * want + 4096
+    del hidden
+
+
 def test_tensor_subclasses_count_their_inner_tensors(gpu: FakeGPU):
     two = importlib.import_module("torch.testing._internal.two_tensor")
     a, b = torch.randn(128), torch.randn(128)

@@ -46,8 +46,7 @@ class _Attribution:
         internal = unaccounted = workspaces = 0
         for d in sorted(devs):
             try:
-                blocks = src.blocks(d)
-                sizes = src.workspace_sizes(d)
+                blocks, sizes = self.read_blocks.pop(d, None) or (src.blocks(d), src.workspace_sizes(d))
                 part = _partition(src, d, sorted(ptr for (i, ptr) in self.sizes if i == d),
                                   sum(n for (i, _), n in self.sizes.items() if i == d), blocks, sizes)
             except Exception:
@@ -90,6 +89,30 @@ class _Attribution:
             return None
         figures, notes = got
         return _ledger.finish(figures, _ledger.walk_notes(self, dev) + notes, t, took_ms)
+
+    def explained(self) -> bool:
+        """Every live block of the devices asked for holds a storage the
+        walk has seen or is a workspace: a pass over the tensors no root
+        reached could add nothing to their ledgers. The blocks read are
+        kept for remainder()."""
+        src = _backend.get()
+        if not self.want or self.dev_type not in src.tensor_device_types:
+            return False
+        for d in sorted(self.want):
+            try:
+                blocks = src.blocks(d)
+                sizes = src.workspace_sizes(d)
+            except Exception:
+                return False
+            if blocks is None:
+                return False
+            self.read_blocks[d] = (blocks, sizes)
+            ptrs = sorted(ptr for (i, ptr) in self.sizes if i == d)
+            for addr, size, asked in blocks:
+                i = bisect.bisect_left(ptrs, addr)
+                if not (i < len(ptrs) and ptrs[i] < addr + size) and asked not in sizes:
+                    return False
+        return True
 
     def held(self, dev: int) -> dict[str, Any] | None:
         """The attribution of device dev (wire.Held without t / took_ms /

@@ -59,6 +59,8 @@ class _Walker(_Roots, _Owners, _Attribution):
         # device -> its ledger's figures and notes (remainder())
         self.ledgers: dict[int, tuple[dict[str, Any], list[str]]] = {}
         self.want = {int(d) for d in devs}  # devices to attribute besides those seen
+        # device -> (live blocks, workspace sizes) read by explained(), for remainder()
+        self.read_blocks: dict[int, tuple[Any, set[int]]] = {}
         self.dev_type = dev_type
         self.dev_index = dev_index
         self.cuda = dev_type == "cuda"
@@ -334,8 +336,14 @@ class _Walker(_Roots, _Owners, _Attribution):
                 view = bool(t._is_view())
             except Exception:
                 view = False
-        # a parameter reached any way (a module no root reaches, a graph) is one
+        # a parameter reached any way (a module no root reaches, a graph's
+        # AccumulateGrad, a view of it saved for backward) is one
         param = role in ("param", "oparam") or isinstance(t, self.Parameter)
+        if not param:
+            try:
+                param = isinstance(t._base, self.Parameter)
+            except Exception:
+                pass
         on = self.claim(t, gid, self.prio(root, level, view), role, label, PARAMS if param else None)
         try:
             if not t.requires_grad:
