@@ -230,7 +230,9 @@ class Saved:
         if ptr not in self.params:
             self.bytes[ptr] = t.untyped_storage().nbytes()
             self.tensors.append(t)
-        return t
+        # the same storage, without t's graph: an output saved by its own
+        # node would otherwise keep that graph alive in a cycle
+        return t.detach()
 
     @property
     def total(self) -> int:
@@ -246,6 +248,7 @@ def test_activations_of_a_forward_held_before_backward_equal_what_autograd_saved
         loss = model(x).pow(2).mean()
     onto = Onto(gpu)
     onto(*params, *saved.tensors)
+    saved.tensors.clear()  # only the graph holds them now
     # the input, the first Linear's output (GELU's input), GELU's output (the
     # second Linear's input), that Linear's output (pow's input)
     assert len(saved.bytes) == 4 and saved.total == 32 * (128 + 256 + 256 + 128) * 4
