@@ -21,6 +21,7 @@ from ._attribution import CUDA_BLOCK, _Attribution
 from ._classify import (_ATOMS, _FINDS, _P_DIRECT, _P_GRAPH, _P_ITEM, _T_ATOM, _T_DICT,
                         _T_EXC, _T_FRAME, _T_MODULE, _T_NODE, _T_OBJ, _T_OPTIM, _T_SEQ, _T_SKIP,
                         _T_TB, _T_TENSOR, _slot_descriptors, classify)
+from . import _frameworks
 from ._format import _examples
 from ._group import _Group
 from ._hints import _has_role, _hint
@@ -88,6 +89,7 @@ class _Walker(_Roots, _Owners, _Attribution):
         self.param_owner: dict[int, int] = {}  # id(param) -> module group
         self.opt_params: dict[int, set[int]] = {}  # optimizer group -> param ids
         self.cleared: list[Any] = []  # frame locals snapshots to empty afterwards
+        self.trainers: dict[str, str] = {}  # a variable holding a framework's Trainer -> what it is
         self.queue: collections.deque[tuple[Any, ...]] = collections.deque()
         nn = getattr(torch, "nn", None)
         self.Module = getattr(nn, "Module", None)
@@ -514,6 +516,10 @@ class _Walker(_Roots, _Owners, _Attribution):
                 continue
             self.seen.add(oid)
             self.keep.append(obj)
+            if c == _T_OBJ and depth == 0 and not inside:
+                kind = _frameworks.trainer(tp)
+                if kind:
+                    self.trainers[path + suffix] = kind
             if c == _T_OPTIM:
                 self.optimizer(obj, path, root, single, label, suffix)
             elif c in (_T_EXC, _T_TB, _T_FRAME):
@@ -557,10 +563,17 @@ class _Walker(_Roots, _Owners, _Attribution):
                 continue
             for gid in {self.param_owner[p] for p in pids if p in self.param_owner}:
                 mod_opts.setdefault(gid, []).append(og.meta.get("path", og.name))
+        compiled = _frameworks.compiled()
         for gid, g in enumerate(self.groups):
             if not g.members:
                 continue
             g.meta["opts"] = mod_opts.get(gid, [])
+            path = g.meta.get("path", "")
+            var = path.split(".")[0].split("[")[0] + (f" {g.meta['local']}" if g.meta.get("local") else "")
+            if var in self.trainers and path != var.split(" ")[0]:
+                g.meta["trainer"] = (var.split(" ")[0], self.trainers[var])
+            if g.cat == "other" and compiled and all(isinstance(m[1], self.Parameter) for m in g.members):
+                g.meta["compiled"] = True
             nbytes = sum(m[0] for m in g.members)
             kind = g.kind
             if g.cat == "tensor":
