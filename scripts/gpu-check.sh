@@ -73,6 +73,7 @@
 #               the byte, activations of a forward held before backward,
 #               unattributed under 1% of NVML's figure; the ledger's cost at a
 #               row; steps between rows with and without it, ABBA, within 0.5%
+#               (last: GPU_CHECK_STEPS=ledger runs it alone)
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
 # results.json (every check's numbers), demo.gputop, logs.tar.gz (all logs,
 # recordings and raw results). Exit status 0 when every check passed or was
