@@ -71,6 +71,14 @@
 #               reading's cost at 100 / 10,000 / 100,000 blocks; a compiled
 #               transformer's step with the layout read or not, ABBA, within
 #               0.5% at the median (last: GPU_CHECK_STEPS=layout runs it alone)
+#   ledger      bench/ledger_check.py: each row's ledger (what the process's
+#               memory is made of) against the model, the optimizer and a
+#               saved-tensor pack hook: the article's program and a compiled
+#               GPT-2-small-sized transformer, params / grads / optimizer to
+#               the byte, activations of a forward held before backward,
+#               unattributed under 1% of NVML's figure; the ledger's cost at a
+#               row; steps between rows with and without it, ABBA, within 0.5%
+#               (last: GPU_CHECK_STEPS=ledger runs it alone)
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
 # results.json (every check's numbers), demo.gputop, logs.tar.gz (all logs,
 # recordings and raw results). Exit status 0 when every check passed or was
@@ -504,8 +512,12 @@ step_forecast() {
 			sum=FAIL
 		fi
 		cat "$log"
-		result "36-forecast-$mode" "$sum" "$(grep -v '^[[:space:]]*$' "$log" | tail -n2 | tr '\n' ' ' | cut -c1-300)"
+		result "37-forecast-$mode" "$sum" "$(grep -v '^[[:space:]]*$' "$log" | tail -n2 | tr '\n' ' ' | cut -c1-300)"
 	done
+}
+
+step_ledger() {
+	timeout 240 "$PY" bench/ledger_check.py --results-dir "$R" --workdir "$W/ledger"
 }
 
 step_holders() {
@@ -554,8 +566,9 @@ step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 step wheel 120 98-wheel-nvml 98-wheel-run 98-wheel-run-exact
-step forecast 200 36-forecast-leak 36-forecast-stable
+step forecast 200 37-forecast-leak 37-forecast-stable
 step layout 190 35-layout-oom 35-layout-explained 35-layout-graphs 35-layout-expandable 35-layout-cost 35-layout-overhead
+step ledger 180 36-ledger-article 36-ledger-exact 36-ledger-activations 36-ledger-unattributed 36-ledger-cost 36-ledger-overhead
 
 # ---------------------------------------------------------------- report
 

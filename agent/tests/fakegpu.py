@@ -417,6 +417,9 @@ class FakeBackend(_backend.Backend):
     def held_at(self, dev: int) -> dict[str, Any] | None:
         return _torch.held_at(dev)
 
+    def row_walk(self, devs: Sequence[int], held: bool, ledger: bool) -> dict[int, dict[str, Any]] | None:
+        return _torch.row_walk(devs, held, ledger)
+
     def holders_report(self, dev: int | None) -> dict[str, Any] | None:
         return _torch.holders_report(dev)
 
