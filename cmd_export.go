@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/outfile"
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
@@ -103,6 +104,12 @@ func cmdExport(args []string, stdout, stderr io.Writer) int {
 		say(report, fmt.Sprintf("%s: %s", file, droppedNote(info.Dropped)))
 	}
 	for _, l := range summary.Findings(st.Rows(), st.Devices()) {
+		say(report, l)
+	}
+	for _, l := range summary.LedgerFindings(st) {
+		say(report, l)
+	}
+	for _, l := range forecast.Findings(st) {
 		say(report, l)
 	}
 	return code

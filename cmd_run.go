@@ -21,6 +21,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/outfile"
@@ -253,11 +254,17 @@ func (f *runFlags) summary(st *store.Store, monitored bool, stderr io.Writer) {
 		for _, l := range summary.Findings(snaps, devs) {
 			say(stderr, l)
 		}
+		for _, l := range summary.LedgerFindings(st) {
+			say(stderr, l)
+		}
+	}
+	for _, l := range forecast.Findings(st) {
+		say(stderr, l)
 	}
 	if f.csv == "" || !monitored {
 		return
 	}
-	if err := summary.WriteCSV(f.csv, snaps, devs); err != nil {
+	if err := summary.WriteStoreCSV(f.csv, st); err != nil {
 		say(stderr, "gputop run:", err)
 	} else {
 		say(stderr, fmt.Sprintf("gputop run: wrote %s (%d rows)", f.csv, len(snaps)))
@@ -358,7 +365,7 @@ func runTUI(cmd *exec.Cmd, name string, in *ingest.Ingest, opt ui.Options, csvPa
 		return cmd.Process.Pid
 	}
 	opt.CSVPath, opt.FPS, opt.Now, opt.Title = csvPath, fps, time.Now, "run: "+name
-	opt.WriteCSV = func(path string) error { return summary.WriteCSV(path, in.Store().Rows(), in.Store().Devices()) }
+	opt.WriteCSV = func(path string) error { return summary.WriteStoreCSV(path, in.Store()) }
 	model := ui.NewRun(ui.New(in, opt), ui.Command{
 		Name:      name,
 		Lines:     out.Tail,

@@ -28,8 +28,12 @@ var mayImport = map[string][]string{
 	"fit":                       {"wire", "printable", "units"},
 	// readers of the store: they never write it (ingest/onlyway_test.go)
 	"summary": {"store", "wire", "units", "outfile"},
-	"present": {"store", "wire", "summary"},
-	"metrics": {"store", "wire"},
+	"present": {"store", "wire", "summary", "forecast"},
+	"metrics": {"store", "wire", "forecast"},
+	// a process's forecast: reads the store, like summary
+	"forecast": {"store", "wire", "units"},
+	// --alert: reads the store and runs the user's command
+	"alert": {"forecast", "store", "summary", "units", "wire"},
 	// sources: they write through ingest and never import ui, present or summary
 	"sampler":   {"ingest", "store", "wire", "sampler/native"},
 	"agentlink": {"ingest", "store", "wire", "printable"},
@@ -37,13 +41,15 @@ var mayImport = map[string][]string{
 	"remote":    {"ingest", "recording", "store", "wire", "units"},
 	// a live session assembled: the store, its ingest, the recorder, the
 	// sources and the metrics endpoint, wired once for every command
-	"session": {"agentlink", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},
+	"session": {"agentlink", "alert", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},
 	// the UI: reads through present and summary, writes through ingest, never a source
-	"ui": {"present", "summary", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
+	"ui": {"present", "summary", "forecast", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
 	// the benchmarks drive the store and the ingest directly
 	"bench":              {"ingest", "store"},
 	"bench/cmd/soak":     {"bench", "store"},
 	"bench/cmd/wakeloop": {},
+	// a recording's forecasts replayed at each step row
+	"bench/cmd/forecastcheck": {"forecast", "recording", "store", "wire"},
 	// the real binary measured as a command
 	"bench/cmd/metricslimits": {},
 	// the real binary driven as a command and in tmux: it imports nothing of gputop's

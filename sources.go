@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputop/gputop/alert"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/metrics"
 	"github.com/gputop/gputop/sampler"
@@ -34,6 +35,11 @@ type sourceFlags struct {
 	// webConfig exporter-toolkit's web configuration (TLS, basic auth)
 	metricsWindow time.Duration
 	webConfig     string
+	// alert runs a command on a forecast under alertSteps or alertWithin,
+	// an OOM, an end row's ✗ verdict; killed after alertTimeout
+	alert                     string
+	alertSteps                float64
+	alertWithin, alertTimeout time.Duration
 }
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
@@ -43,6 +49,10 @@ func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (HOST:PORT, or :PORT for every address)")
 	fs.DurationVar(&s.metricsWindow, "metrics-window", metrics.DefaultWindow, "--metrics: the _max_ and _min_ series hold the extremes over the trailing `DUR` (at least the scrape interval)")
 	fs.StringVar(&s.webConfig, "web.config.file", "", "--metrics: TLS and basic auth as the Prometheus exporter web configuration `PATH` sets")
+	fs.StringVar(&s.alert, "alert", "", "run `CMD` (with sh -c; the event as JSON on its standard input) when a forecast falls under --alert-steps or --alert-within, an OOM happens, or an end row's verdict is ✗; a webhook: 'curl -sS -d @- URL'")
+	fs.Float64Var(&s.alertSteps, "alert-steps", alert.DefaultSteps, "--alert: fire when a forecast says the OOM is at most `N` steps away (0: never by steps)")
+	fs.DurationVar(&s.alertWithin, "alert-within", alert.DefaultWithin, "--alert: fire when a forecast says the OOM is at most `DUR` away (0: never by time)")
+	fs.DurationVar(&s.alertTimeout, "alert-timeout", alert.DefaultTimeout, "--alert: kill a command still running after `DUR` (its process group)")
 	fs.StringVar(&s.socket, "socket", "", "agent socket `PATH` (default $GPUTOP_SOCKET, else $XDG_RUNTIME_DIR/gputop/gputop.sock, else /tmp/gputop-$UID/gputop.sock)")
 }
 
@@ -87,10 +97,57 @@ func (s *sourceFlags) validate() error {
 	if s.metricsWindow < metrics.MinWindow || s.metricsWindow > metrics.MaxWindow {
 		return fmt.Errorf("--metrics-window %v: want 1s to 1h", s.metricsWindow)
 	}
+	if err := s.validateAlert(); err != nil {
+		return err
+	}
 	if !(s.procRate >= 0.1 && s.procRate <= 1000) {
 		return fmt.Errorf("--proc-rate %g: want 0.1 <= rate <= 1000 (refreshes a second)", s.procRate)
 	}
 	return nil
+}
+
+// validateAlert checks --alert's flags: the thresholds and timeout in
+// range, none of them without --alert.
+func (s *sourceFlags) validateAlert() error {
+	if s.alert == "" {
+		switch {
+		case s.alertSteps != alert.DefaultSteps:
+			return fmt.Errorf("--alert-steps %g: it configures --alert, which is not given", s.alertSteps)
+		case s.alertWithin != alert.DefaultWithin:
+			return fmt.Errorf("--alert-within %v: it configures --alert, which is not given", s.alertWithin)
+		case s.alertTimeout != alert.DefaultTimeout:
+			return fmt.Errorf("--alert-timeout %v: it configures --alert, which is not given", s.alertTimeout)
+		}
+		return nil
+	}
+	if strings.TrimSpace(s.alert) == "" {
+		return errors.New("--alert: an empty command")
+	}
+	if !(s.alertSteps >= 0 && s.alertSteps <= 1e12) {
+		return fmt.Errorf("--alert-steps %g: want 0 (never by steps) or a number of steps", s.alertSteps)
+	}
+	if s.alertWithin < 0 {
+		return fmt.Errorf("--alert-within %v: want 0 (never by time) or a duration", s.alertWithin)
+	}
+	if s.alertTimeout < time.Second || s.alertTimeout > time.Hour {
+		return fmt.Errorf("--alert-timeout %v: want 1s to 1h", s.alertTimeout)
+	}
+	return nil
+}
+
+// alertOptions are --alert's options (nil: no --alert).
+func (s *sourceFlags) alertOptions() *alert.Options {
+	if s.alert == "" {
+		return nil
+	}
+	o := &alert.Options{Command: s.alert, Steps: s.alertSteps, Within: s.alertWithin, Timeout: s.alertTimeout}
+	if o.Steps == 0 {
+		o.Steps = -1 // off
+	}
+	if o.Within == 0 {
+		o.Within = -1
+	}
+	return o
 }
 
 // options are the session the flags ask for, its parts writing to log.
@@ -102,7 +159,7 @@ func (s *sourceFlags) options(log *logbook.Book) session.Options {
 		Agents: s.source == "agent" || s.source == "all", Socket: s.socket,
 		Hosts: hosts, SSH: strings.Fields(os.Getenv("GPUTOP_SSH")), RemoteCommand: s.sshGputop,
 		Metrics: s.metrics, MetricsWindow: s.metricsWindow, WebConfig: s.webConfig,
-		Tool: toolVersion(),
+		Tool: toolVersion(), Alert: s.alertOptions(),
 	}
 }
 

@@ -18,7 +18,7 @@ fits with a peak the model's stated error (and the margin) allowed. Also:
 how long gputop fit took, against a bisection search for the largest
 batch from 1 to the first value that ran out of memory, estimated from
 the direct runs' times (one run per probe). A short table is printed last.
-Results: 37-fit-gpt, 37-fit-resnet (and 37-fit-time: the times, INFO).
+Results: 38-fit-gpt, 38-fit-resnet (and 38-fit-time: the times, INFO).
 """
 from __future__ import annotations
 
@@ -137,12 +137,12 @@ def main() -> int:
     with open(os.path.join(work, "fit_check.log"), "w") as log:
         for name in a.only:
             if name == "resnet" and subprocess.run([a.python, "-c", "import torchvision"], capture_output=True).returncode:
-                write_result(a.results_dir, f"37-fit-{name}", "SKIP", "torchvision is not installed on this machine")
+                write_result(a.results_dir, f"38-fit-{name}", "SKIP", "torchvision is not installed on this machine")
                 continue
             r = check(a, name, work, log)
             results.append(r)
             print(r.pop("table"))
-            write_result(a.results_dir, f"37-fit-{name}", r["status"], r["summary"], **{k: v for k, v in r.items() if k not in ("status", "summary")})
+            write_result(a.results_dir, f"38-fit-{name}", r["status"], r["summary"], **{k: v for k, v in r.items() if k not in ("status", "summary")})
     rows = [("workload", "values", "predicted", "run", "+10%", "run", "fit s", "bisection s (est.)")]
     for r in results:
         at, up = r.get("at", {}), r.get("up", {})
@@ -151,7 +151,7 @@ def main() -> int:
                      str(r["fit_seconds"]), str(r.get("bisection_seconds_estimated", "-"))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     text = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
-    write_result(a.results_dir, "37-fit-time", "INFO", "; ".join(
+    write_result(a.results_dir, "38-fit-time", "INFO", "; ".join(
         f"{r['workload']}: gputop fit {r['fit_seconds']} s, bisection ~{r.get('bisection_seconds_estimated', '-')} s" for r in results) or "nothing ran",
         table=text)
     print(f"\nlogs: {work}\n{text}")

@@ -27,7 +27,8 @@ Measures, on a CUDA device:
          half its rate) in its place;
   gpu    a GPU-bound bf16 MLP (8 layers of 8192 x 8192, batch 8192), without
          and with the agent;
-  snap   gputop.snapshot() call latency, and the time until the snapshot is a
+  snap   gputop.snapshot(label, ledger=False) call latency (the row's counters;
+         its ledger's cost is ledger_check.py's), and the time until the snapshot is a
          line in the running `gputop record`'s file (the file is tailed);
   stats  one torch._C._cuda_memoryStats(i) call vs torch.cuda.memory_allocated().
 
@@ -349,7 +350,7 @@ def analyse(a, res: dict) -> None:
         sc = lat["snapshot_call"]
         ok = sc.get("median_us", 1e9) <= 100
         write_result(d, f"{p}snapshot-latency", "PASS" if ok else "FAIL",
-                    f"gputop.snapshot() returns in median {sc.get('median_us')} us, p99 "
+                    f"gputop.snapshot(label, ledger=False) returns in median {sc.get('median_us')} us, p99 "
                     f"{sc.get('p99_us')} us, max {sc.get('max_us')} us over {sc.get('n')} calls "
                     f"(limit 100 us)", **sc)
         v = lat.get("visible")

@@ -31,6 +31,12 @@ func TestBadNumberFlagsRefused(t *testing.T) {
 		{append(rec, "--proc-rate", "nan"), "--proc-rate NaN: want 0.1 <= rate <= 1000"},
 		{[]string{"serve", "--source", "agent", "--socket", sock, "--rate", "nan"}, "--rate NaN: want"},
 		{[]string{"dump-info", "../testdata/memdump/labelled.pickle", "--top", "-3"}, "--top -3: want a number of frames, 0 for all"},
+		{append(rec, "--alert", "true", "--alert-steps", "NaN"), "--alert-steps NaN: want 0 (never by steps) or a number of steps"},
+		{append(rec, "--alert", "true", "--alert-steps", "-1"), "--alert-steps -1: want 0 (never by steps) or a number of steps"},
+		{append(rec, "--alert", "true", "--alert-within", "-1m"), "--alert-within -1m0s: want 0 (never by time) or a duration"},
+		{append(rec, "--alert", "true", "--alert-timeout", "0s"), "--alert-timeout 0s: want 1s to 1h"},
+		{append(rec, "--alert", " "), "--alert: an empty command"},
+		{append(rec, "--alert-steps", "5"), "--alert-steps 5: it configures --alert, which is not given"},
 	} {
 		// a flag taken instead of refused would start a recorder that runs
 		// until killed

@@ -29,6 +29,12 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 		"fit": {"values": "LIST", "memory": "SIZE", "margin": "PERCENT", "stable-steps": "N", "stable-seconds": "S", "max-seconds": "S",
 			"stop-seconds": "S", "step": "N", "verify": "", "json": "FILE", "show-output": ""},
 	}
+	// --alert's, on every live command
+	for _, sub := range []string{"", "record", "serve", "run"} {
+		for f, arg := range map[string]string{"alert": "CMD", "alert-steps": "N", "alert-within": "DUR", "alert-timeout": "DUR"} {
+			want[sub][f] = arg
+		}
+	}
 	for sub, flags := range want {
 		args := []string{"--help"}
 		if sub != "" {

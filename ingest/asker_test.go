@@ -38,10 +38,10 @@ func TestEndRowAsksThroughTheAsker(t *testing.T) {
 	if len(asked) != 1 || asked[0] != [2]int{7, 1} {
 		t.Fatalf("asked %v, want pid 7 for torch device 1", asked)
 	}
-	// not an end row: nothing asked
-	in.TakeSnapshot("Epoch 1", 0, 13, "key", nil)
-	if len(asked) != 1 {
-		t.Fatalf("asked %v after a row that ends nothing", asked)
+	// not an end row: asked too, for the walk's ledger only
+	rows = in.TakeSnapshot("Epoch 1", 0, 13, "key", nil)
+	if len(rows) != 1 || rows[0].End || !rows[0].Awaiting || len(asked) != 2 || asked[1] != [2]int{7, 1} {
+		t.Fatalf("a row that ends nothing: rows %+v, asked %v", rows, asked)
 	}
 }
 

@@ -115,7 +115,7 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Row {
 	case wire.Ended:
 		in.ended(pid, v.T, false, v.Reason)
 	case wire.RowHeld:
-		in.held(st.SetHeld(pid, v.Dev, v.T, v.Held))
+		in.held(st.SetHeld(pid, v.Dev, v.T, v.Held, v.Ledger))
 	case wire.RowEdit:
 		if row, e, ok := st.EditRow(v); ok {
 			in.frame(e)
@@ -206,9 +206,10 @@ func (in *Ingest) HostDevice(d store.Device) int {
 func (in *Ingest) Rate(dev int, hz float64) { in.st.SetRate(dev, hz) }
 
 // TakeSnapshot takes the rows of device dev at time t from what
-// the store holds (see store.TakeSnapshot) and asks the agents of its end
-// rows for their holders walks through the asker (SetAsker), with no lock
-// held (an agent server takes its own locks, and calls Apply under them).
+// the store holds (see store.TakeSnapshot) and asks the agents of its
+// rows for their holders walks (an end row's attribution, any row's
+// ledger) through the asker (SetAsker), with no lock held (an agent
+// server takes its own locks, and calls Apply under them).
 func (in *Ingest) TakeSnapshot(label string, dev int, t int64, source string, end *bool) []wire.Row {
 	in.mu.Lock()
 	ask := in.ask
@@ -219,7 +220,8 @@ func (in *Ingest) TakeSnapshot(label string, dev int, t int64, source string, en
 		if err := ask(a.PID, a.TorchDev); err != nil {
 			// the row says why it will get no walk
 			in.mu.Lock()
-			in.held(in.st.SetHeld(a.PID, a.Dev, a.T, &wire.Held{T: a.T, Skipped: "could not ask for a holders walk: " + err.Error()}))
+			why := "could not ask for a holders walk: " + err.Error()
+			in.held(in.st.SetHeld(a.PID, a.Dev, a.T, &wire.Held{T: a.T, Skipped: why}, &wire.Ledger{T: a.T, Skipped: why}))
 			in.mu.Unlock()
 		}
 	}
@@ -236,10 +238,10 @@ func (in *Ingest) rows(rows []wire.Row) {
 	}
 }
 
-// held reports end rows given their attribution.
+// held reports rows given their attribution or ledger.
 func (in *Ingest) held(given []store.Attribution) {
 	for _, a := range given {
-		in.frame(wire.RowHeld{Type: wire.TypeRowHeld, PID: a.PID, T: a.T, Dev: a.Dev, Held: a.Held})
+		in.frame(wire.RowHeld{Type: wire.TypeRowHeld, PID: a.PID, T: a.T, Dev: a.Dev, Held: a.Held, Ledger: a.Ledger})
 	}
 }
 

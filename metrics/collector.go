@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -102,6 +103,11 @@ var (
 	descPoolsCut = desc("gputop_torch_pools_cut", "Pools of the newest layout readings left out of gputop_torch_pool_reserved_bytes: past its "+
 		strconv.Itoa(MaxPoolSeries)+" series (the smallest), listed twice in one layout, or left out by the agent (past "+strconv.Itoa(wire.MaxPools)+" in one layout).", nil)
 
+	// from the process's forecast (package forecast), absent when it is
+	// stable or has too little data
+	descStepsToOOM = desc("gputop_torch_forecast_steps_to_oom", "Steps until the process's memory reaches what it can have at its present growth (the forecast's central figure, from its \"Step N\" rows); absent when the forecast is stable, has too little data, or counts in epochs or time.", procLabels)
+	descSecsToOOM  = desc("gputop_torch_forecast_seconds_to_oom", "Seconds until the process's memory reaches what it can have at its present growth: a forecast in time, or one in steps or epochs whose rows' times say how long one takes; absent when stable or without enough data.", procLabels)
+
 	descRows     = desc("gputop_snapshots_total", "Rows taken (keys, code, gputop snap, OOMs).", nil)
 	descSnapTime = desc("gputop_snapshot_timestamp_seconds", "When the newest snapshot of each label was taken (the newest few labels), for annotations.", []string{"label"})
 )
@@ -144,8 +150,8 @@ func NewCollector(st *store.Store, opt Options) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descNVMLUsed, descNVMLTotal, c.usedMax, c.usedMin, descRate,
 		descAllocated, descReserved, descPeak, c.allocatedMax, descInactive, descRetries, descOOMs, descProcUsed,
-		descFreeInSegs, descLargestFree, descSegments, descPoolReserved, descPoolsCut,
-		descRows, descSnapTime} {
+		descFreeInSegs, descLargestFree, descSegments, descPoolReserved, descPoolsCut, descLedger,
+		descStepsToOOM, descSecsToOOM, descRows, descSnapTime} {
 		ch <- d
 	}
 }
@@ -188,6 +194,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	var pools poolSeries
+	ledgers := newLedgers(c.st)
+	now := c.opt.Now().UnixNano()
 	for _, a := range c.exported(c.st.Agents()) {
 		pid := a.Hello.PID
 		p := a.Place
@@ -224,7 +232,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(descSegments, float64(at.Layout.Segments), l...)
 				pools.add(l, at.Layout)
 			}
+			ledgers.emit(c.st, pid, dev, l, gauge)
 			if a.Connected {
+				c.forecast(gauge, &a, dev, now, l)
 				if procs, _ := c.st.Procs(dev); len(procs) > 0 {
 					for _, pr := range procs {
 						if pr.PID == pid && !pr.UsedUnknown {
@@ -244,6 +254,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRows, float64(c.st.Shape().RowsMade))
 	for _, s := range newestLabels(c.st.LastRows(rowsRead), RowLabels) {
 		gauge(descSnapTime, float64(s.T)/1e9, labelText(s.Label))
+	}
+}
+
+// forecast exports a connected process's forecast on dev at now, when it
+// predicts an OOM.
+func (c *Collector) forecast(gauge func(*prometheus.Desc, float64, ...string), a *store.Agent, dev int, now int64, l []string) {
+	f := forecast.For(c.st, a, dev, now, true)
+	if f.Status != forecast.OOM || f.Limit == 0 {
+		return
+	}
+	if f.Unit == forecast.Steps {
+		gauge(descStepsToOOM, f.In, l...)
+	}
+	if s, ok := f.SecondsToOOM(); ok {
+		gauge(descSecsToOOM, s, l...)
 	}
 }
 

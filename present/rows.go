@@ -17,6 +17,8 @@ type Rows struct {
 	rows  []summary.Row
 	dr    summary.DeviceRows
 	valid bool
+	// what the rows read of the store's series, kept for the next time
+	reads *summary.SeriesReads
 }
 
 // Get returns the rows of device dev and how many rows there are in all.
@@ -31,7 +33,11 @@ func (c *Rows) Get(st *store.Store, replay bool, cursor int64, devs []store.Devi
 		if n >= 0 {
 			snaps = snaps[:min(n, len(snaps))]
 		}
-		*c = Rows{ver: ver, n: n, devs: len(devs), dev: -1, rows: summary.Rows(snaps, devs), valid: true}
+		reads := c.reads
+		if reads == nil {
+			reads = &summary.SeriesReads{}
+		}
+		*c = Rows{ver: ver, n: n, devs: len(devs), dev: -1, rows: reads.RowsOf(st, snaps, devs), valid: true, reads: reads}
 	}
 	if c.dev != dev {
 		c.dev, c.dr = dev, summary.ForDevice(c.rows, dev)

@@ -3,6 +3,7 @@ package present
 import (
 	"fmt"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/summary"
 )
@@ -78,6 +79,9 @@ type Screen struct {
 	// its newest layout reading); nil without an agent or a reading
 	Cache *Cache
 
+	// the forecast of each agent process on Dev (forecast.On), by pid
+	Forecasts []forecast.Process
+
 	Rows     summary.DeviceRows // Dev's summary rows visible at the cursor
 	AllRows  int                // rows in all, every GPU
 	Bounds   store.Bounds       // what the bounds on rows left out
@@ -107,6 +111,7 @@ func (s *Screen) SelectedProcess() (Process, bool) {
 // until they change, the run peaks extended by new samples only.
 type Presenter struct {
 	rows       Rows
+	forecasts  forecasts
 	nvmlPeak   peak
 	torchPeaks map[int]*peak
 }
@@ -134,6 +139,7 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 		s.Cache = cacheOf(st, &q, s.Dev, sel)
 	}
 
+	s.Forecasts = p.forecasts.get(st, &q, s.Dev)
 	s.Rows, s.AllRows = p.rows.Get(st, q.Replay, q.Cursor, devs, s.Dev)
 	s.Bounds = st.Bounds()
 	end := st.End() + 1

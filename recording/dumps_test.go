@@ -74,8 +74,8 @@ func TestDumpsReferencedByRowsAndCSV(t *testing.T) {
 		}
 		recs := summary.Records(rows, s.Devices())
 		col := slices.Index(recs[0], "dump")
-		if col != len(recs[0])-1 {
-			t.Fatalf("%s: the dump column is at %d of %d", name, col, len(recs[0]))
+		if col < 0 {
+			t.Fatalf("%s: no dump column in %v", name, recs[0])
 		}
 		if recs[1][col] != labelled || recs[2][col] != "" || recs[3][col] != cleanOOM {
 			t.Errorf("%s: CSV dump cells %q %q %q", name, recs[1][col], recs[2][col], recs[3][col])

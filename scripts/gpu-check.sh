@@ -59,6 +59,11 @@
 #   ddp         bench/ddp_check.py, on a machine of two GPUs or more: two DDP
 #               ranks, each shown the other's GPU as cuda:0; rows, values and
 #               processes must land on the right GPU (SKIP with one GPU)
+#   forecast    bench/workloads/leak_steps.py under gputop run: a loop that
+#               leaks 32 MiB a step under a memory fraction (every forecast
+#               within 15% of the step of its OOM) and a stable loop of 120 s
+#               (never an OOM forecast), checked by bin/forecastcheck (build
+#               it: go build -o bin/forecastcheck ./bench/cmd/forecastcheck)
 #   layout      bench/layout_check.py: the allocator's layout the agent sends
 #               equals torch's own snapshot at the same moment (a fragmentation
 #               OOM to the byte, CUDA graphs' and reduce-overhead's private
@@ -66,6 +71,14 @@
 #               reading's cost at 100 / 10,000 / 100,000 blocks; a compiled
 #               transformer's step with the layout read or not, ABBA, within
 #               0.5% at the median (last: GPU_CHECK_STEPS=layout runs it alone)
+#   ledger      bench/ledger_check.py: each row's ledger (what the process's
+#               memory is made of) against the model, the optimizer and a
+#               saved-tensor pack hook: the article's program and a compiled
+#               GPT-2-small-sized transformer, params / grads / optimizer to
+#               the byte, activations of a forward held before backward,
+#               unattributed under 1% of NVML's figure; the ledger's cost at a
+#               row; steps between rows with and without it, ABBA, within 0.5%
+#               (last: GPU_CHECK_STEPS=ledger runs it alone)
 #   fit         bench/fit_check.py: `gputop fit --memory 16GiB` on a nanoGPT-sized
 #               transformer and a torchvision ResNet-50 (skipped without
 #               torchvision): the predicted largest batch fits when run directly
@@ -486,6 +499,33 @@ step_layout() {
 	timeout 260 "$PY" bench/layout_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/layout"
 }
 
+step_forecast() {
+	have_gputop || return 1
+	local fc=$REPO/bin/forecastcheck d=$W/forecast mode log sum
+	if [ ! -x "$fc" ]; then
+		echo "$fc not found: build it with go build -o bin/forecastcheck ./bench/cmd/forecastcheck"
+		return 1
+	fi
+	mkdir -p "$d"
+	for mode in leak stable; do
+		log=$L/forecast-$mode.log
+		PYTHONPATH=$REPO/agent timeout 200 "$GPUTOP" run --no-tui --record "$d/$mode.gputop" -- \
+			"$PY" bench/workloads/leak_steps.py "$mode" --leak-mib 32 --seconds 120 --out "$d/$mode.json" >"$log" 2>&1
+		echo "what the workload did: $(cat "$d/$mode.json" 2>/dev/null)" >>"$log"
+		if "$fc" -json "$d/$mode-check.json" "$d/$mode.gputop" >>"$log" 2>&1; then
+			sum=PASS
+		else
+			sum=FAIL
+		fi
+		cat "$log"
+		result "37-forecast-$mode" "$sum" "$(grep -v '^[[:space:]]*$' "$log" | tail -n2 | tr '\n' ' ' | cut -c1-300)"
+	done
+}
+
+step_ledger() {
+	timeout 240 "$PY" bench/ledger_check.py --results-dir "$R" --workdir "$W/ledger"
+}
+
 step_fit() {
 	timeout 280 "$PY" bench/fit_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/fit"
 }
@@ -536,8 +576,10 @@ step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics
 step wheel 120 98-wheel-nvml 98-wheel-run 98-wheel-run-exact
+step forecast 200 37-forecast-leak 37-forecast-stable
 step layout 190 35-layout-oom 35-layout-explained 35-layout-graphs 35-layout-expandable 35-layout-cost 35-layout-overhead
-step fit 240 37-fit-gpt 37-fit-resnet 37-fit-time
+step ledger 180 36-ledger-article 36-ledger-exact 36-ledger-activations 36-ledger-unattributed 36-ledger-cost 36-ledger-overhead
+step fit 240 38-fit-gpt 38-fit-resnet 38-fit-time
 
 # ---------------------------------------------------------------- report
 

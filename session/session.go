@@ -16,6 +16,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gputop/gputop/agentlink"
+	"github.com/gputop/gputop/alert"
 	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/logbook"
 	"github.com/gputop/gputop/metrics"
@@ -59,6 +60,10 @@ type Options struct {
 	Tool string
 	// Record writes a recording of what the store keeps (nil: none).
 	Record *Record
+	// Alert runs a command of the user's on a forecast under a threshold,
+	// an OOM, an end row's ✗ verdict (nil: none); its log is the
+	// session's.
+	Alert *alert.Options
 	// Tap sees what the store keeps, as the recording would, from before
 	// the sources start (gputop fit's watch of a child); only without
 	// Record, whose writer is the Tap.
@@ -75,6 +80,7 @@ type Session struct {
 	agents  *agentlink.Server // nil: no agent socket
 	metrics *metrics.Server   // nil: no endpoint
 	remotes []*remote.Source
+	alerts  *alert.Watcher // nil: neither --alert nor an agent socket
 
 	stopSources context.CancelFunc
 	sources     sync.WaitGroup
@@ -108,6 +114,19 @@ func Start(ctx context.Context, opt Options) (*Session, error) {
 		return nil, err
 	}
 	s.run(ctx, opt)
+	// --alert's commands, and the holders walk a forecast of an OOM asks
+	// for (to name what holds the growing memory)
+	if opt.Alert != nil || s.agents != nil {
+		var ao alert.Options
+		if opt.Alert != nil {
+			ao = *opt.Alert
+		}
+		if s.agents != nil {
+			ao.Ask = s.agents.RequestHeld
+		}
+		ao.Log = s.log.Add
+		s.alerts = alert.Start(s.in.Store(), ao)
+	}
 	if err := s.openOutput(ctx, opt.Record); err != nil {
 		s.Stop()
 		return nil, &OutputError{Err: err}

@@ -21,7 +21,8 @@ type Ended struct {
 
 // Stop ends the session in this order: the sources (nothing more comes
 // in: NVML's thread, the agent socket and its file, the remote hosts'
-// ssh), then the recording (what is queued flushed, waiting at most
+// ssh), then the alerts (a last look at the store, the commands still
+// running given alert.StopWait), then the recording (what is queued flushed, waiting at most
 // recording.CloseWait for a stalled output), then the metrics endpoint,
 // which answers scrapes until then. It returns what the recording came to;
 // later calls return the same.
@@ -29,6 +30,9 @@ func (s *Session) Stop() Ended {
 	s.stopOnce.Do(func() {
 		s.stopSources()
 		s.sources.Wait()
+		if s.alerts != nil {
+			s.alerts.Stop() // what came last, its commands given alert.StopWait
+		}
 		if s.rec != nil {
 			err := s.rec.Close()
 			s.ended = Ended{Path: s.rec.Path(), Err: err, Drops: s.rec.DropSummary(), Stats: s.rec.Stats()}

@@ -251,10 +251,14 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak
 		row := wire.Row{
 			Type: wire.TypeRow, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
-			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump, Layout: ds.Layout,
+			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump, Layout: ds.Layout, Ledger: ds.Ledger,
 		}
 		if row.Layout == nil {
 			row.Layout = s.rowLayout(pid, dev, m.T) // the mark read none: the newest reading then
+		}
+		if ds.Limit > 0 {
+			lim := ds.Limit
+			row.Limit = &lim
 		}
 		if end {
 			row.Held = ds.Held
@@ -319,21 +323,26 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) (wire.Holders, []Attributi
 	h.PID = pid
 	h.Groups = cleanGroups(h.Groups)
 	h.Held = cleanHeld(h.Held)
+	h.Ledger = cleanLedger(h.Ledger)
 	a.Holders = &h
 	s.agentsVer++
 	s.touch(h.T)
 	var given []Attribution
-	if h.Held != nil {
+	if h.Held != nil || h.Ledger != nil {
 		// the walk ran after the rows waiting for it: it answers them
-		keep := s.awaiting[pid][:0]
-		for _, w := range s.awaiting[pid] {
-			if w.torchDev == h.Dev && w.t <= h.Held.T {
-				given = s.setHeld(given, pid, w.dev, w.t, h.Held)
-			} else {
-				keep = append(keep, w)
+		walked := h.T
+		if h.Held != nil {
+			walked = h.Held.T
+		} else if h.Ledger.T != 0 {
+			walked = h.Ledger.T
+		}
+		// setHeld takes each row it answers off s.awaiting (a copy is
+		// walked), once the row has what it waits for
+		for _, w := range append([]awaitRow(nil), s.awaiting[pid]...) {
+			if w.torchDev == h.Dev && w.t <= walked {
+				given = s.setHeld(given, pid, w.dev, w.t, h.Held, h.Ledger)
 			}
 		}
-		s.setAwaiting(pid, keep)
 	}
 	return h, given, true
 }
@@ -380,7 +389,8 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) (string,
 	s.markGone(pid)
 	var given []Attribution
 	for _, w := range append([]awaitRow(nil), s.awaiting[pid]...) {
-		given = s.setHeld(given, pid, w.dev, w.t, &wire.Held{T: t, Skipped: "the process ended before its holders walk answered"})
+		why := "the process ended before its holders walk answered"
+		given = s.setHeld(given, pid, w.dev, w.t, &wire.Held{T: t, Skipped: why}, &wire.Ledger{T: t, Skipped: why})
 	}
 	if !clean {
 		a.Ended = true

@@ -10,7 +10,9 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-// awaitRow is an end row waiting for its attribution.
+// awaitRow is a row waiting for its agent's walk: an end row for its
+// attribution and ledger, a row taken with a key or `gputop snap` for its
+// ledger.
 type awaitRow struct {
 	dev, torchDev int
 	t             int64
@@ -30,30 +32,69 @@ func (s *Store) setAwaiting(pid int, rows []awaitRow) {
 	}
 }
 
-// SetHeld gives the end row of pid on dev at time t its attribution (a
-// recording's held frame, or an answer that came some other way) and
-// returns the rows it gave it to. Rows that already have one keep it.
-func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held) []Attribution {
+// SetHeld gives the rows of pid on dev at time t what a walk that came
+// after them found (a recording's held frame, or an answer that came some
+// other way): an end row its attribution h, and with it (or after it) its
+// ledger l, a row that waited for a walk its ledger l (either may be
+// nil). It returns the rows
+// it gave something to. Rows that already have an attribution or a
+// ledger keep it.
+func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held, l *wire.Ledger) []Attribution {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.setHeld(nil, pid, dev, t, cleanHeld(h))
+	return s.setHeld(nil, pid, dev, t, cleanHeld(h), cleanLedger(l))
 }
 
-// setHeld appends to given each row it gives h.
-func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held) []Attribution {
-	if h == nil {
+// setHeld appends to given each row it gives h or l, and ends the wait
+// of the rows of pid on dev at t once none still waits (an end row for
+// its attribution: a walk that sent only a ledger does not end it).
+func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held, l *wire.Ledger) []Attribution {
+	if h == nil && l == nil {
 		return given
 	}
 	for i := range s.rows {
 		r := &s.rows[i]
-		if !isHole(r) && r.PID == pid && r.Dev == dev && r.T == t && r.End && r.Held == nil {
-			r.Held = h
-			s.gen++
-			s.rowsVer++
-			given = append(given, Attribution{PID: pid, Dev: dev, T: t, Held: h})
+		if isHole(r) || r.PID != pid || r.Dev != dev || r.T != t {
+			continue
+		}
+		rl := l
+		if rl == nil && !r.End && r.Awaiting && r.Ledger == nil {
+			// a row that waited for a ledger only: its wait ends too
+			rl = &wire.Ledger{T: h.T, Skipped: h.Skipped}
+			if rl.Skipped == "" {
+				rl.Skipped = "its agent's walk came without a ledger (an agent from before ledgers)"
+			}
+		}
+		a := Attribution{PID: pid, Dev: dev, T: t, Held: h}
+		took := false
+		if r.End && r.Held == nil && h != nil {
+			r.Held, took = h, true
+		}
+		// an end row takes a walk's ledger with its attribution (a held
+		// frame of a ledger alone would give a loaded end row an
+		// attribution that says there is none)
+		if (r.End || r.Awaiting) && r.Ledger == nil && rl != nil && (!r.End || r.Held != nil) {
+			r.Ledger, a.Ledger, took = rl, rl, true
+		}
+		if !took {
+			continue
+		}
+		s.gen++
+		s.rowsVer++
+		if h == nil {
+			// a held frame has one: a row answered by a walk that sent
+			// a ledger and no attribution
+			a.Held = &wire.Held{T: l.T, Skipped: "the walk sent no attribution"}
+		}
+		given = append(given, a)
+	}
+	waiting := false // a row of pid on dev at t still without what it waits for
+	for i := range s.rows {
+		if r := &s.rows[i]; !isHole(r) && r.PID == pid && r.Dev == dev && r.T == t && r.Awaiting && waitsForWalk(*r) {
+			waiting = true
 		}
 	}
-	if ws := s.awaiting[pid]; len(ws) > 0 {
+	if ws := s.awaiting[pid]; len(ws) > 0 && !waiting {
 		keep := ws[:0]
 		for _, w := range ws {
 			if w.dev != dev || w.t != t {
@@ -88,6 +129,7 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 	row.Label, row.Source, kind = s.label(row.Label), CleanText(row.Source), CleanText(kind)
 	row.Held = cleanHeld(row.Held)
 	row.Layout = cleanLayout(row.Layout)
+	row.Ledger = cleanLedger(row.Ledger)
 	if row.Procs != nil {
 		ps := append([]wire.Proc{}, (*row.Procs)...)
 		for i := range ps {
@@ -98,7 +140,7 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 	if a := s.agents[row.PID]; a != nil && row.PID > 0 {
 		a.rows = true
 	}
-	if row.End && row.Awaiting && row.Held == nil && row.PID > 0 {
+	if row.Awaiting && waitsForWalk(row) && row.PID > 0 {
 		if a := s.agents[row.PID]; a != nil {
 			for td, d := range a.DevMap {
 				if d == row.Dev {
@@ -122,6 +164,16 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 	s.lastMarker = max(s.lastMarker, row.T) // the row is a marker too
 	s.touch(row.T)
 	return row
+}
+
+// waitsForWalk reports whether a row that asked for its agent's walk
+// still lacks what it waits for: an end row its attribution (its verdict
+// is made of it), another row its ledger.
+func waitsForWalk(r wire.Row) bool {
+	if r.End {
+		return r.Held == nil
+	}
+	return r.Ledger == nil
 }
 
 // nvmlFigures sets a row's NVML used (the last sample at or before its
@@ -193,10 +245,12 @@ func (s *Store) fillRows(rows []wire.Row, d rowAt) {
 //
 // end says whether the rows end a run (nil: the label decides, see
 // wire.IsEndLabel). With ask (the caller has a way to reach the agents:
-// an agent socket), each end row of an agent process is to ask its agent
-// for a holders walk of that device (Awaiting until the answer): the asks
-// are returned for the caller to send, with no lock held (ingest's
-// asker); without, the row says there is nothing to ask through. When the
+// an agent socket), each row of a connected agent process is to ask its
+// agent for a holders walk of that device (Awaiting until the answer: an
+// end row for its attribution and ledger, another row for its ledger):
+// the asks are returned for the caller to send, with no lock held
+// (ingest's asker); without, an end row says there is nothing to ask
+// through, and another row has no ledger. When the
 // device also has processes without an agent, an end row without a
 // process lists them (Procs) as NVML saw them, for their verdict.
 func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end *bool, ask bool) ([]wire.Row, []HolderAsk) {
@@ -237,7 +291,8 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 		row := wire.Row{T: t, Label: label, Dev: dev, PID: p, Source: source,
 			Allocated: al, Reserved: get(Reserved), Peak: get(Peak), End: isEnd, Layout: s.rowLayout(p, dev, t)}
 		switch {
-		case !isEnd:
+		case !isEnd && (!a.Connected || !ask):
+			// no ledger: no agent to ask for one
 		case !a.Connected:
 			row.Held = &wire.Held{T: t, Skipped: "its agent was no longer attached to walk its holders"}
 		case !ask:
@@ -271,7 +326,7 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 	return rows, asks
 }
 
-// HolderAsk is an end row's request for its agent's holders walk: the row
+// HolderAsk is a row's request for its agent's holders walk: the row
 // of PID on Dev at T, torch's device TorchDev.
 type HolderAsk struct {
 	PID, Dev, TorchDev int

@@ -87,14 +87,16 @@ func DefaultOptions() Options {
 	}
 }
 
-// Attribution is an end row given what held its memory: the row of PID on
-// Dev at T, and the holders walk's answer (or why there is none). The
-// mutators that give rows their attribution return these, so that the
-// Ingest's Tap (a recording) learns of them.
+// Attribution is a row given what a holders walk found after it: the row
+// of PID on Dev at T, the walk's attribution (an end row's; or why there
+// is none) and its ledger (nil: the row took none from it). The mutators
+// that give rows their attribution return these, so that the Ingest's Tap
+// (a recording) learns of them.
 type Attribution struct {
 	PID, Dev int
 	T        int64
 	Held     *wire.Held
+	Ledger   *wire.Ledger
 }
 
 // Store is the shared state.

@@ -319,10 +319,16 @@ func TestEndRowAwaitsHolders(t *testing.T) {
 	if len(asks) != 0 || rs[0].Awaiting || rs[0].Held == nil || !strings.Contains(rs[0].Held.Skipped, "no agent socket here") {
 		t.Fatalf("without an asker: %+v, asks %+v", rs[0], asks)
 	}
-	// end=false: no end row, nothing asked, whatever the label
+	// end=false: no end row, whatever the label; it asks for the walk's
+	// ledger only
 	rs, asks = st.TakeSnapshot("Training end", 0, at(8), "key", &[]bool{false}[0], true)
-	if rs[0].End || len(asks) != 0 {
+	if rs[0].End || len(asks) != 1 || !rs[0].Awaiting {
 		t.Fatalf("end=false: %+v, asks %+v", rs[0], asks)
+	}
+	// and without a way to ask, no ledger and no wait
+	rs, asks = st.TakeSnapshot("Training end", 0, at(8), "key", &[]bool{false}[0], false)
+	if rs[0].End || len(asks) != 0 || rs[0].Awaiting || rs[0].Ledger != nil {
+		t.Fatalf("end=false without an asker: %+v, asks %+v", rs[0], asks)
 	}
 }
 

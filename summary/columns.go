@@ -148,6 +148,17 @@ var Columns = []Column{
 	{Name: "largest_free_bytes", Origin: OriginTorch, Value: byteCount(layoutFigure(func(l *wire.Layout) uint64 { return l.LargestFree }))},
 	{Name: "segments", Origin: OriginTorch, Value: count(layoutFigure(func(l *wire.Layout) uint64 { return uint64(l.Segments) }))},
 	{Name: "graph_pools_bytes", Origin: OriginTorch, Value: byteCount(layoutFigure((*wire.Layout).GraphPoolsBytes))},
+	// the ledger at the row (LedgerOf): empty without one, and
+	// outside_torch where NVML gave no figure for the process
+	{Name: wire.PartParams + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartParams))},
+	{Name: wire.PartGrads + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartGrads))},
+	{Name: wire.PartOptimizer + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartOptimizer))},
+	{Name: wire.PartActivations + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartActivations))},
+	{Name: wire.PartOtherTensors + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartOtherTensors))},
+	{Name: wire.PartWorkspace + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartWorkspace))},
+	{Name: wire.PartCachedFree + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartCachedFree))},
+	{Name: wire.PartOutsideTorch + "_bytes", Origin: OriginDerived, Value: byteCount(ledgerPart(wire.PartOutsideTorch))},
+	{Name: wire.PartUnattributed + "_bytes", Origin: OriginDerived, Value: byteCount(ledgerPart(wire.PartUnattributed))},
 }
 
 // the values a column may show

@@ -25,6 +25,11 @@ const csvHeader = "label,time,device,allocated_mb,reserved_mb,peak_mb,nvml_used_
 // (2027-01).
 const layoutHeader = ",free_in_segments_bytes,largest_free_bytes,segments,graph_pools_bytes"
 
+// ledgerHeader is what the header grew by with the ledger at each row
+// (2027-01).
+const ledgerHeader = ",params_bytes,grads_bytes,optimizer_bytes,activations_bytes,other_tensors_bytes,workspace_bytes," +
+	"cached_free_bytes,outside_torch_bytes,unattributed_bytes"
+
 // The CSV a file gets starts with the header README's "Summary CSV"
 // documents, byte for byte, and that header keeps the columns it had.
 func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
@@ -47,7 +52,7 @@ func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
 	if first, _, _ := strings.Cut(string(b), "\n"); first != doc {
 		t.Fatalf("CSV header\n%s\nREADME's Summary CSV documents\n%s", first, doc)
 	}
-	if had := csvHeader + layoutHeader; doc != had && !strings.HasPrefix(doc, had+",") {
+	if had := csvHeader + layoutHeader + ledgerHeader; doc != had && !strings.HasPrefix(doc, had+",") {
 		t.Fatalf("the header\n%s\ndoes not start with the columns it had\n%s", doc, had)
 	}
 }
@@ -120,7 +125,7 @@ func TestAColumnAddedToTheList(t *testing.T) {
 	snaps, devs := sample()
 	recs := Records(snaps, devs)
 	h := recs[0]
-	if got := strings.Join(h, ","); got != csvHeader+layoutHeader+",test_cached_free_bytes,test_label_again" {
+	if got := strings.Join(h, ","); got != csvHeader+layoutHeader+ledgerHeader+",test_cached_free_bytes,test_label_again" {
 		t.Fatalf("header %s", got)
 	}
 	want := []string{"1048576", "", "7340032", "", "1048576"} // sample's rows: reserved - allocated

@@ -30,9 +30,21 @@ func Records(snaps []wire.Row, devs []store.Device) [][]string {
 // RecordsWithPlaces is Records with each row's rank and job from places,
 // by the row's pid (nil: those columns stay empty).
 func RecordsWithPlaces(snaps []wire.Row, devs []store.Device, places map[int]wire.Place) [][]string {
+	return records(Rows(snaps, devs), devs, places)
+}
+
+// StoreRecords are the CSV records of everything st holds: its rows with
+// what its series add to them (RowsOf: the ledger's outside torch), each
+// with its rank and job.
+func StoreRecords(st *store.Store) [][]string {
+	devs := st.Devices()
+	return records(RowsOf(st, st.Rows(), devs), devs, st.Places())
+}
+
+func records(rows []Row, devs []store.Device, places map[int]wire.Place) [][]string {
 	recs := [][]string{Header()}
 	c := &Context{Devs: devs, Places: places}
-	for _, r := range Rows(snaps, devs) {
+	for _, r := range rows {
 		rec := make([]string, len(Columns))
 		for i, col := range Columns {
 			rec[i] = col.Value.CSV(r, c)
@@ -63,9 +75,10 @@ func WriteCSV(path string, snaps []wire.Row, devs []store.Device) error {
 }
 
 // WriteStoreCSV writes the summary CSV of everything st holds, as WriteCSV
-// does, with each row's rank and job.
+// does, with each row's rank and job and what the store's series add to
+// the rows (StoreRecords).
 func WriteStoreCSV(path string, st *store.Store) error {
-	return writeRecords(path, RecordsWithPlaces(st.Rows(), st.Devices(), st.Places()))
+	return writeRecords(path, StoreRecords(st))
 }
 
 func writeRecords(path string, recs [][]string) error {

@@ -21,6 +21,12 @@ type Row struct {
 	DReserved  *int64
 	DNVML      *int64   // NVML used, vs the previous row of this device and process with an NVML value
 	Verdict    *Verdict // end rows only
+	// from the store's series (RowsOf; nil from Rows): NVML's figure for
+	// the process at the row's ledger, and the peak since the process's
+	// previous row on the device
+	NVMLProcess   *uint64
+	NVMLProcessAt int64
+	IntervalPeak  *IntervalPeak
 }
 
 // rowKey is whose rows a delta or a baseline compares: one process on one

@@ -28,7 +28,7 @@ func TestRowsScrollAndShowTheSelection(t *testing.T) {
 	st := newFixture()
 	m := newModel(t, st, Options{}, 80, 24)
 	tbl := ansi.Strip(m.table.View())
-	if !strings.Contains(tbl, "LABEL (+4") {
+	if !strings.Contains(tbl, "LABEL (+5") {
 		t.Fatalf("the 80x24 table should hide earlier rows:\n%s", tbl)
 	}
 	m = send(t, m, press("tab")...)

@@ -91,7 +91,7 @@ var keyTable = []keyAction{
 		doc: "the focus: the processes ⇄ the rows (the focused pane's first column is marked `▸`; the rows start at the newest; leaving them, the table follows new rows again)"},
 	{name: "up", mode: inScreen, keys: keys("up", "k"), label: "↑/k", help: "prev process / row",
 		do:  func(m *Model) tea.Cmd { m.moveFocused(-1); return nil },
-		doc: "move the focused pane's selection: a row, a page, the first, the last. A process: the chart's allocator series follow it. A row: the table scrolls to it, and under the table it is named in full with its time and pid, an end row's holders (`held by optimizer (Adam) 1.25 GiB, …`) and verdict, an OOM row's explanation"},
+		doc: "move the focused pane's selection: a row, a page, the first, the last. A process: the chart's allocator series follow it. A row: the table scrolls to it, and under the table it is named in full with its time and pid, an end row's holders (`held by optimizer (Adam) 1.25 GiB, …`) and verdict, an OOM row's explanation, its ledger (a stacked bar of what the process's memory was made of, each part's figure and what it is based on; see \"What the memory is made of\"), the peak since the process's previous row broken down, and the advice from them"},
 	{name: "down", mode: inScreen, keys: keys("down", "j"), label: "↓/j", help: "next process / row",
 		do: func(m *Model) tea.Cmd { m.moveFocused(1); return nil }},
 	{name: "pageup", mode: inScreen, keys: keys("pgup"), help: "page up (focused pane)",

@@ -7,6 +7,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/summary"
@@ -25,7 +26,10 @@ type procsModel struct {
 	order  present.ProcessOrder // the sort key cycles it (sort.go)
 	drawn  *drawnRows           // the rows the last View showed, for the mouse
 	marked bool                 // the pane has the focus and says so (focus.go)
-	cache  *present.Cache       // torch's cache of the selected process, under the rows
+	// the forecasts of the GPU's agent processes; the selected one's is
+	// shown under the rows (forecast.go)
+	forecasts []forecast.Process
+	cache     *present.Cache // torch's cache of the selected process, under the rows
 }
 
 func newProcs(st *Styles) procsModel {
@@ -58,7 +62,7 @@ func (m *procsModel) Lines() int {
 	if len(m.notes()) > 0 {
 		n++
 	}
-	return n + len(m.cacheLines())
+	return n + len(m.forecastLines()) + len(m.cacheLines())
 }
 
 // cacheLines say what torch's cache of the selected process held at the
@@ -146,14 +150,15 @@ func (m *procsModel) View() string {
 	if len(m.rows) == 0 {
 		return fit(st.TableHeader.Render("PROCESSES")+"  "+st.Dim.Render(strings.Join(append([]string{"no process on this GPU"}, notes...), "  ")), m.w, m.h)
 	}
-	// the selected process's cache in the lines the rows and notes leave
-	cache := m.cacheLines()
+	// the selected process's forecast and cache in the lines the rows and
+	// notes leave
+	below := append(m.forecastLines(), m.cacheLines()...)
 	room := m.h - 1 - len(m.rows)
 	if len(notes) > 0 {
 		room--
 	}
-	cache = cache[:min(len(cache), max(room, 0))]
-	h := m.h - len(cache)
+	below = below[:min(len(below), max(room, 0))]
+	h := m.h - len(below)
 	cols := []column{
 		{Title: m.sortTitle("PID", present.ByPID), Right: true, Priority: 9},
 		{Title: "PROCESS", Priority: 8, Flex: true},
@@ -235,8 +240,8 @@ func (m *procsModel) View() string {
 		}
 		out += "\n" + st.Dim.Render("  "+strings.Join(notes, "  "))
 	}
-	if len(cache) > 0 {
-		out += "\n" + strings.Join(cache, "\n")
+	if len(below) > 0 {
+		out += "\n" + strings.Join(below, "\n")
 	}
 	return fit(out, m.w, m.h)
 }

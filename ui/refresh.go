@@ -91,8 +91,9 @@ func (m *Model) setScreen(s present.Screen, now int64) {
 	sel, selOK := s.SelectedProcess() // before the pane sorts the rows
 	m.procs.SetRows(s.Procs, s.Selected, s.Picked, s.EndedHidden)
 	m.procs.SetCache(s.Cache)
+	m.procs.forecasts = s.Forecasts
 
-	sd := summaryRows{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel, Bounds: s.Bounds}
+	sd := summaryRows{Dev: s.Rows, DevIndex: m.dev, Start: s.Start, NVMLPeak: s.NVMLPeak, TorchPk: s.TorchPeak, TorchPID: s.TorchPeakLabel, Bounds: s.Bounds, Forecasts: s.Forecasts}
 	m.nRows = s.AllRows
 	var total uint64
 	if m.dev < len(s.Devices) {

@@ -37,6 +37,9 @@ type Styles struct {
 	MarkOOM      lipgloss.Style
 	MarkEnded    lipgloss.Style
 
+	// the ledger's parts, by wire's part name (ledger.go)
+	LedgerPart map[string]lipgloss.Style
+
 	TableHeader lipgloss.Style
 	Cell        lipgloss.Style
 	RowSelected lipgloss.Style
@@ -78,6 +81,8 @@ func DefaultStyles() Styles {
 		MarkPhase:    lipgloss.NewStyle().Foreground(c("#87AFD7")),
 		MarkOOM:      lipgloss.NewStyle().Foreground(c("#FF5F5F")).Bold(true),
 		MarkEnded:    lipgloss.NewStyle().Foreground(c("#AF875F")),
+
+		LedgerPart: ledgerPartStyles(),
 
 		TableHeader: lipgloss.NewStyle().Bold(true).Foreground(c("#D7D7FF")),
 		Cell:        lipgloss.NewStyle(),

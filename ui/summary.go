@@ -7,6 +7,7 @@ import (
 
 	"charm.land/lipgloss/v2"
 
+	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
@@ -24,6 +25,8 @@ type summaryRows struct {
 	OOM      *oomNote // the selected device's latest OOM, explained under the table
 	Total    uint64   // the selected device's memory (0: unknown), for a selected OOM row
 	Bounds   store.Bounds
+	// the forecast of each agent process on the GPU (forecast.go)
+	Forecasts []forecast.Process
 }
 
 // summaryModel is the summary: the reference tracker's table made live, with
@@ -94,7 +97,7 @@ func (m *summaryModel) Lines() int {
 	if m.footnote() != "" {
 		n++
 	}
-	return n + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.layoutLines())
+	return n + len(m.forecastLines()) + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.layoutLines()) + len(m.ledgerLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -138,6 +141,7 @@ func (m *summaryModel) View() string {
 	verdicts := m.verdictLines()
 	var tail []string
 	tail = append(tail, m.peakLine())
+	tail = append(tail, m.forecastLines()...)
 	if f := m.footnote(); f != "" {
 		tail = append(tail, st.Dim.Render(f))
 	}
@@ -145,6 +149,7 @@ func (m *summaryModel) View() string {
 	tail = append(tail, verdicts...)
 	tail = append(tail, m.detailLines()...)
 	tail = append(tail, m.layoutLines()...)
+	tail = append(tail, m.ledgerLines()...)
 	all := m.d.Dev.Rows
 	if len(all) == 0 {
 		*m.drawn = drawnRows{}
@@ -156,18 +161,22 @@ func (m *summaryModel) View() string {
 		// too short for the whole footer: the rows keep at least half the
 		// pane; the verdicts and the OOM's explanation (its short form) go
 		// before the peaks, the newer of the two first, after the selected
-		// row's details and before torch's cache at it
+		// row's details and its ledger's bar and figures, and before
+		// torch's cache at it and the rest of its ledger
 		tail = append(append([]string(nil), verdicts...), m.oomShortLines()...)
 		if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
 			tail = append(m.oomShortLines(), verdicts...)
 		}
+		head, rest := m.ledgerParts()
 		if r, ok := m.Selected(); ok && r.OOM != nil {
 			// an OOM row's note comes first: it says which row it is
-			tail = append(tail, m.detailLines()...)
+			tail = append(append(tail, m.detailLines()...), head...)
 		} else {
-			tail = append(m.detailLines(), tail...) // the selected row's first
+			// the selected row's first, with its ledger's bar and figures
+			tail = append(append(m.detailLines(), head...), tail...)
 		}
 		tail = append(tail, m.layoutLines()...)
+		tail = append(tail, rest...)
 		tail = tail[:min(len(tail), (m.h-1)/2)]
 		room = max(m.h-1-len(tail), 1)
 	}

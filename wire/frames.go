@@ -162,6 +162,10 @@ type DevStats struct {
 	// what the allocated bytes are made of, when the agent's ledger walk
 	// ran for this row
 	Ledger *Ledger `json:"ledger,omitempty"`
+	// the most torch may hold on the device (its total, or less under
+	// torch.cuda.set_per_process_memory_fraction), when the agent can
+	// tell before an OOM does: a forecast's limit
+	Limit uint64 `json:"limit,omitempty"`
 }
 
 // Held is what one process still had allocated on one device at an end
@@ -423,6 +427,7 @@ type Row struct {
 	Dump      *Dump   `json:"dump,omitempty"`   // the memory dump taken with the row
 	Layout    *Layout `json:"layout,omitempty"` // the allocator's structure at the row (its own t says when it was read)
 	Ledger    *Ledger `json:"ledger,omitempty"` // what the allocated bytes were made of at the row
+	Limit     *uint64 `json:"limit,omitempty"`  // the most torch may hold on the device then (DevStats.Limit)
 	OOM       *OOM    `json:"-"`                // on the row of an oom frame (OOMRow): that frame
 }
 

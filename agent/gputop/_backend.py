@@ -229,9 +229,32 @@ class Backend:
         (ImportError where this installation lacks it)."""
         return None
 
+    def row_walk(self, devs: Sequence[int], held: bool, ledger: bool) -> dict[int, dict[str, Any]] | None:
+        """One holders walk for a row, in the calling thread: for each device
+        of devs, "held" (an end row's attribution, wire.Held) when held and
+        "ledger" (wire.Ledger: what its allocated bytes are made of) when
+        ledger; None where the framework has no walk (ImportError where
+        this installation lacks it). This default has held_at's attribution
+        and no ledger."""
+        if not held:
+            return None
+        out: dict[int, dict[str, Any]] = {}
+        for d in devs:
+            h = self.held_at(d)
+            if h is None:
+                return None
+            out[d] = {"held": h}
+        return out
+
     def holders_report(self, dev: int | None) -> dict[str, Any] | None:
         """The holders frame's report (wire.Holders without type, t, id) for
         device dev, else the current one; None where there is no walk."""
+        return None
+
+    def limit(self, index: int) -> int | None:
+        """The most the framework may hold on a device: its total, or less
+        under a per-process cap (torch's set_per_process_memory_fraction);
+        None where it cannot say. Cheap: read with every row."""
         return None
 
     def layout_size(self, index: int) -> tuple[int, int] | None:

@@ -180,6 +180,14 @@ def held_at(dev: int) -> dict[str, Any]:
     return _holders.held_at(dev)
 
 
+def row_walk(devs: Sequence[int], held: bool, ledger: bool) -> dict[int, dict[str, Any]]:
+    """The holders walk of a row (_holders, which this installation may
+    lack: ImportError): per device, held and the ledger."""
+    from . import _holders  # noqa: PLC0415 - imported on first use
+
+    return _holders.row_walk(devs, held, ledger)
+
+
 def holders_report(dev: int | None) -> dict[str, Any] | None:
     """The holders walk's report of torch device dev, else the current one."""
     from . import _holders  # noqa: PLC0415 - written alongside; absent in minimal installs
@@ -480,8 +488,19 @@ class TorchBackend(Backend):
         t = self._initialized()
         if t is None:
             return None
+        # the layout's reading: torch's memory snapshot without the history
+        # where this torch allows it (a row's ledger reads it: its cost must
+        # not grow with the history)
+        try:
+            r = self._layout
+            if r is None:
+                r = self._layout = layout_reader(t)
+            state = r.call()
+        except Unsupported:
+            return None
+        segments = (state.get("segments") or ()) if isinstance(state, Mapping) else (state or ())
         out = []
-        for seg in t.cuda.memory._snapshot()["segments"]:
+        for seg in segments:
             if seg.get("device") != index:
                 continue
             addr = int(seg["address"])
@@ -502,8 +521,19 @@ class TorchBackend(Backend):
     def held_at(self, dev: int) -> dict[str, Any] | None:
         return held_at(dev)
 
+    def row_walk(self, devs: Sequence[int], held: bool, ledger: bool) -> dict[int, dict[str, Any]] | None:
+        return row_walk(devs, held, ledger)
+
     def holders_report(self, dev: int | None) -> dict[str, Any] | None:
         return holders_report(dev)
+
+    def limit(self, index: int) -> int | None:
+        t = self._initialized()
+        frac = getattr(t.cuda, "get_per_process_memory_fraction", None) if t is not None else None
+        if frac is None:  # a torch before the call, or CUDA not up yet
+            return None
+        # the allocator's own rule: allowed = total * fraction, as a size_t
+        return int(float(frac(index)) * self.info(index)["total"])
 
     def layout_size(self, index: int) -> tuple[int, int] | None:
         return _torchlayout.size(self.read_raw(index))

@@ -10,11 +10,16 @@ would hand it the GIL in the middle of the caller's call).
 Each row carries the allocator's layout of its devices, read then when
 the reading fits its bound (_layout), else the agent's latest one.
 
-An end row ("After cleanup", "Training end", a phase's end; see
-_wire.is_end_label) also walks the holders of each device right after the
-counters are read, in the caller's thread (tens of milliseconds; stopped
-after _holders.WALK_LIMIT_S), so that gputop's verdict says what still
-holds the memory; verdict=False skips the walk.
+Every row also walks the live tensors right after the counters are read,
+in the caller's thread, for its ledger: what each device's allocated bytes
+are made of (parameters, gradients, optimizer state, activations, other
+tensors, workspaces), stopped after _holders.LEDGER_LIMIT_S (200 ms);
+ledger=False skips it. An end row ("After cleanup", "Training end", a
+phase's end; see _wire.is_end_label) takes from the same walk the holders
+of each device, so that gputop's verdict says what still holds the memory;
+its walk stops after _holders.WALK_LIMIT_S (2 s); verdict=False skips the
+holders. The step rows of the framework callbacks (every_n_steps) take no
+ledger unless asked (ledger_every_step=True).
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ class _Taken(NamedTuple):
     vals: dict[int, _backend.Counters]  # by device
     t: int
     held: dict[int, dict[str, Any]]  # end rows: the attribution of each device
+    ledgers: dict[int, dict[str, Any]]  # what each device's allocated bytes are made of
 
 
 def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None = None,
-          verdict: bool = True, dump: bool = False) -> _Taken:
-    """Read devs (default: every initialised device) and queue a mark; an
-    end row (end, else the label decides) walks the holders first; with
+          verdict: bool = True, dump: bool = False, ledger: bool = True) -> _Taken:
+    """Read devs (default: every initialised device) and queue a mark; the
+    live tensors are walked first for the ledger (unless ledger is false)
+    and, on an end row (end, else the label decides), the holders; with
     dump, its data (torch's _snapshot()) is taken here (this moment's) and the
     agent thread writes it (_dumps) before the mark goes out."""
     t = time.time_ns()
@@ -56,6 +63,7 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
         _history.label(label, kind)  # what follows in this thread carries the label
     vals: dict[int, _backend.Counters] = {}
     held: dict[int, dict[str, Any]] = {}
+    ledgers: dict[int, dict[str, Any]] = {}
     backend = _backend.get()
     try:
         if devs is None:
@@ -64,9 +72,17 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
         for d in devs:
             vals[d] = read(d)
     except Exception:
-        return _Taken(vals, t, held)
+        return _Taken(vals, t, held, ledgers)
     if not vals:
-        return _Taken(vals, t, held)
+        return _Taken(vals, t, held, ledgers)
+    limits: dict[int, int] = {}
+    try:
+        for d in vals:
+            lim = backend.limit(d)
+            if lim:
+                limits[d] = lim
+    except Exception:
+        pass
     layouts: dict[int, dict[str, Any]] = {}
     try:
         ag = _lifecycle.current(auto=True)
@@ -86,17 +102,19 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
             dump_error = f"torch.cuda.memory._snapshot() failed: {type(e).__name__}: {e}"
     try:
         is_end = _wire.is_end_label(label + _ROW_LABEL.get(kind, "")) if end is None else bool(end)
-        if is_end:
-            for d in vals:
-                held[d] = _held(d, verdict)
+        held, ledgers = _walk(list(vals), is_end, verdict, ledger)
         ag = _lifecycle.current(auto=True)
         if ag is not None:
             frame: dict[str, Any] = {
                 "type": "mark", "t": t, "label": label, "kind": kind,
                 "devs": [{"dev": d, "allocated": c.allocated, "reserved": c.reserved,
-                          "peak": c.peak, "held": held.get(d), "layout": layouts.get(d)}
+                          "peak": c.peak, "held": held.get(d), "layout": layouts.get(d),
+                          "ledger": ledgers.get(d)}
                          for d, c in vals.items()],
             }
+            for dv in frame["devs"]:
+                if dv["dev"] in limits:  # the cap a forecast measures against
+                    dv["limit"] = limits[dv["dev"]]
             if end is not None:
                 frame["end"] = bool(end)
             if state is not None:
@@ -109,30 +127,53 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
             _dumps.write(state, label, t, take_ms)  # no agent thread: written here
     except Exception:
         pass
-    return _Taken(vals, t, held)
+    return _Taken(vals, t, held, ledgers)
 
 
-def _held(dev: int, verdict: bool) -> dict[str, Any]:
-    """An end row's attribution on device dev (wire.Held)."""
-    if not verdict:
-        return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
-                "skipped": "the holders walk was turned off for this row (verdict=False)"}
+def _walk(devs: list[int], is_end: bool, verdict: bool,
+          ledger: bool) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
+    """One walk for a row: an end row's attribution of each device
+    (wire.Held), and each device's ledger (wire.Ledger) unless ledger is
+    false; a device's ledger is left out where the framework has none."""
+    want_held = is_end and verdict
+    got: dict[int, dict[str, Any]] | None = None
     why = "this framework has no holders walk"
-    try:
-        held = _backend.get().held_at(dev)
-    except ImportError as e:  # this installation has no walk
-        held, why = None, str(e)
-    except Exception as e:
-        return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
-                "skipped": f"the holders walk failed: {type(e).__name__}: {e}"}
-    if held is None:
-        return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
-                "skipped": f"gputop's holders walk is not available here: {why}"}
-    return held
+    failed = ""
+    if want_held or ledger:
+        try:
+            got = _backend.get().row_walk(devs, want_held, bool(ledger))
+        except ImportError as e:  # this installation has no walk
+            why = str(e)
+        except Exception as e:
+            failed = f"the holders walk failed: {type(e).__name__}: {e}"
+    held: dict[int, dict[str, Any]] = {}
+    ledgers: dict[int, dict[str, Any]] = {}
+    for d in devs:
+        w = (got or {}).get(d) or {}
+        if is_end:
+            if not verdict:
+                held[d] = _no_held("the holders walk was turned off for this row (verdict=False)")
+            elif w.get("held") is not None:
+                held[d] = w["held"]
+            else:
+                held[d] = _no_held(failed or f"gputop's holders walk is not available here: {why}")
+        if not ledger:
+            continue
+        if w.get("ledger") is not None:
+            ledgers[d] = w["ledger"]
+        elif failed:
+            ledgers[d] = {"t": time.time_ns(), "allocated": 0, "reserved": 0, "params": 0, "grads": 0,
+                          "optimizer": 0, "activations": 0, "other_tensors": 0, "workspace": 0,
+                          "skipped": failed.encode("utf-8", "replace")[:256].decode("utf-8", "ignore")}
+    return held, ledgers
+
+
+def _no_held(why: str) -> dict[str, Any]:
+    return {"t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0, "skipped": why}
 
 
 def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
-             dump: bool = False) -> dict[int, dict[str, Any]]:
+             dump: bool = False, ledger: bool = True) -> dict[int, dict[str, Any]]:
     """Take a labelled snapshot of every CUDA device this process uses.
 
     Returns {device index: {"allocated", "reserved", "peak", "reserved_peak",
@@ -144,9 +185,19 @@ def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
     returned. Before CUDA is initialised (or without torch) it returns {}.
     Costs one allocator stats call per device; never raises.
 
+    The row's ledger: the live tensors are walked at once (in this thread,
+    at most 200 ms; past that the ledger says it was skipped) and "ledger"
+    is added to each device's dict: of torch's allocated bytes, what is
+    parameters and buffers ("params"), their gradients ("grads"), optimizer
+    state ("optimizer"), tensors autograd saved for backward
+    ("activations"), other tensors ("other_tensors") and cuBLAS/cuBLASLt
+    workspaces ("workspace"), each block counted once; "uncounted" says
+    what the walk could not count. ledger=False skips it (no walk then,
+    unless the row is an end row).
+
     An end row (end=True; by default a label such as "After cleanup" or
-    "Training end") also walks the holders of each device at once and adds
-    "held" to its dict: the bytes named Python objects hold ("python"),
+    "Training end") also takes the holders of each device from that walk
+    and adds "held" to its dict: the bytes named Python objects hold ("python"),
     torch's cuBLAS/cuBLASLt workspaces ("internal"), what nothing accounts
     for ("unaccounted") and the largest holders ("top"), from which gputop
     gives the row its verdict. The walk takes tens of milliseconds and stops
@@ -159,29 +210,31 @@ def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
     Taking the dump's data holds the GIL here (milliseconds; the write does
     not wait).
     """
-    got = take(label, "snapshot", end=end, verdict=verdict, dump=dump)
+    got = take(label, "snapshot", end=end, verdict=verdict, dump=dump, ledger=ledger)
     fields = _backend.Counters._fields
     out: dict[int, dict[str, Any]] = {d: dict(zip(fields, c)) for d, c in got.vals.items()}
     for d, h in got.held.items():
         out[d]["held"] = h
+    for d, led in got.ledgers.items():
+        out[d]["ledger"] = led
     return out
 
 
 @contextlib.contextmanager
-def phase(name: str, *, verdict: bool = True) -> Iterator[None]:
+def phase(name: str, *, verdict: bool = True, ledger: bool = True) -> Iterator[None]:
     """Mark the start and end of a phase, e.g. ``with gputop.phase("eval"):``.
 
     gputop shows "name (start)" and "name (end)" rows and markers with the
     allocator values at both moments. The end is marked even when the block
     raises. "name (end)" is an end row: its holders are walked for the
-    verdict (see :func:`snapshot`; verdict=False skips it). Also usable as
-    a decorator.
+    verdict (see :func:`snapshot`; verdict=False skips it). Both rows carry
+    a ledger (ledger=False: neither). Also usable as a decorator.
     """
-    take(name, "phase_start")
+    take(name, "phase_start", ledger=ledger)
     try:
         yield
     finally:
-        take(name, "phase_end", verdict=verdict)
+        take(name, "phase_end", verdict=verdict, ledger=ledger)
 
 
 def _sum(vals: dict[int, _backend.Counters], field: str) -> int:
@@ -254,7 +307,7 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
         steps.append({"step": name, "released_allocated_bytes": a0 - a1,
                       "released_reserved_bytes": r0 - r1})
 
-    before = row("Before cleanup") if cuda else _Taken({}, 0, {})
+    before = row("Before cleanup") if cuda else _Taken({}, 0, {}, {})
     step("gc.collect", gc.collect)
     if cuda:
         for s in backend.cleanup_steps(targets, reset_peak):
@@ -262,7 +315,7 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
                 step(s.name, s.run)
             else:
                 s.run()
-    after = row("After cleanup") if cuda else _Taken({}, 0, {})
+    after = row("After cleanup") if cuda else _Taken({}, 0, {}, {})
     ra = _sum(before.vals, "allocated") - _sum(after.vals, "allocated")
     rr = _sum(before.vals, "reserved") - _sum(after.vals, "reserved")
     if verbose:
@@ -363,25 +416,26 @@ class Tracker:
         return idx
 
     def snapshot(self, label: str, *, end: bool | None = None,
-                 verdict: bool = True, dump: bool = False) -> dict[str, Any] | None:
+                 verdict: bool = True, dump: bool = False, ledger: bool = True) -> dict[str, Any] | None:
         """Record, print and return the allocator state of this device.
 
         Returns None (and says why) when CUDA is not available, like the
-        reference, which returns None then. An end row (see
-        :func:`snapshot`) also walks the holders and adds "held" to the dict.
+        reference, which returns None then. The row's ledger is added to
+        the dict as "ledger" (see :func:`snapshot`; ledger=False skips it);
+        an end row also walks the holders and adds "held".
         """
-        return self._record(label, end=end, verdict=verdict, dump=dump)[0]
+        return self._record(label, end=end, verdict=verdict, dump=dump, ledger=ledger)[0]
 
     def _record(self, label: str, end: bool | None = None, verdict: bool = True,
-                dump: bool = False) -> tuple[dict[str, Any] | None, _Taken]:
+                dump: bool = False, ledger: bool = True) -> tuple[dict[str, Any] | None, _Taken]:
         if not _backend.get().available():
             print(f"[{label}] CUDA not available")
-            return None, _Taken({}, 0, {})
+            return None, _Taken({}, 0, {}, {})
         idx = self._index()
         if idx is None:
             print(f"[{label}] {self.device} is not a CUDA device")
-            return None, _Taken({}, 0, {})
-        got = take(label, "snapshot", [idx], end=end, verdict=verdict, dump=dump)
+            return None, _Taken({}, 0, {}, {})
+        got = take(label, "snapshot", [idx], end=end, verdict=verdict, dump=dump, ledger=ledger)
         vals, t = got.vals, got.t
         c = vals.get(idx, _backend.ZERO)
         row = {
@@ -397,6 +451,8 @@ class Tracker:
         }
         if idx in got.held:
             row["held"] = got.held[idx]
+        if idx in got.ledgers:
+            row["ledger"] = got.ledgers[idx]
         self.snapshots.append(row)
         print(f"[{label}] Allocated: {row['allocated_mb']:.2f} MB, "
               f"Cached: {row['cached_mb']:.2f} MB, "

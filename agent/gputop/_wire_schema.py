@@ -99,6 +99,7 @@ DEV_STATS = (
     ("held", "O", True, HELD),
     ("layout", "O", True, LAYOUT),
     ("ledger", "O", True, LEDGER),
+    ("limit", "i", True, None),
 )
 
 # One schema per frame type, in wire/frames.go field order.
@@ -209,6 +210,7 @@ SCHEMAS: dict[str, tuple] = {
         ("dump", "O", True, DUMP),
         ("layout", "O", True, LAYOUT),
         ("ledger", "O", True, LEDGER),
+        ("limit", "p", True, None),
     ),
     "oom": (
         ("type", "s", False, None),

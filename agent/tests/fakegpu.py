@@ -339,6 +339,7 @@ class FakeBackend(_backend.Backend):
         self._version = version
         self._memory = memory
         self._layout_torch = layout_torch  # a torch for _torch.layout_reader; None: no layout
+        self.limits: dict[int, int] = {}  # by device: what limit() says (set_per_process_memory_fraction's cap)
         self._layout: _torchlayout.Reader | None = None
         self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
         # the direct reading, over memory the test laid out as torch's
@@ -423,8 +424,14 @@ class FakeBackend(_backend.Backend):
     def held_at(self, dev: int) -> dict[str, Any] | None:
         return _torch.held_at(dev)
 
+    def row_walk(self, devs: Sequence[int], held: bool, ledger: bool) -> dict[int, dict[str, Any]] | None:
+        return _torch.row_walk(devs, held, ledger)
+
     def holders_report(self, dev: int | None) -> dict[str, Any] | None:
         return _torch.holders_report(dev)
+
+    def limit(self, index: int) -> int | None:
+        return self.limits.get(index)
 
     def layout_size(self, index: int) -> tuple[int, int] | None:
         return _torchlayout.size(self._stats(index)) if self._layout_torch is not None else None

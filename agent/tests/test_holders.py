@@ -728,3 +728,65 @@ def test_holds_device_tensors() -> None:
     assert not _holders.holds_device_tensors([1, "x", {"a": 2.0}], "cpu")
     assert not _holders.holds_device_tensors(m, "cuda")
     assert not _holders.holds_device_tensors(Hostile(1), "cpu")
+
+
+# ---- owners that frameworks put in between ----
+
+def test_framework_owners_are_named_in_the_hints() -> None:
+    rs = run_scenario('''
+        # stand-ins named as the frameworks name their classes (recognised by
+        # class name and module, never by importing a framework)
+        Trainer = type("Trainer", (), {"__module__": "transformers.trainer"})
+        SFTTrainer = type("SFTTrainer", (Trainer,), {"__module__": "trl.trainer.sft_trainer"})
+        LTrainer = type("Trainer", (), {"__module__": "lightning.pytorch.trainer.trainer"})
+
+        class DistributedDataParallel(nn.Module):
+            def __init__(self, module):
+                super().__init__()
+                self.module = module
+
+        trainer = SFTTrainer()
+        trainer.model = make()
+        trainer.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=0.1, momentum=0.9)
+        criterion(trainer.model(torch.randn(8, 1000)), torch.randint(0, 10, (8,))).backward()
+        trainer.optimizer.step()
+        fit = LTrainer()
+        fit.strategy = type("Strategy", (), {})()
+        fit.strategy.model = make()
+        ddp = DistributedDataParallel(make())
+        report("owners")
+    ''')
+    r = rs["owners"]
+    m = group(r, "trainer.model")
+    assert m["hint"].startswith("trainer (a Hugging Face Trainer) keeps its model trainer.model") and \
+        "del trainer; gputop.cleanup()" in m["hint"], m
+    o = group(r, "trainer.optimizer (SGD)")
+    assert o["hint"].startswith("trainer (a Hugging Face Trainer) keeps its optimizer trainer.optimizer"), o
+    lm = group(r, "fit.strategy.model")
+    assert lm["hint"].startswith("fit (a Lightning Trainer) keeps its model fit.strategy.model"), lm
+    d = group(r, "ddp")
+    assert "DDP also keeps gradient buckets as large as the gradients" in d["hint"], d
+
+
+def test_parameters_only_torch_compile_keeps_are_named() -> None:
+    rs = run_scenario('''
+        def hide(model):
+            return lambda: model  # what a compiled artefact's closure does
+
+        model = make()
+        compiled = torch.compile(model, backend="eager")
+        compiled(torch.randn(4, 1000))
+        kept = hide(model)
+        del model, compiled
+        gc.collect()
+        report("kept")
+    ''')
+    r = rs["kept"]
+    hidden = [g for g in r["groups"] if g["kind"] == "other" and "torch.compiler.reset()" in g["hint"]]
+    assert hidden and sum(g["bytes"] for g in hidden) == _param_bytes(), r["groups"]
+    assert hidden[0]["hint"].endswith("torch.compile's caches keep them after the model is gone: "
+                                      "torch.compiler.reset(); gputop.cleanup()")
+
+
+def _param_bytes() -> int:
+    return (1000 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 10) * 4

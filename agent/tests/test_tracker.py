@@ -93,8 +93,10 @@ def test_tracker_reports_each_snapshot_to_gputop(server: LineServer):
     assert server.wait(lambda: any(b'"mark"' in x for x in server.lines()))
     m = [json.loads(x) for x in server.lines() if b'"mark"' in x][0]
     # only this tracker's device, with the very bytes the row holds
-    assert m["devs"] == [{"dev": 1, "allocated": row["allocated_bytes"],
-                          "reserved": row["reserved_bytes"], "peak": row["peak_bytes"]}]
+    assert [{k: v for k, v in d.items() if k != "ledger"} for d in m["devs"]] == [
+        {"dev": 1, "allocated": row["allocated_bytes"], "reserved": row["reserved_bytes"],
+         "peak": row["peak_bytes"]}]
+    assert m["devs"][0]["ledger"] == row["ledger"]
     assert m["label"] == "Epoch 5"
 
 
@@ -221,3 +223,34 @@ def test_snapshot_before_cuda_is_initialised():
     gpu = FakeGPU(1, initialised=0)
     gpu.install()
     assert gputop.snapshot("early") == {}
+
+
+def test_marks_carry_the_cap(server: LineServer):
+    """A row says the most torch may hold on each device when the backend
+    can tell (torch's set_per_process_memory_fraction): a forecast's limit
+    before any OOM does."""
+    gpu = FakeGPU(2)
+    src = gpu.install()
+    src.limits[0] = 16 * 1024 * MiB
+    gputop.snapshot("Step 1")
+    assert server.wait(lambda: any(b'"mark"' in x for x in server.lines()))
+    mark = next(json.loads(x) for x in server.lines() if b'"mark"' in x)
+    devs = {d["dev"]: d for d in mark["devs"]}
+    assert devs[0]["limit"] == 16 * 1024 * MiB
+    assert "limit" not in devs[1]  # the backend cannot say: left out
+
+
+def test_torch_limit_is_the_fraction_of_the_total():
+    """torch's allocator allows total × fraction; a torch without
+    get_per_process_memory_fraction says nothing."""
+    from types import SimpleNamespace
+
+    from gputop import _torch
+
+    b = _torch.TorchBackend()
+    b._info[0] = {"index": 0, "uuid": "GPU-x", "name": "x", "total": 150754820096}
+    cuda = SimpleNamespace(get_per_process_memory_fraction=lambda i: 0.25)
+    b._initialized = lambda: SimpleNamespace(cuda=cuda)  # type: ignore[method-assign]
+    assert b.limit(0) == 150754820096 // 4
+    b._initialized = lambda: SimpleNamespace(cuda=SimpleNamespace())  # type: ignore[method-assign]
+    assert b.limit(0) is None

@@ -16,8 +16,12 @@ synchronize, empty_cache, reset_peak_memory_stats, ipc_collect) and the
 the cleanup (a real leak the verdict must name).
 
 After the run the script writes --out: torch's own counters at each
-snapshot (read around the tracker's call, to the byte), the state after the
-cleanup, and what the verdict was told.
+snapshot (read around the tracker's call, to the byte), the bytes of the
+trainer's parameters and buffers, their gradients and its optimizer's state
+on the GPU at each (numel x element size, each storage once: what the row's
+ledger must say), the state after the cleanup, and what the verdict was
+told. --nvml also reads NVML's figure for the process after each snapshot
+(nvidia-smi; where it gives none, the device's used memory).
 
     PYTHONPATH=agent python3 bench/workloads/article.py --out article.json
 """
@@ -27,6 +31,7 @@ import argparse
 import gc
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +45,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--keep", type=float, default=0.0,
                     help="MiB of a tensor kept alive in the global `kept` past the cleanup")
     ap.add_argument("--socket", help="passed to gputop.attach (default: GPUTOP_SOCKET)")
+    ap.add_argument("--nvml", action="store_true",
+                    help="read NVML's figure for this process after each snapshot (nvidia-smi)")
     ap.add_argument("--idle", type=float, default=0.5,
                     help="seconds of quiet after the cleanup, so the recorder sees it")
     ap.add_argument("--dry-run", action="store_true", help="check imports without a GPU")
@@ -79,15 +86,60 @@ def main(argv: list[str] | None = None) -> int:
         return {"allocated": c.memory_allocated(), "reserved": c.memory_reserved(),
                 "peak": c.max_memory_allocated()}
 
+    current: dict = {}  # the trainer, once there is one
+
+    def once(tensors) -> int:
+        """numel x element size of the GPU tensors, each storage once."""
+        seen: dict = {}
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.is_cuda:
+                seen[t.untyped_storage().data_ptr()] = t.numel() * t.element_size()
+        return sum(seen.values())
+
+    def parts() -> dict:
+        """The trainer's parameters and buffers, their gradients and its
+        optimizer's state, on the GPU, each storage once."""
+        tr = current.get("trainer")
+        model = getattr(tr, "model", None)
+        opt = getattr(tr, "optimizer", None)
+        params = list(model.parameters()) + list(model.buffers()) if model is not None else []
+        mine = {p.untyped_storage().data_ptr() for p in params if p.is_cuda}
+        state = [v for st in (opt.state.values() if opt is not None else ()) for v in st.values()
+                 if isinstance(v, torch.Tensor) and v.is_cuda and v.untyped_storage().data_ptr() not in mine]
+        return {"params": once(params), "grads": once(p.grad for p in params if p.grad is not None),
+                "optimizer": once(state)}
+
+    def nvml() -> int | None:
+        """NVML's figure for this process, bytes (nvidia-smi: MiB)."""
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                                  "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                                 timeout=10).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        got = {}
+        for line in out.splitlines():
+            f = [x.strip() for x in line.split(",")]
+            if len(f) == 2 and f[0].isdigit() and f[1].isdigit():
+                got[int(f[0])] = int(f[1]) * 2**20
+        if os.getpid() in got:
+            return got[os.getpid()]
+        if len(got) == 1:  # another pid namespace: the only process on the GPU is this one
+            return next(iter(got.values()))
+        free, total = torch.cuda.mem_get_info()  # no figure per process: the device's used memory
+        return total - free
+
     class Tracker(gputop.Tracker):
         """gputop.Tracker, with torch's own counters read before each row it
         takes (its snapshots and its cleanup's two)."""
 
         def _record(self, label, *args, **kw):  # type: ignore[override]
             before = counters()
+            expect = parts()
             t0 = time.time_ns()
             got = super()._record(label, *args, **kw)
-            rows.append({"label": label, "t_call_ns": t0, **before, "after": counters()})
+            rows.append({"label": label, "t_call_ns": t0, **before, "after": counters(), "expect": expect,
+                         "nvml": nvml() if a.nvml else None})
             return got
 
     def full_cleanup() -> None:
@@ -191,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         nn.Linear(128, 10),
     )
     trainer = ModelTrainer(model, device=device)
+    current["trainer"] = trainer
     trainer.train(train_loader, num_epochs=10, lr=0.001)
     global kept
     if a.keep > 0:

@@ -56,10 +56,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, Sequence
 
+from . import _ledger
 from ._attribution import CUDA_BLOCK, UNREACHABLE, WORKSPACES
 from ._format import format_bytes
+from ._ledger import LEDGER_LIMIT_S
 from ._main_thread import _on_main_thread
 from ._result import HolderGroup, HoldersResult, format_table
 from ._roots import REFERRER_MIN_BYTES, REFERRER_TENSORS, SECOND_PASS_MS
@@ -69,8 +71,9 @@ from ._walker import MAX_DEPTH, MAX_ITEMS, MAX_VISITS, PREFILTER_FRONTIER, PREFI
 __all__ = [
     "CUDA_BLOCK", "ENV_DEVICE", "MAX_DEPTH", "MAX_ITEMS", "MAX_VISITS", "PREFILTER_FRONTIER",
     "PREFILTER_ITEMS", "REFERRER_MIN_BYTES", "REFERRER_TENSORS", "SECOND_PASS_MS", "UNREACHABLE",
-    "WALK_LIMIT_S", "WORKSPACES", "HolderGroup", "HoldersResult", "format_bytes", "format_table",
-    "held_at", "holders", "holders_report", "holds_device_tensors", "on_device", "report_of",
+    "WALK_LIMIT_S", "WORKSPACES", "HolderGroup", "HoldersResult", "LEDGER_LIMIT_S", "format_bytes", "format_table",
+    "held_at", "holders", "holders_report", "holds_device_tensors", "ledger_of", "on_device", "report_of",
+    "row_walk",
 ]
 
 # Here, not beside the walk: held_at() reads it at each call, so that
@@ -98,10 +101,23 @@ def holders(device: Any = None, top: int | None = None, print_table: bool = Fals
     Each group: kind, name, bytes, tensors, up to 3 example "dtype[shape]"
     strings and a one-line hint. Never raises.
     """
+    res = _walked(device, top, collect, max_items, time_limit)
+    if print_table:
+        try:
+            print(res.table())
+        except Exception:
+            pass
+    return res
+
+
+def _walked(device: Any, top: int | None = None, collect: bool = False, max_items: int = MAX_ITEMS,
+            time_limit: float | None = None, devs: Sequence[int] = (), name_rest: bool = True) -> HoldersResult:
+    """holders() without printing, with the ledgers of devs too (name_rest:
+    guess who holds the tensors no root reaches). Never raises."""
     t0 = time.perf_counter()
     t_ns = time.time_ns()
     try:
-        res = _run(device, top, collect, max_items, t0, time_limit)
+        res = _run(device, top, collect, max_items, t0, time_limit, devs, name_rest)
     except BaseException as e:  # never into the user's code, whatever the walk met
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
@@ -112,11 +128,6 @@ def holders(device: Any = None, top: int | None = None, print_table: bool = Fals
         res.held = {"skipped": f"the holders walk could not attribute the memory: {why}"}
     res.held = {"t": t_ns, "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
                 **res.held, "took_ms": round(res.took_ms, 3)}
-    if print_table:
-        try:
-            print(res.table())
-        except Exception:
-            pass
     return res
 
 
@@ -152,7 +163,51 @@ def report_of(res: HoldersResult) -> dict[str, Any]:
                             "bytes": 0, "tensors": 0, "hint": res.error})
     if res.held is not None:
         d["held"] = res.held
+    d["ledger"] = ledger_of(res, res.dev)
     return d
+
+
+def ledger_of(res: HoldersResult, dev: int) -> dict[str, Any]:
+    """The ledger a walk found for device dev (wire.Ledger), or one that
+    says why there is none."""
+    got = (res.ledgers or {}).get(dev)
+    if got is not None:
+        return got
+    why = (res.held or {}).get("skipped") or res.error or "this device's allocator could not be read"
+    return _ledger.zero((res.held or {}).get("t") or time.time_ns(), f"no ledger: {why}", res.took_ms)
+
+
+def row_walk(devs: Sequence[int], held: bool, ledger: bool) -> dict[int, dict[str, Any]]:
+    """What a row taken in the caller's thread wants of one walk: for each
+    device of devs, "held" (an end row's attribution, when held) and
+    "ledger" (what the allocated bytes are made of, when ledger). Bounded:
+    WALK_LIMIT_S with held (the verdict's walk, as before), else
+    LEDGER_LIMIT_S; past it each says so. Never raises."""
+    devs = [int(d) for d in devs]
+    if not devs or not (held or ledger):
+        return {}
+    # a verdict on several devices: a walk each, as held's top holders are
+    # those of one device; else one walk for all of them
+    walks = [[d] for d in devs] if held and len(devs) > 1 else [devs]
+    limit = WALK_LIMIT_S if held else LEDGER_LIMIT_S
+    out: dict[int, dict[str, Any]] = {}
+    for ds in walks:
+        try:
+            device = on_device(ds[0]) if len(ds) == 1 else _default_device()
+            res = _walked(device, time_limit=limit, devs=ds, name_rest=held)
+        except BaseException as e:
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            res = HoldersResult([], 0, 1, ds[0], "", 0.0, f"{type(e).__name__}: {e}")
+        for d in ds:
+            got = out.setdefault(d, {})
+            if held:
+                got["held"] = res.held or {
+                    "t": time.time_ns(), "allocated": 0, "python": 0, "internal": 0, "unaccounted": 0,
+                    "skipped": f"the holders walk failed: {res.error or 'no attribution'}"}
+            if ledger:
+                got["ledger"] = ledger_of(res, d)
+    return out
 
 
 def held_at(dev: int, limit: float | None = None) -> dict[str, Any]:

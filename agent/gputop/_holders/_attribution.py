@@ -11,6 +11,7 @@ import bisect
 from typing import Any
 
 from .. import _backend
+from . import _ledger
 from ._result import HolderGroup
 
 UNREACHABLE = "not reachable from Python"  # the CUDA remainder: listed last, it is no holder
@@ -41,14 +42,23 @@ class _Attribution:
                 devs = {k[0] for k in self.sizes} | {0}
         except Exception:
             return []
+        devs |= self.want
         internal = unaccounted = workspaces = 0
         for d in sorted(devs):
             try:
+                blocks, sizes = self.read_blocks.pop(d, None) or (src.blocks(d), src.workspace_sizes(d))
                 part = _partition(src, d, sorted(ptr for (i, ptr) in self.sizes if i == d),
-                                  sum(n for (i, _), n in self.sizes.items() if i == d))
+                                  sum(n for (i, _), n in self.sizes.items() if i == d), blocks, sizes)
             except Exception:
                 continue
             self.partition[d] = part
+            try:
+                # the same blocks, so the ledger's parts and held's add up alike
+                reserved = int(src.read(d).reserved)
+                self.ledgers[d] = _ledger.count(blocks, _ledger.storages_of(self, d), sizes,
+                                                int(part["allocated"]), reserved)
+            except Exception:
+                pass
             internal += part["internal"]
             unaccounted += part["unaccounted"]
             workspaces += part.get("workspaces", 0)
@@ -67,6 +77,43 @@ class _Attribution:
                 "only native code holds; gputop.cleanup() frees what is garbage"))
         return out
 
+    def ledger(self, dev: int, t: int, took_ms: float, limit: float | None) -> dict[str, Any] | None:
+        """Device dev's ledger (wire.Ledger), or why there is none; None when
+        its allocator was not read."""
+        if self.cut:
+            bound = _ledger.bound_text(limit or 0.0)
+            return _ledger.zero(t, f"the walk took longer than its {bound} bound and was stopped after "
+                                   f"{self.visits:,} objects (snapshot(label, ledger=False) skips it)", took_ms)
+        got = self.ledgers.get(dev)
+        if got is None:
+            return None
+        figures, notes = got
+        return _ledger.finish(figures, _ledger.walk_notes(self, dev) + notes, t, took_ms)
+
+    def explained(self) -> bool:
+        """Every live block of the devices asked for holds a storage the
+        walk has seen or is a workspace: a pass over the tensors no root
+        reached could add nothing to their ledgers. The blocks read are
+        kept for remainder()."""
+        src = _backend.get()
+        if not self.want or self.dev_type not in src.tensor_device_types:
+            return False
+        for d in sorted(self.want):
+            try:
+                blocks = src.blocks(d)
+                sizes = src.workspace_sizes(d)
+            except Exception:
+                return False
+            if blocks is None:
+                return False
+            self.read_blocks[d] = (blocks, sizes)
+            ptrs = sorted(ptr for (i, ptr) in self.sizes if i == d)
+            for addr, size, asked in blocks:
+                i = bisect.bisect_left(ptrs, addr)
+                if not (i < len(ptrs) and ptrs[i] < addr + size) and asked not in sizes:
+                    return False
+        return True
+
     def held(self, dev: int) -> dict[str, Any] | None:
         """The attribution of device dev (wire.Held without t / took_ms /
         top), or why there is none; None when its allocator was not read."""
@@ -76,17 +123,24 @@ class _Attribution:
         return dict(part) if part is not None else None
 
 
-def _partition(src: _backend.Backend, dev: int, ptrs: list[int], seen_bytes: int) -> dict[str, Any]:
+_UNREAD: Any = object()  # _partition's blocks not read yet
+
+
+def _partition(src: _backend.Backend, dev: int, ptrs: list[int], seen_bytes: int,
+               blocks: Any = _UNREAD, sizes: set[int] | None = None) -> dict[str, Any]:
     """Device dev's allocated bytes split by owner: python (blocks that hold
     a storage at one of ptrs, sorted), internal (cuBLAS/cuBLASLt workspaces)
     and unaccounted. Without the allocator's blocks, Python's share is the
-    storages' bytes and the rest of the allocated counter is unaccounted."""
-    blocks = src.blocks(dev)
+    storages' bytes and the rest of the allocated counter is unaccounted.
+    blocks and sizes: as src gives them, when read already."""
+    if blocks is _UNREAD:
+        blocks = src.blocks(dev)
     if blocks is None:
         alloc = int(src.read(dev).allocated)
         py = min(seen_bytes, alloc)
         return {"allocated": alloc, "python": py, "internal": 0, "unaccounted": alloc - py}
-    sizes = src.workspace_sizes(dev)
+    if sizes is None:
+        sizes = src.workspace_sizes(dev)
     py = internal = unacc = n = 0
     for addr, size, requested in blocks:
         i = bisect.bisect_left(ptrs, addr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from . import _frameworks
 from ._classify import _ipython
 from ._group import _Group
 
@@ -26,8 +27,19 @@ def _hint(g: _Group, dev: str) -> str:
     path = m.get("path", g.name)
     local = m.get("local")  # "in train()": a local of a function still running
     gone = f"; released when {local[3:]} returns" if local else ""
+    if g.cat in ("module", "optim") and m.get("trainer"):
+        var, kind = m["trainer"]
+        what = "model" if g.cat == "module" else "optimizer"
+        if local:
+            return f"{var} ({kind}) keeps its {what} {path}: released when {local[3:]} returns"
+        return (f"{var} ({kind}) keeps its {what} {path}, and with it the optimizer's state and the "
+                f"scheduler: del {var}; gputop.cleanup()")
     if g.cat == "module":
         cls = m.get("cls", "module")
+        wrapped = _frameworks.wrapper(cls)
+        if wrapped:
+            cls += (f"; {wrapped} also keeps gradient buckets as large as the gradients, in C++ memory "
+                    "the walk cannot reach")
         if local:
             return f"{path} ({cls}) is a local of {local[3:]}, still running{gone}"
         opts = m.get("opts") or []
@@ -98,6 +110,9 @@ def _hint(g: _Group, dev: str) -> str:
         return f"{path} keeps an exception's frames{fn} alive: del {path}; gputop.cleanup(){gone}"
     if g.cat == "other":
         desc = m.get("desc")
+        if m.get("compiled"):
+            return (f"{n} parameters of a model no variable reaches: torch.compile's caches keep them "
+                    "after the model is gone: torch.compiler.reset(); gputop.cleanup()")
         if m.get("unasked"):
             return ("no variable reaches these within a few hops (too small to look up "
                     "their referrers); gc.get_referrers(t) shows what holds one, or "

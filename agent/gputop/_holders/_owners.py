@@ -10,7 +10,8 @@ import sys
 import threading
 from typing import Any
 
-from ._classify import _P_OPARAM, _P_PARAM, _P_STATE, _SKIP_PREFIXES, _T_DICT, _T_MODULE, _T_SEQ, _T_TENSOR
+from ._classify import (_P_OPARAM, _P_PARAM, _P_STATE, _SKIP_PREFIXES, _T_DICT, _T_MODULE, _T_OPTIM, _T_SEQ,
+                        _T_TENSOR)
 
 _CO_OPTIMIZED = 0x1
 
@@ -91,6 +92,13 @@ class _Owners:
         except Exception:
             self.skipped += 1
             return
+        # a wrapper (accelerate's AcceleratedOptimizer) keeps the optimizer
+        # whose state and param_groups its properties show
+        inner = d.get("optimizer") if isinstance(d, dict) else None
+        if inner is not None and self.tclass(type(inner)) == _T_OPTIM and id(inner) not in self.seen:
+            self.seen.add(id(inner))
+            self.keep.append(inner)
+            self.optimizer(inner, name, root, gid, label, suffix)
         state = d.get("state") if isinstance(d, dict) else None
         if isinstance(state, dict):
             for _, st in self.items(state, _T_DICT):

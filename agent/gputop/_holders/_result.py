@@ -47,6 +47,9 @@ class HoldersResult:
     # the attribution of device dev's allocated bytes (wire.Held), when the
     # device's allocator could be read
     held: dict[str, Any] | None = None
+    # device -> what its allocated bytes are made of (wire.Ledger), for the
+    # walked device and those a row asked for, where the allocator was read
+    ledgers: dict[int, dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The wire.Holders frame without type / t / id / pid."""

@@ -37,8 +37,10 @@ class _Roots:
             self.drain()
             self.roots_traceback()
             self.drain()
-            # then every tensor object gc tracks: those no root reached
-            if not self.late():
+            # then every tensor object gc tracks: those no root reached (a
+            # pass over every object; a walk for a ledger alone skips it when
+            # the roots already explain every live block)
+            if not self.late() and not (not self.name_rest and self.explained()):
                 base = {torch.Tensor, getattr(torch.nn, "Parameter", torch.Tensor),
                         getattr(torch.nn, "Buffer", torch.Tensor)}
                 gc_tensors = _gc_tensors(torch, base | self.ttypes_seen)
@@ -195,7 +197,7 @@ class _Roots:
         # a referrer pass costs one traversal of every object: worth it only
         # for what matters next to what was found
         lost = sum(self.sizes.get(k, 0) for k in order)
-        if lost >= REFERRER_MIN_BYTES or lost * 100 >= sum(self.sizes.values()):
+        if self.name_rest and (lost >= REFERRER_MIN_BYTES or lost * 100 >= sum(self.sizes.values())):
             guess = [loose[k] for k in order[:REFERRER_TENSORS]]
             names = self.referrers(guess, (gc_tensors, loose, guess))
             del guess

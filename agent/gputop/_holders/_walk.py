@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any
 
+from .. import _backend
+from . import _ledger
 from ._attribution import UNREACHABLE, _no_tensors
 from ._result import HolderGroup, HoldersResult
 from ._walker import _Walker
@@ -40,7 +42,11 @@ def _parse_device(device: Any) -> tuple[str, int | None]:
 
 
 def _run(device: Any, top: int | None, collect: bool, max_items: int, t0: float,
-         time_limit: float | None = None) -> HoldersResult:
+         time_limit: float | None = None, devs: Any = (), name_rest: bool = True) -> HoldersResult:
+    """The walk of device (all of its type's devices when it names no
+    index): its groups, held of the walked (or current) device, and the
+    ledger of each device of devs and of the walked one."""
+    t_ns = time.time_ns()
     dev_type, dev_index = _parse_device(device)
     label = dev_type if dev_index is None else f"{dev_type}:{dev_index}"
     torch = sys.modules.get("torch")
@@ -50,16 +56,17 @@ def _run(device: Any, top: int | None, collect: bool, max_items: int, t0: float,
             installed = importlib.util.find_spec("torch") is not None
         except Exception:
             installed = False
-        return HoldersResult([], 0, 0, dev_index or 0, label, (time.perf_counter() - t0) * 1e3,
+        d0 = dev_index or 0
+        return HoldersResult([], 0, 0, d0, label, (time.perf_counter() - t0) * 1e3,
                              None if installed else "torch is not installed",
-                             held=_no_tensors(dev_index or 0))
+                             held=_no_tensors(d0), ledgers=_no_ledgers({d0, *devs}, t_ns, t0))
     dev = dev_index if dev_index is not None else 0
     if dev_type == "cuda":
         try:
             if not torch.cuda.is_initialized():
                 # no CUDA tensor can exist before CUDA is initialised
                 return HoldersResult([], 0, 0, dev, label, (time.perf_counter() - t0) * 1e3,
-                                     held=_no_tensors(dev))
+                                     held=_no_tensors(dev), ledgers=_no_ledgers({dev, *devs}, t_ns, t0))
             if dev_index is None:
                 dev = torch.cuda.current_device()
         except Exception:
@@ -76,11 +83,17 @@ def _run(device: Any, top: int | None, collect: bool, max_items: int, t0: float,
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        w = _Walker(torch, dev_type, dev_index, max_items, deadline)
+        w = _Walker(torch, dev_type, dev_index, max_items, deadline, devs, name_rest)
         try:
             groups = w.run()
             skipped = w.skipped
             held = w.held(dev)
+            took = (time.perf_counter() - t0) * 1e3
+            ledgers = {}
+            for d in sorted({dev, *devs}):
+                led = w.ledger(d, t_ns, took, time_limit)
+                if led is not None:
+                    ledgers[d] = led
         finally:
             w.close()  # drop every reference to user objects now, cycle or not
         del w
@@ -108,7 +121,23 @@ def _run(device: Any, top: int | None, collect: bool, max_items: int, t0: float,
     groups += tail
     total = sum(g.bytes for g in groups)
     return HoldersResult(groups, total, skipped, dev, label, (time.perf_counter() - t0) * 1e3,
-                         held=held)
+                         held=held, ledgers=ledgers)
+
+
+def _no_ledgers(devs: set[int], t: int, t0: float) -> dict[int, dict[str, Any]]:
+    """The ledgers of devices on which no tensor can exist (torch not
+    imported, CUDA not initialised): whatever is allocated is unattributed."""
+    out = {}
+    for d in sorted(devs):
+        try:
+            src = _backend.get()
+            c = src.read(d)
+            blocks = src.blocks(d)
+            figures, notes = _ledger.count(blocks, [], src.workspace_sizes(d), int(c.allocated), int(c.reserved))
+        except Exception:
+            continue
+        out[d] = _ledger.finish(figures, notes, t, (time.perf_counter() - t0) * 1e3)
+    return out
 
 
 _walk_lock = threading.RLock()  # reentrant: a pending call may land inside a walk

@@ -21,9 +21,11 @@ from ._attribution import CUDA_BLOCK, _Attribution
 from ._classify import (_ATOMS, _FINDS, _P_DIRECT, _P_GRAPH, _P_ITEM, _T_ATOM, _T_DICT,
                         _T_EXC, _T_FRAME, _T_MODULE, _T_NODE, _T_OBJ, _T_OPTIM, _T_SEQ, _T_SKIP,
                         _T_TB, _T_TENSOR, _slot_descriptors, classify)
+from . import _frameworks
 from ._format import _examples
 from ._group import _Group
 from ._hints import _has_role, _hint
+from ._ledger import ACTIVATIONS, GRADS, OPTIMIZER, OTHER, PARAMS
 from ._owners import _Owners
 from ._result import HolderGroup
 from ._roots import _Roots
@@ -31,8 +33,13 @@ from ._roots import _Roots
 MAX_ITEMS = 10_000  # items read from one container; the rest is counted as skipped
 MAX_DEPTH = 3  # attribute / item hops from a variable
 MAX_VISITS = 500_000  # objects and graph nodes examined in one walk
+MAX_INNER = 4  # levels of a tensor subclass's inner tensors (__tensor_flatten__) followed
 PREFILTER_ITEMS = 64  # a container this long is first checked in C for anything to find
 PREFILTER_FRONTIER = 1_000_000  # objects that check may hold at once before giving up
+
+# the ledger's part of a storage reached in each role (a .grad's depends on
+# whose it is: tensor())
+_PART = {"param": PARAMS, "oparam": PARAMS, "state": OPTIMIZER, "graph": ACTIVATIONS}
 
 
 class _Walker(_Roots, _Owners, _Attribution):
@@ -40,12 +47,21 @@ class _Walker(_Roots, _Owners, _Attribution):
     on the walked device the owner that claimed it with the best priority."""
 
     def __init__(self, torch: Any, dev_type: str, dev_index: int | None, max_items: int,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, devs: Any = (), name_rest: bool = True) -> None:
         self.torch = torch
+        # guess the referrers of tensors no root reached (a gc pass: a row
+        # that only wants its ledger has no use for the names)
+        self.name_rest = name_rest
         self.deadline = deadline  # perf_counter() past which the walk stops
         self.cut = ""  # why the walk stopped early ("" while it has not)
+        self.over_visits = False  # MAX_VISITS reached: references past it not followed
         # device -> the attribution of its allocated bytes (remainder())
         self.partition: dict[int, dict[str, Any]] = {}
+        # device -> its ledger's figures and notes (remainder())
+        self.ledgers: dict[int, tuple[dict[str, Any], list[str]]] = {}
+        self.want = {int(d) for d in devs}  # devices to attribute besides those seen
+        # device -> (live blocks, workspace sizes) read by explained(), for remainder()
+        self.read_blocks: dict[int, tuple[Any, set[int]]] = {}
         self.dev_type = dev_type
         self.dev_index = dev_index
         self.cuda = dev_type == "cuda"
@@ -57,7 +73,11 @@ class _Walker(_Roots, _Owners, _Attribution):
         self.groups: list[_Group] = []
         self.gindex: dict[tuple[str, str], int] = {}
         self.claims: dict[Any, list[Any]] = {}  # storage key -> [prio, gid, tensor, role, label]
-        self.sizes: dict[Any, int] = {}
+        self.sizes: dict[Any, int] = {}  # storage key -> bytes as the allocator rounds them
+        self.nbytes: dict[Any, int] = {}  # storage key -> its bytes
+        self.parts: dict[Any, int] = {}  # storage key -> the first ledger part that claimed it
+        # device (-1: none, meta) -> tensor type -> tensors with no memory of their own
+        self.no_memory: dict[int, dict[str, int]] = {}
         self.tkeys: dict[int, list[Any]] = {}  # id(tensor) -> storage keys (tensor kept in keep)
         self.seen: set[int] = set()
         self.nodes_seen: set[int] = set()
@@ -69,9 +89,11 @@ class _Walker(_Roots, _Owners, _Attribution):
         self.param_owner: dict[int, int] = {}  # id(param) -> module group
         self.opt_params: dict[int, set[int]] = {}  # optimizer group -> param ids
         self.cleared: list[Any] = []  # frame locals snapshots to empty afterwards
+        self.trainers: dict[str, str] = {}  # a variable holding a framework's Trainer -> what it is
         self.queue: collections.deque[tuple[Any, ...]] = collections.deque()
         nn = getattr(torch, "nn", None)
         self.Module = getattr(nn, "Module", None)
+        self.Parameter = getattr(nn, "Parameter", ())  # () : isinstance is always False
         optim = getattr(torch, "optim", None)
         self.Optimizer = getattr(optim, "Optimizer", None)
         try:
@@ -93,7 +115,7 @@ class _Walker(_Roots, _Owners, _Attribution):
         for g in self.groups:
             g.members = []
         for d in (self.claims, self.tkeys, self.gindex, self.tcache, self.saved_names,
-                  self.param_owner, self.opt_params):
+                  self.param_owner, self.opt_params, self.parts):
             d.clear()
         self.keep = []
         self.queue.clear()
@@ -123,6 +145,7 @@ class _Walker(_Roots, _Owners, _Attribution):
         self.visits += 1
         if self.visits > MAX_VISITS:
             self.skipped += 1
+            self.over_visits = True
             return False
         if self.deadline is not None and not self.visits & 1023 and time.perf_counter() > self.deadline:
             self.stop()
@@ -236,22 +259,10 @@ class _Walker(_Roots, _Owners, _Attribution):
                 d = t.device
                 on = d.type == self.dev_type
                 idx = d.index if d.index is not None else 0
-            if on and (self.dev_index is None or idx == self.dev_index):
-                if t.layout is self.torch.strided:
-                    parts = [t]
-                else:
-                    parts = _sparse_parts(t)
-                for p in parts:
-                    st = p.untyped_storage()
-                    ptr = st.data_ptr()
-                    n = st.nbytes()
-                    if ptr and n:
-                        key = (idx, ptr)
-                        if key not in self.sizes:
-                            if self.cuda:
-                                n = -(-n // CUDA_BLOCK) * CUDA_BLOCK
-                            self.sizes[key] = n
-                        keys.append(key)
+            if not on and t.is_meta:
+                self.memoryless(-1, t)  # on no device: said in every ledger
+            elif on and (self.dev_index is None or idx == self.dev_index):
+                self.storage_keys(t, idx, keys, 0)
         except Exception:
             self.skipped += 1
             keys = []
@@ -259,12 +270,56 @@ class _Walker(_Roots, _Owners, _Attribution):
         self.ttypes_seen.add(type(t))
         return keys
 
-    def claim(self, t: Any, gid: int, prio: int, role: str, label: str) -> bool:
+    def storage_keys(self, t: Any, idx: int, keys: list[Any], level: int) -> None:
+        """Append the keys of t's storages on device idx: a sparse tensor's
+        parts, a tensor subclass's inner tensors (DTensor, Float8: their
+        own storage holds nothing)."""
+        parts = [t] if t.layout is self.torch.strided else _sparse_parts(t)
+        for p in parts:
+            st = p.untyped_storage()
+            n = st.nbytes()
+            if not n:
+                continue
+            ptr = 0
+            if st.device.type != "meta":  # a meta storage (FakeTensor) has none: data_ptr() would warn
+                try:
+                    ptr = st.data_ptr()
+                except RuntimeError:
+                    ptr = 0  # a wrapper subclass's storage
+            if not ptr:
+                inner = _inner_tensors(p) if level < MAX_INNER else []
+                for x in inner:
+                    self.keep.append(x)
+                    self.storage_keys(x, idx, keys, level + 1)
+                if not inner:
+                    self.memoryless(idx, p)
+                continue
+            key = (idx, ptr)
+            if key not in self.sizes:
+                self.sizes[key] = -(-n // CUDA_BLOCK) * CUDA_BLOCK if self.cuda else n
+            if n > self.nbytes.get(key, 0):
+                self.nbytes[key] = n
+            keys.append(key)
+
+    def memoryless(self, idx: int, t: Any) -> None:
+        kinds = self.no_memory.setdefault(idx, {})
+        name = "meta" if t.is_meta else type(t).__name__
+        kinds[name] = kinds.get(name, 0) + 1
+
+    def claim(self, t: Any, gid: int, prio: int, role: str, label: str, part: int | None = None) -> bool:
+        """Give t's storages to group gid unless a better-placed owner has
+        them; their ledger part is the first one in the part order that
+        reaches them, whoever owns them."""
         keys = self.keys_of(t)
+        if part is None:
+            part = _PART.get(role, OTHER)
+        parts = self.parts
         for key in keys:
             c = self.claims.get(key)
             if c is None or prio < c[0]:
                 self.claims[key] = [prio, gid, t, role, label]
+            if part < parts.get(key, OTHER + 1):
+                parts[key] = part
         return bool(keys)
 
     def prio(self, root: int, level: int, view: bool = False) -> int:
@@ -283,7 +338,15 @@ class _Walker(_Roots, _Owners, _Attribution):
                 view = bool(t._is_view())
             except Exception:
                 view = False
-        on = self.claim(t, gid, self.prio(root, level, view), role, label)
+        # a parameter reached any way (a module no root reaches, a graph's
+        # AccumulateGrad, a view of it saved for backward) is one
+        param = role in ("param", "oparam") or isinstance(t, self.Parameter)
+        if not param:
+            try:
+                param = isinstance(t._base, self.Parameter)
+            except Exception:
+                pass
+        on = self.claim(t, gid, self.prio(root, level, view), role, label, PARAMS if param else None)
         try:
             if not t.requires_grad:
                 return
@@ -291,7 +354,7 @@ class _Walker(_Roots, _Owners, _Attribution):
                 g = t.grad
                 if g is not None:
                     self.claim(g, gid if grad_gid is None else grad_gid,
-                               self.prio(root, level + 1), "grad", label)
+                               self.prio(root, level + 1), "grad", label, GRADS if param else OTHER)
             else:
                 fn = t.grad_fn
                 if fn is not None:
@@ -453,6 +516,10 @@ class _Walker(_Roots, _Owners, _Attribution):
                 continue
             self.seen.add(oid)
             self.keep.append(obj)
+            if c == _T_OBJ and depth == 0 and not inside:
+                kind = _frameworks.trainer(tp)
+                if kind:
+                    self.trainers[path + suffix] = kind
             if c == _T_OPTIM:
                 self.optimizer(obj, path, root, single, label, suffix)
             elif c in (_T_EXC, _T_TB, _T_FRAME):
@@ -496,10 +563,17 @@ class _Walker(_Roots, _Owners, _Attribution):
                 continue
             for gid in {self.param_owner[p] for p in pids if p in self.param_owner}:
                 mod_opts.setdefault(gid, []).append(og.meta.get("path", og.name))
+        compiled = _frameworks.compiled()
         for gid, g in enumerate(self.groups):
             if not g.members:
                 continue
             g.meta["opts"] = mod_opts.get(gid, [])
+            path = g.meta.get("path", "")
+            var = path.split(".")[0].split("[")[0] + (f" {g.meta['local']}" if g.meta.get("local") else "")
+            if var in self.trainers and path != var.split(" ")[0]:
+                g.meta["trainer"] = (var.split(" ")[0], self.trainers[var])
+            if g.cat == "other" and compiled and all(isinstance(m[1], self.Parameter) for m in g.members):
+                g.meta["compiled"] = True
             nbytes = sum(m[0] for m in g.members)
             kind = g.kind
             if g.cat == "tensor":
@@ -521,6 +595,19 @@ def _key_repr(k: Any) -> str:
     except Exception:
         r = "?"
     return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _inner_tensors(t: Any) -> list[Any]:
+    """The tensors a tensor subclass wraps (its __tensor_flatten__), [] for
+    any other tensor."""
+    flatten = getattr(type(t), "__tensor_flatten__", None)
+    if flatten is None:
+        return []
+    try:
+        names = flatten(t)[0]
+        return [x for x in (getattr(t, n, None) for n in names) if x is not None and x is not t]
+    except Exception:
+        return []
 
 
 def _sparse_parts(t: Any) -> list[Any]:

@@ -1,8 +1,9 @@
 """What both callbacks report, whatever the framework calls it: the agent
-attached when training is set up, labelled rows at its milestones,
-evaluation as a phase, and an end row with its verdict. Every rank's
-process reports for itself (gputop works per process). Never raises into
-the training."""
+attached when training is set up, labelled rows at its milestones (each
+with its ledger), evaluation as a phase, and an end row with its verdict;
+step rows (every_n_steps) carry no ledger unless ledger_every_step. Every
+rank's process reports for itself (gputop works per process). Never raises
+into the training."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from .. import _autorun, _lifecycle, _tracker
 
 class Rows:
     def __init__(self, every_n_steps: int | None = None, rate_hz: float = 100,
-                 verdict: bool = True) -> None:
+                 verdict: bool = True, ledger_every_step: bool = False) -> None:
         if every_n_steps is not None and (not isinstance(every_n_steps, int) or every_n_steps < 1):
             raise ValueError(f"every_n_steps={every_n_steps!r}: want a positive int or None")
         self.every_n_steps = every_n_steps
         self.rate_hz = rate_hz
         self.verdict = verdict
+        # a step row's ledger walks the live tensors (up to 200 ms): off by default
+        self.ledger_every_step = bool(ledger_every_step)
         self._last_step = -1
         self._phase: str | None = None
 
@@ -32,9 +35,9 @@ class Rows:
         except Exception:
             pass
 
-    def snap(self, label: str, end: bool = False) -> None:
+    def snap(self, label: str, end: bool = False, ledger: bool = True) -> None:
         try:
-            _tracker.take(label, "snapshot", end=end, verdict=self.verdict)
+            _tracker.take(label, "snapshot", end=end, verdict=self.verdict, ledger=ledger)
         except Exception:
             pass
 
@@ -42,7 +45,7 @@ class Rows:
         n = self.every_n_steps
         if n and global_step != self._last_step and global_step > 0 and global_step % n == 0:
             self._last_step = global_step
-            self.snap(f"Step {global_step}")
+            self.snap(f"Step {global_step}", ledger=self.ledger_every_step)
 
     def phase_start(self, name: str) -> None:
         self._phase = name

@@ -46,14 +46,15 @@ def _bases() -> tuple[type, ...]:
 def _build() -> type:
     class GputopCallback(*_bases()):  # type: ignore[misc]
         """Reports this process's GPU memory to gputop at Lightning's
-        milestones. every_n_steps: also a row every N optimizer steps;
-        rate_hz: the agent's sampling rate; verdict=False: no holders walk
-        for the end rows."""
+        milestones. every_n_steps: also a row every N optimizer steps
+        (ledger_every_step=True: with its ledger, a walk of the live
+        tensors of up to 200 ms each); rate_hz: the agent's sampling rate;
+        verdict=False: no holders walk for the end rows."""
 
         def __init__(self, every_n_steps: int | None = None, rate_hz: float = 100,
-                     verdict: bool = True) -> None:
+                     verdict: bool = True, ledger_every_step: bool = False) -> None:
             super().__init__()
-            self._rows = Rows(every_n_steps, rate_hz, verdict)
+            self._rows = Rows(every_n_steps, rate_hz, verdict, ledger_every_step)
 
         def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
             self._rows.attach()

@@ -47,13 +47,14 @@ def _build() -> type:
 
     class GputopCallback(TrainerCallback):
         """Reports this process's GPU memory to gputop at the Trainer's
-        milestones. every_n_steps: also a row every N optimizer steps;
-        rate_hz: the agent's sampling rate; verdict=False: no holders walk
-        for the end rows."""
+        milestones. every_n_steps: also a row every N optimizer steps
+        (ledger_every_step=True: with its ledger, a walk of the live
+        tensors of up to 200 ms each); rate_hz: the agent's sampling rate;
+        verdict=False: no holders walk for the end rows."""
 
         def __init__(self, every_n_steps: int | None = None, rate_hz: float = 100,
-                     verdict: bool = True) -> None:
-            self._rows = Rows(every_n_steps, rate_hz, verdict)
+                     verdict: bool = True, ledger_every_step: bool = False) -> None:
+            self._rows = Rows(every_n_steps, rate_hz, verdict, ledger_every_step)
             self._wrapped: Any = None
 
         def _wrap(self, trainer: Any) -> None:
