@@ -108,3 +108,42 @@ def test_every_result_is_quoted_or_read():
     kept = sorted(p.name for p in RESULTS.iterdir())
     assert len(kept) >= 20
     assert [n for n in kept if n not in text] == [], "files in bench/results/ that nothing quotes or reads"
+
+
+def units(text: str) -> list[str]:
+    """The text cut where a claim ends: a code block's lines one by one, the
+    prose between them by paragraph."""
+    out, at = [], 0
+    for m in FENCE.finditer(text):
+        out += text[at:m.start()].split("\n\n") + m.group(0).splitlines()
+        at = m.end()
+    return out + text[at:].split("\n\n")
+
+
+@pytest.mark.parametrize("name", ["README.md", "agent/README.md"])
+def test_install_says_what_works_today(name: str):
+    """Nothing is on PyPI yet, and PyPI's `gputop` is an unrelated project
+    with the same command and import name: a doc may name `pip install
+    gputop-profiler` (or uvx) from PyPI only as what is not yet there, and
+    `pip install gputop` only beside the warning."""
+    bad = []
+    for unit in units((REPO / name).read_text()):
+        flat = " ".join(unit.split())
+        if re.search(r"pip install gputop(?![\w-])", flat) and "unrelated" not in flat:
+            bad.append(f"`pip install gputop` without the warning that it is an unrelated project: {flat[:120]}")
+        from_pypi = re.search(r"(pip install|uvx --from) gputop-profiler", flat) and "--find-links" not in flat
+        if from_pypi and "not yet" not in flat:
+            bad.append(f"installs gputop-profiler from PyPI, where no release is yet, without saying so: {flat[:120]}")
+    assert bad == []
+
+
+def test_release_workflow():
+    """The README's future `uvx`/PyPI install is what the release workflow
+    publishes: the wheels of scripts/build-wheels.sh, by trusted publishing."""
+    readme = (REPO / "README.md").read_text()
+    assert "uvx --from gputop-profiler gputop" in " ".join(readme.split())
+    flow = (REPO / ".github/workflows/release.yml").read_text()
+    for want in ["bash scripts/build-wheels.sh", "scripts/wheels/test_wheels.py", "id-token: write",
+                 "pypa/gh-action-pypi-publish", "SHA256SUMS"]:
+        assert want in flow, f"release.yml does not have {want!r}"
+    assert "password" not in flow and "PYPI_TOKEN" not in flow.upper(), "trusted publishing takes no token"
