@@ -3,11 +3,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"syscall"
 
 	"github.com/gputop/gputop/memdump"
+	"github.com/gputop/gputop/wire"
 )
 
 func cmdDumpInfo(args []string, stdout, stderr io.Writer) int {
@@ -36,6 +40,11 @@ func cmdDumpInfo(args []string, stdout, stderr io.Writer) int {
 	}
 	d, err := memdump.ReadFile(context.Background(), file)
 	if err != nil {
+		if isRecording(file) {
+			say(stderr, fmt.Sprintf("gputop dump-info: %s is a gputop recording, not a torch memory dump: "+
+				"gputop --replay %s shows it, gputop export %s --csv OUT writes its summary", file, file, file))
+			return 1
+		}
 		say(stderr, "gputop dump-info:", err)
 		return 1
 	}
@@ -44,4 +53,21 @@ func cmdDumpInfo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// isRecording reports whether path starts as a gputop recording does (its
+// header line), the file most often given to dump-info by mistake.
+func isRecording(path string) bool {
+	// O_NONBLOCK and regular files only: a FIFO must not block here either
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	head := make([]byte, 64)
+	n, _ := io.ReadFull(f, head)
+	return bytes.HasPrefix(head[:n], []byte(`{"type":"`+wire.TypeRecording+`"`))
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -46,6 +47,7 @@ Usage:
   gputop fit --values V1,V2,... [--memory SIZE] -- CMD ARGS
                                   run CMD once per value ({} in it replaced), the agent attached and
                                   the memory capped; from each run's peak, the largest value that fits
+  gputop help [COMMAND]           this text, or a command's usage and flags
   gputop version
 `
 
@@ -99,6 +101,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cmdSnap(args[1:], stdout, stderr)
 		case "dump-info":
 			return cmdDumpInfo(args[1:], stdout, stderr)
+		case "help":
+			return cmdHelp(args[1:], stdout, stderr)
 		case "version", "--version", "-version":
 			fmt.Fprintln(stdout, "gputop", version)
 			return 0
@@ -111,7 +115,11 @@ func newFlagSet(name string, stderr io.Writer, extra string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usage)
+		if name == "gputop" {
+			fmt.Fprint(stderr, usage)
+		} else {
+			fmt.Fprintf(stderr, "Usage:\n%s", commandUsage(name))
+		}
 		if extra != "" {
 			fmt.Fprint(stderr, extra)
 		}
@@ -119,9 +127,61 @@ func newFlagSet(name string, stderr io.Writer, extra string) *flag.FlagSet {
 		// word in its usage text (else after its type): each usage says
 		// its argument that way, as the lines above write it
 		fmt.Fprint(stderr, "\nFlags:\n")
+		var b strings.Builder
+		fs.SetOutput(&b)
 		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+		// written --name as the usage lines and the README write them (the
+		// flag package takes both); a one-letter flag stays -o
+		fmt.Fprint(stderr, longFlag.ReplaceAllString(b.String(), "  --$1"))
+		if name != "gputop" {
+			fmt.Fprint(stderr, "\nEvery command: gputop help\n")
+		}
 	}
 	return fs
+}
+
+var longFlag = regexp.MustCompile(`(?m)^  -([a-z][a-z.-]+)`)
+
+// commandUsage is usage's entry for the command name ("gputop record"):
+// its lines and their continuations.
+func commandUsage(name string) string {
+	var b strings.Builder
+	in := false
+	for _, l := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(l, "  "+name+" ") || l == "  "+name:
+			in = true
+		case !strings.HasPrefix(l, "    "):
+			in = false
+		}
+		if in {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+// cmdHelp is gputop help [COMMAND]: the usage, or a command's own (its
+// --help), on standard output.
+func cmdHelp(args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stdout, usage)
+		return 0
+	case len(args) > 1:
+		say(stderr, fmt.Sprintf("gputop help: unexpected argument %q (gputop help [COMMAND])", args[1]))
+		return 2
+	}
+	switch args[0] {
+	case "run", "fit", "record", "serve", "export", "snap", "dump-info":
+		return run([]string{args[0], "--help"}, stdout, stdout)
+	case "help", "version":
+		fmt.Fprintf(stdout, "Usage:\n%s", commandUsage("gputop "+args[0]))
+		return 0
+	}
+	say(stderr, fmt.Sprintf("gputop help: no command %q; the commands: run, fit, record, serve, export, snap, dump-info, version", args[0]))
+	return 2
 }
 
 // parse returns -1 to continue, or an exit code (0 for -h, 2 for bad flags).

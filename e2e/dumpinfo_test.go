@@ -224,3 +224,13 @@ func TestDumpInfoStructure(t *testing.T) {
 		t.Errorf("a segment_pool_id of the wrong type: exit %d:\n%s\nwant %q", code, out, want)
 	}
 }
+
+// A recording given to dump-info is named as such, with the commands that
+// read it, not reported as a bad pickle.
+func TestDumpInfoRecording(t *testing.T) {
+	rec := filepath.Join("..", "testdata", "recordings", "edits-v3.gputop")
+	out, code := run(t, "dump-info", rec)
+	if code != 1 || !strings.Contains(out, rec+" is a gputop recording, not a torch memory dump: gputop --replay "+rec) {
+		t.Errorf("exit %d, want 1 and the file named a recording:\n%s", code, out)
+	}
+}

@@ -1,14 +1,15 @@
 package e2e
 
 import (
+	"errors"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// flagLine is a flag as the flag package prints it: "  -name ARG".
-var flagLine = regexp.MustCompile(`^  -([a-z.-]+)(?: (\S+))?$`)
+// flagLine is a flag as --help prints it: "  --name ARG" ("  -o FILE").
+var flagLine = regexp.MustCompile(`^  (--?)([a-z.-]+)(?: (\S+))?$`)
 
 // Every subcommand's --help names each flag's argument as the usage lines
 // and the README do (the flag package takes it from a back-quoted word in
@@ -54,8 +55,11 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 			if m == nil {
 				continue
 			}
-			name, arg := m[1], m[2]
+			dashes, name, arg := m[1], m[2], m[3]
 			seen[name] = true
+			if (len(name) > 1) != (dashes == "--") {
+				t.Errorf("gputop %s: %q: want --%s (-%s for a one-letter flag), as the usage lines write it", strings.Join(args, " "), l, name, name)
+			}
 			exp, ok := flags[name]
 			switch {
 			case !ok:
@@ -69,5 +73,28 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 				t.Errorf("gputop %s does not show -%s:\n%s", strings.Join(args, " "), name, text)
 			}
 		}
+	}
+}
+
+// gputop help prints the usage on standard output; gputop help COMMAND and
+// gputop COMMAND --help print that command's own usage lines (not every
+// command's) and its flags.
+func TestHelpCommand(t *testing.T) {
+	out, err := exec.Command(binary, "help").Output()
+	if err != nil || !strings.Contains(string(out), "gputop dump-info FILE") || !strings.Contains(string(out), "gputop help [COMMAND]") {
+		t.Errorf("gputop help: %v, want the usage on stdout:\n%s", err, out)
+	}
+	for _, args := range [][]string{{"help", "record"}, {"record", "--help"}} {
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		text := string(out)
+		if err != nil || !strings.HasPrefix(text, "Usage:\n  gputop record -o FILE") || !strings.Contains(text, "\nFlags:\n  --alert CMD") ||
+			!strings.Contains(text, "\n  -o FILE\n") || strings.Contains(text, "gputop fit") || strings.Contains(text, "gputop dump-info") {
+			t.Errorf("gputop %s: %v, want record's usage and flags only:\n%s", strings.Join(args, " "), err, text)
+		}
+	}
+	out, err = exec.Command(binary, "help", "nosuch").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), `gputop help: no command "nosuch"`) {
+		t.Errorf("gputop help nosuch: %v, %q; want exit 2 naming it", err, out)
 	}
 }
