@@ -22,7 +22,9 @@ func (m *Model) tooSmall() bool { return m.w < MinWidth || m.h < MinHeight }
 func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	mode := m.keyMode()
 	var cmd tea.Cmd
-	if a := m.keys.lookup(mode, k); a != nil {
+	if a := m.keys.lookup(mode, k); a != nil && a.live != "" && m.opt.Replay {
+		m.status.Set(a.live, true)
+	} else if a != nil {
 		cmd = a.do(m)
 	} else if mode&inPrompt != 0 {
 		m.prompt, cmd = m.prompt.Update(k) // the label's text
@@ -66,9 +68,29 @@ func (m *Model) seekBy(frac float64) {
 
 // stepDevice selects the next (1) or previous (-1) GPU, round the list.
 func (m *Model) stepDevice(d int) {
-	if n := len(m.st.Devices()); n > 0 {
+	switch n := len(m.st.Devices()); n {
+	case 0:
+		m.status.Set("no GPU known yet: d and D have none to switch to", true)
+	case 1:
+		m.status.Set("one GPU (GPU 0): d and D have no other to switch to", false)
+	default:
 		m.dev = (m.dev + d + n) % n
 	}
+}
+
+// stepSpeed makes a replay play slower (-1) or faster (1) and says the
+// new speed in the status line: paused, the title does not show it.
+func (m *Model) stepSpeed(d int) {
+	if d < 0 {
+		m.tl.slower()
+	} else {
+		m.tl.faster()
+	}
+	msg := "replay speed " + speedName(speeds[m.tl.speed])
+	if m.tl.paused {
+		msg += " (paused: space plays)"
+	}
+	m.status.Set(msg, false)
 }
 
 // sortProcs sorts the processes by the next order.
@@ -183,15 +205,11 @@ func (m *Model) export(path string, quitting bool) tea.Cmd {
 	}
 }
 
-// takeSnapshot records the rows of the selected device at now (live) or at
-// the replay cursor: one per agent process there (see store.TakeSnapshot).
+// takeSnapshot records the rows of the selected device now: one per agent
+// process there (see store.TakeSnapshot); a replay takes none (keys.go).
 // end, when set, says whether they end a run (else the label decides).
 func (m *Model) takeSnapshot(label string, end *bool) {
-	t := m.now()
-	if m.opt.Replay {
-		t = m.tl.cursor(t)
-	}
-	rows := m.in.TakeSnapshot(label, m.dev, t, "key", end)
+	rows := m.in.TakeSnapshot(label, m.dev, m.now(), "key", end)
 	what := "snapshot"
 	if len(rows) > 0 && rows[0].End {
 		what = "end row"

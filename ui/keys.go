@@ -54,6 +54,9 @@ type keyAction struct {
 	bar   int      // its place in its mode's key bar, 1 first; a narrow bar drops the last first; 0 not there
 	// always: the screen's key bar ends with it at every width
 	always bool
+	// live: the key needs a live process; in a replay it does nothing
+	// but say this in the status line, and leaves the key bar
+	live string
 	// doc is its line in README.md's key table; "" shares the line of the
 	// entry before (r beside x, d beside D)
 	doc string
@@ -70,11 +73,13 @@ func keys(k ...string) []string { return k }
 // full help.
 var keyTable = []keyAction{
 	{name: "snapshot", mode: inScreen, keys: keys("s"), help: "snapshot", bar: 1,
-		do:  func(m *Model) tea.Cmd { return m.openLabel(false) },
-		doc: "snapshot: a label prompt prefilled `snapshot N`; Enter records (one row per agent process on the GPU), Esc cancels; a label such as `After cleanup` makes an end row"},
+		live: "a replay takes no snapshot: s asks live processes for their rows",
+		do:   func(m *Model) tea.Cmd { return m.openLabel(false) },
+		doc:  "snapshot: a label prompt prefilled `snapshot N`; Enter records (one row per agent process on the GPU), Esc cancels; a label such as `After cleanup` makes an end row; live only (a replay says so and does nothing)"},
 	{name: "endrow", mode: inScreen, keys: keys("c"), help: "check: end row + verdict",
-		do:  func(m *Model) tea.Cmd { return m.openLabel(true) },
-		doc: "check: an end row (prompt prefilled `After cleanup`); each agent process on the GPU is asked for a holders walk and its row gets the verdict when the answer comes"},
+		live: "a replay takes no end row: c asks live processes for their rows and holders",
+		do:   func(m *Model) tea.Cmd { return m.openLabel(true) },
+		doc:  "check: an end row (prompt prefilled `After cleanup`); each agent process on the GPU is asked for a holders walk and its row gets the verdict when the answer comes; live only"},
 	{name: "export", mode: inScreen, keys: keys("e"), help: "export CSV", bar: 2,
 		do:  (*Model).exportKey,
 		doc: "write the summary CSV (`--csv PATH`, else `./gputop-summary-YYYYmmdd-HHMMSS.csv`); the path or the error is shown in the status line"},
@@ -135,10 +140,10 @@ var keyTable = []keyAction{
 	{name: "nextmarker", mode: inScreen, keys: keys("n"), help: "next marker",
 		do: func(m *Model) tea.Cmd { m.jumpMarker(1, m.now()); return nil }},
 	{name: "slower", mode: inScreen, only: replayOnly, keys: keys("[", "<"), help: "slower",
-		do:  func(m *Model) tea.Cmd { m.tl.slower(); return nil },
+		do:  func(m *Model) tea.Cmd { m.stepSpeed(-1); return nil },
 		doc: "replay speed 0.25x … 16x (replay only)"},
 	{name: "faster", mode: inScreen, only: replayOnly, keys: keys("]", ">"), help: "faster", bar: 8,
-		do: func(m *Model) tea.Cmd { m.tl.faster(); return nil }},
+		do: func(m *Model) tea.Cmd { m.stepSpeed(1); return nil }},
 	{name: "procs", mode: inScreen, keys: keys("1"), help: "hide processes", bar: 9,
 		do:  func(m *Model) tea.Cmd { m.togglePane(paneProcs); return nil },
 		doc: "hide / show the process pane / the summary pane (the chart takes their lines)"},
@@ -148,8 +153,9 @@ var keyTable = []keyAction{
 		do:  (*Model).toggleLargestFree,
 		doc: "show / hide the chart's largest free block in the selected process's cache (torch's allocator, read by its agent about once a second; off at the start): the most one request can take without new memory from the driver; the process pane gives its fragmentation = 1 − largest free block ÷ free in torch's cache"},
 	{name: "dump", mode: inScreen, keys: keys("M"), help: "dump memory",
-		do:  (*Model).askDump,
-		doc: "asks the selected process's agent for a memory dump (see \"Allocation history and dumps\"): a row labelled `dump` names the file"},
+		live: "a replay takes no dump: M asks a live process's agent for one",
+		do:   (*Model).askDump,
+		doc:  "asks the selected process's agent for a memory dump (see \"Allocation history and dumps\"): a row labelled `dump` names the file; live only"},
 	{name: "dumpinfo", mode: inScreen, keys: keys("I"), help: "dump info",
 		do:  (*Model).toggleDump,
 		doc: "dump pane: `gputop dump-info` of the selected row's dump (else the GPU's latest one); `I` again closes it and cancels a read still running; a row from a remote host (`--ssh`) says which host holds the file instead of reading a path of this machine"},
@@ -213,6 +219,9 @@ func newKeyMap(replay bool) *keyMap {
 		label := a.label
 		if label == "" {
 			label = a.keys[0]
+		}
+		if a.live != "" && replay {
+			a.bar = 0
 		}
 		k.acts = append(k.acts, a)
 		k.bind = append(k.bind, key.NewBinding(key.WithKeys(a.keys...), key.WithHelp(label, a.help)))

@@ -1,0 +1,62 @@
+package ui
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gputop/gputop/store"
+)
+
+// In a replay the keys that need a live process (s, c, M) add nothing and
+// say why; live, s still opens its prompt.
+func TestLiveOnlyKeysRefuseInAReplay(t *testing.T) {
+	st := newFixture()
+	n := len(st.Rows())
+	m := newModel(t, st, Options{Replay: true}, 160, 50)
+	for _, k := range []string{"s", "c", "M"} {
+		m = send(t, m, press(k)...)
+		if m.prompt.open {
+			t.Fatalf("%s opened a prompt in a replay:\n%s", k, screen(m))
+		}
+		m = send(t, m, press("enter")...)
+		if got := len(st.Rows()); got != n {
+			t.Fatalf("%s added %d rows in a replay", k, got-n)
+		}
+		if want := "a replay takes no"; !strings.Contains(m.status.text, want) || !strings.Contains(m.status.text, k+" asks") {
+			t.Errorf("%s in a replay: status %q, want it to say why", k, m.status.text)
+		}
+	}
+	if bar := screen(m); strings.Contains(bar, "s snapshot") {
+		t.Errorf("the replay's key bar offers s:\n%s", bar)
+	}
+	live := newModel(t, newFixture(), Options{}, 160, 50)
+	live = send(t, live, press("s")...)
+	if !live.prompt.open {
+		t.Errorf("s live should open its prompt:\n%s", screen(live))
+	}
+}
+
+// d and D with one GPU say there is one; [ and ] say the new speed while
+// paused.
+func TestOneGPUAndSpeedWhilePausedSaySo(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: h200, Source: "nvml", Rate: 998})
+	m := newModel(t, st, Options{Replay: true}, 160, 50)
+	for _, k := range []string{"d", "D"} {
+		m = send(t, m, press(k)...)
+		if !strings.Contains(m.status.text, "one GPU") || m.dev != 0 {
+			t.Errorf("%s with one GPU: status %q, dev %d", k, m.status.text, m.dev)
+		}
+	}
+	if !m.tl.paused {
+		m = send(t, m, press("space")...)
+	}
+	m = send(t, m, press("]")...)
+	if !strings.Contains(screen(m), "replay speed 2x (paused: space plays)") {
+		t.Errorf("] while paused should say the new speed:\n%s", screen(m))
+	}
+	m = send(t, m, press("[", "[")...)
+	if !strings.Contains(screen(m), "replay speed 0.5x") {
+		t.Errorf("[ [ while paused should say the new speed:\n%s", screen(m))
+	}
+}
