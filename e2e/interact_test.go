@@ -178,8 +178,8 @@ func TestRenameAndDeleteInTerminal(t *testing.T) {
 	tm.keys("Enter")
 	tm.waitFor(`renamed row "row 12" to "Eval done"`)
 	tm.keys("Up", "x")
-	tm.waitFor(`delete row "row 11"? enter deletes it, esc keeps it`)
-	tm.keys("Enter")
+	tm.waitFor(`delete row "row 11"? y deletes it, n keeps it`)
+	tm.keys("y")
 	scr := tm.waitFor(`deleted row "row 11"`)
 	if tableHas(scr, "row 11") {
 		t.Fatalf("the deleted row is still on screen:\n%s", scr)

@@ -5,6 +5,7 @@ package ui
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -26,8 +27,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		m.status.Set(a.live, true)
 	} else if a != nil {
 		cmd = a.do(m)
-	} else if mode&inPrompt != 0 {
-		m.prompt, cmd = m.prompt.Update(k) // the label's text
+	} else if mode&(inLabel|inRename) != 0 {
+		m.prompt, cmd = m.prompt.Update(k) // the label's text (a delete's prompt takes none)
 	}
 	m.markFocus()
 	m.layout()
@@ -201,7 +202,13 @@ func (m *Model) export(path string, quitting bool) tea.Cmd {
 	write, st := m.opt.WriteCSV, m.st
 	return func() tea.Msg {
 		n := len(st.Rows())
-		return csvMsg{path: path, rows: n, err: write(path), quitting: quitting}
+		err := write(path)
+		// the status line names the file wherever gputop was started from
+		shown := path
+		if abs, aerr := filepath.Abs(path); aerr == nil {
+			shown = abs
+		}
+		return csvMsg{path: shown, rows: n, err: err, quitting: quitting}
 	}
 }
 

@@ -126,7 +126,7 @@ func TestRenameAndDeleteRows(t *testing.T) {
 	}
 	// the next s prompt is a snapshot's again
 	m = send(t, m, press("up", "x")...) // Training end
-	if !strings.Contains(screen(m), `delete row "Training end"? enter deletes it, esc keeps it`) {
+	if !strings.Contains(screen(m), `delete row "Training end"? y deletes it, n keeps it`) {
 		t.Fatalf("x should ask first:\n%s", screen(m))
 	}
 	m = send(t, m, press("esc")...)

@@ -174,7 +174,7 @@ func TestPromptKeyBarFollowsItsMode(t *testing.T) {
 	}{
 		{[]string{"s"}, inLabel, "enter record • esc cancel • then ? help • q quit"},
 		{[]string{"tab", "r"}, inRename, "enter rename • esc cancel • then ? help • q quit"},
-		{[]string{"tab", "x"}, inDelete, "enter delete • esc cancel • then ? help • q quit"},
+		{[]string{"tab", "x"}, inDelete, "y/enter delete • n/esc keep • then ? help • q quit"},
 	} {
 		m := newModel(t, newFixture(), Options{Title: fixTitle}, 160, 50)
 		mm := send(t, m, press(c.keys...)...)

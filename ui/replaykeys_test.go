@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -58,5 +59,37 @@ func TestOneGPUAndSpeedWhilePausedSaySo(t *testing.T) {
 	m = send(t, m, press("[", "[")...)
 	if !strings.Contains(screen(m), "replay speed 0.5x") {
 		t.Errorf("[ [ while paused should say the new speed:\n%s", screen(m))
+	}
+}
+
+// The delete prompt takes y and n (other letters type nothing there).
+func TestDeletePromptTakesYesNo(t *testing.T) {
+	st := newFixture()
+	m := newModel(t, st, Options{}, 160, 50)
+	n := len(st.Rows())
+	m = send(t, m, press("tab", "x")...)
+	if !strings.Contains(screen(m), "y deletes it, n keeps it") {
+		t.Fatalf("x should ask y/n:\n%s", screen(m))
+	}
+	m = send(t, m, press("a", "n")...)
+	if m.prompt.open || len(st.Rows()) != n {
+		t.Fatalf("n should keep the row and close the prompt: open %v, rows %d of %d", m.prompt.open, len(st.Rows()), n)
+	}
+	m = send(t, m, press("x", "y")...)
+	if m.prompt.open || len(st.Rows()) != n-1 {
+		t.Fatalf("y should delete the row: open %v, rows %d of %d\n%s", m.prompt.open, len(st.Rows()), n, screen(m))
+	}
+}
+
+// e names the file it wrote by its absolute path.
+func TestExportSaysTheAbsolutePath(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var wrote string
+	m := newModel(t, newFixture(), Options{CSVPath: "out.csv", WriteCSV: func(p string) error { wrote = p; return nil }}, 160, 50)
+	m = send(t, m, press("e")...)
+	want := filepath.Join(dir, "out.csv")
+	if wrote != "out.csv" || !strings.Contains(m.status.text, "wrote "+want) {
+		t.Errorf("e wrote %q, status %q; want out.csv, named %s", wrote, m.status.text, want)
 	}
 }

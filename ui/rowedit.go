@@ -34,7 +34,7 @@ func (m *Model) startDelete() tea.Cmd {
 		return nil
 	}
 	m.edit = &wire.RowEdit{ID: r.ID, T: r.T, Dev: r.Dev, PID: r.PID, Label: r.Label, Delete: true}
-	return m.openEditPrompt(fmt.Sprintf("delete row %q? enter deletes it, esc keeps it ", r.Label), "")
+	return m.openEditPrompt(fmt.Sprintf("delete row %q? y deletes it, n keeps it ", r.Label), "")
 }
 
 // openEditPrompt opens the prompt on m.edit; while it is open the keys
