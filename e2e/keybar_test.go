@@ -61,8 +61,10 @@ func TestHelpAndQuitAt80x24InEveryMode(t *testing.T) {
 				tm.keys("Escape")
 				tm.waitFor("s snapshot") // the prompt closed
 			} else {
-				// s needs a live process and says so
-				_ = bar
+				// a replay leads with space; s needs a live process and says so
+				if !strings.HasPrefix(bar, "space play/pause") {
+					t.Fatalf("%s: key bar %q, want it to lead with space", c.mode, bar)
+				}
 				tm.keys("s")
 				tm.waitFor("a replay takes no snapshot")
 				tm.waitKeyBar(c.mode + ", after s")

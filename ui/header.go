@@ -8,8 +8,9 @@ import (
 	"github.com/gputop/gputop/store"
 )
 
-// headerModel shows one line per device: name, NVML used / total, achieved
-// sample rate, and the device's NVML error in red.
+// headerModel shows one line per device: name, NVML used / total and its
+// share ("mem"), the achieved sample rate ("samples/s"), and the device's
+// NVML error in red.
 type headerModel struct {
 	styles *Styles
 	w, h   int
@@ -100,7 +101,8 @@ func (m *headerModel) line(dl present.Device, sel bool) string {
 	}
 	switch {
 	case dl.Used != nil && d.Total > 0:
-		parts = append(parts, fmt.Sprintf("%10s / %-10s %6s", humanBytes(*dl.Used), humanBytes(d.Total), percent(*dl.Used, d.Total)))
+		// "mem" before the share: a bare % reads as GPU utilisation
+		parts = append(parts, fmt.Sprintf("%10s / %-10s mem %s", humanBytes(*dl.Used), humanBytes(d.Total), percent(*dl.Used, d.Total)))
 		if m.w >= 120 {
 			parts = append(parts, m.bar(*dl.Used, d.Total, 20))
 		}
@@ -110,7 +112,7 @@ func (m *headerModel) line(dl present.Device, sel bool) string {
 		parts = append(parts, fmt.Sprintf("%10s / %-10s", dash, humanBytes(d.Total)))
 	}
 	if r := rateString(d.Rate); r != "" {
-		parts = append(parts, st.Dim.Render(fmt.Sprintf("%7s", r)))
+		parts = append(parts, st.Dim.Render(fmt.Sprintf("%5s samples/s", strings.TrimSuffix(r, "/s"))))
 	}
 	if d.Source == "agent" {
 		parts = append(parts, st.Warn.Render("agent-only (no NVML for this GPU)"))

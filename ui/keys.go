@@ -123,7 +123,7 @@ var keyTable = []keyAction{
 	{name: "pause", mode: inScreen, only: liveOnly, keys: keys("space"), help: "pause", bar: 6,
 		do:  func(m *Model) tea.Cmd { m.tl.togglePause(m.span()); return nil },
 		doc: "pause / resume (replay: play / pause)"},
-	{name: "play", mode: inScreen, only: replayOnly, keys: keys("space"), help: "play/pause", bar: 6,
+	{name: "play", mode: inScreen, only: replayOnly, keys: keys("space"), help: "play/pause", bar: 1, // a replay's first key (s is live only)
 		do: func(m *Model) tea.Cmd { m.tl.togglePause(m.span()); return nil }},
 	{name: "back", mode: inScreen, keys: keys("left"), label: "←", help: "back a tenth of the window",
 		do:  func(m *Model) tea.Cmd { m.seekBy(-0.1); return nil },

@@ -93,3 +93,14 @@ func TestExportSaysTheAbsolutePath(t *testing.T) {
 		t.Errorf("e wrote %q, status %q; want out.csv, named %s", wrote, m.status.text, want)
 	}
 }
+
+// A replay's key bar leads with space (play/pause), at every width.
+func TestReplayKeyBarLeadsWithSpace(t *testing.T) {
+	for _, w := range []int{MinWidth, 80, 160} {
+		m := newModel(t, newFixture(), Options{Title: fixTitle, Replay: true}, w, 24)
+		lines := strings.Split(screen(m), "\n")
+		if bar := lines[len(lines)-1]; !strings.HasPrefix(bar, "space play/pause") {
+			t.Errorf("%d columns: the replay's key bar %q", w, bar)
+		}
+	}
+}

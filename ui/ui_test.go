@@ -257,7 +257,7 @@ func TestDeviceErrorShownWhileOthersWork(t *testing.T) {
 	if !strings.Contains(lines[1], "NVML: GPU is lost") {
 		t.Errorf("GPU 1's error is not shown: %q", lines[1])
 	}
-	if strings.Contains(lines[0], "NVML:") || !strings.Contains(lines[0], "2.49 GiB / 140.4 GiB") || !strings.Contains(lines[0], "998/s") {
+	if strings.Contains(lines[0], "NVML:") || !strings.Contains(lines[0], "2.49 GiB / 140.4 GiB") || !strings.Contains(lines[0], "mem 1.8%") || !strings.Contains(lines[0], "998 samples/s") {
 		t.Errorf("GPU 0 should show its figures and rate: %q", lines[0])
 	}
 	if !strings.HasPrefix(lines[0], "▸") {
