@@ -123,9 +123,7 @@ func Processes(st *store.Store, dev int, t int64, replay bool) ([]Process, int) 
 		gone := !a.Connected
 		if replay {
 			gone = a.EndedAt != 0 && a.EndedAt <= t
-			if r.Holders != nil && r.Holders.T > t {
-				r.Holders = nil
-			}
+			r.Holders = a.HoldersAt(t) // the report nearest before the cursor
 		}
 		switch {
 		case !gone:

@@ -25,7 +25,10 @@ type Agent struct {
 	EndedAt   int64
 	Last      map[int]wire.Sample // by store device index
 	Holders   *wire.Holders
-	OOMs      int
+	// HoldersPast is its holders reports in time order, the newest
+	// MaxHoldersPast: a replay shows the one nearest before its cursor
+	HoldersPast []wire.Holders
+	OOMs        int
 
 	rows bool // a row names it: its place outlives it (KeepEnded)
 }
@@ -67,7 +70,7 @@ func (s *Store) AgentHello(h wire.Hello) (wire.Hello, []Device) {
 	a := &Agent{Hello: h, Place: h.Place(), DevMap: map[int]int{}, Connected: true, Last: map[int]wire.Sample{}}
 	old := s.agents[h.PID]
 	if old != nil {
-		a.Holders, a.OOMs = old.Holders, old.OOMs
+		a.Holders, a.HoldersPast, a.OOMs = old.Holders, old.HoldersPast, old.OOMs
 	}
 	for _, ad := range h.Devices {
 		idx := s.deviceByUUID(ad.UUID)
@@ -310,6 +313,20 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Row, bool) {
 	return o, row, true
 }
 
+// MaxHoldersPast bounds the holders reports an agent keeps for a replay's
+// cursor (Agent.HoldersPast); past it the oldest go.
+const MaxHoldersPast = 64
+
+// HoldersAt is the newest of a's holders reports taken at or before t, or nil.
+func (a *Agent) HoldersAt(t int64) *wire.Holders {
+	for i := len(a.HoldersPast) - 1; i >= 0; i-- {
+		if a.HoldersPast[i].T <= t {
+			return &a.HoldersPast[i]
+		}
+	}
+	return nil
+}
+
 // AgentHolders stores the latest holders report of a process. It returns
 // the report as kept, the end rows it gave their attribution, and whether
 // it was kept (its process known).
@@ -325,6 +342,12 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) (wire.Holders, []Attributi
 	h.Held = cleanHeld(h.Held)
 	h.Ledger = cleanLedger(h.Ledger)
 	a.Holders = &h
+	if len(a.HoldersPast) >= MaxHoldersPast {
+		// a new array: copies taken by Agents() keep reading the old one
+		a.HoldersPast = append(slices.Clone(a.HoldersPast[len(a.HoldersPast)-MaxHoldersPast+1:]), h)
+	} else {
+		a.HoldersPast = append(a.HoldersPast, h)
+	}
 	s.agentsVer++
 	s.touch(h.T)
 	var given []Attribution

@@ -27,6 +27,7 @@ type holdersModel struct {
 	askedAt int64
 	before  *wire.Holders // pid's report when asked; a different one is the answer
 	now     int64
+	cursor  int64 // a replay's cursor, which a report's age is measured from; 0 live
 	tc      *tableCache
 }
 
@@ -105,7 +106,12 @@ func (m *holdersModel) View() string {
 	}
 	r := m.rep
 	age := ""
-	if m.now > r.T {
+	switch {
+	case m.cursor != 0 && m.cursor > r.T:
+		age = fmt.Sprintf(", %s before the cursor", time.Duration(m.cursor-r.T).Round(100*time.Millisecond))
+	case m.cursor != 0:
+		age = ", at the cursor"
+	case m.now > r.T:
 		age = fmt.Sprintf(", %s ago", time.Duration(m.now-r.T).Round(time.Second))
 	}
 	info := fmt.Sprintf("%s in %s, %s skipped%s", humanBytes(r.Total), plural(len(r.Groups), "group"), plural(r.Skipped, "object"), age)

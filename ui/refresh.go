@@ -109,6 +109,10 @@ func (m *Model) setScreen(s present.Screen, now int64) {
 	if selOK {
 		rep, pid = sel.Holders, sel.PID
 	}
+	m.holders.cursor = 0
+	if m.opt.Replay {
+		m.holders.cursor = m.tl.cursor(now)
+	}
 	m.holders.SetData(pid, rep, m.holdersNote(sel, selOK), now)
 	m.status.SetLog(m.opt.Log.Last())
 

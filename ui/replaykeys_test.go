@@ -4,8 +4,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // In a replay the keys that need a live process (s, c, M) add nothing and
@@ -101,6 +105,28 @@ func TestReplayKeyBarLeadsWithSpace(t *testing.T) {
 		lines := strings.Split(screen(m), "\n")
 		if bar := lines[len(lines)-1]; !strings.HasPrefix(bar, "space play/pause") {
 			t.Errorf("%d columns: the replay's key bar %q", w, bar)
+		}
+	}
+}
+
+// h in a replay shows the holders report nearest before the cursor, its
+// age measured from the cursor, not the wall clock.
+func TestReplayHoldersAtTheCursor(t *testing.T) {
+	st := newFixture() // a report at 67 s holding 1.25 GiB
+	st.AgentHolders(fixPID, wire.Holders{Type: wire.TypeHolders, T: at(80 * time.Second), ID: 2, Dev: 0, Total: 64 * mib,
+		Groups: []wire.HolderGroup{{Kind: "other", Name: "cache", Bytes: 64 * mib, Tensors: 1}}})
+	for _, c := range []struct {
+		cursor time.Duration
+		want   string
+	}{
+		{70 * time.Second, "1.25 GiB in 3 groups, 2 objects skipped, 3s before the cursor"},
+		{85500 * time.Millisecond, "64.0 MiB in 1 group, 0 objects skipped, 5.5s before the cursor"},
+		{60 * time.Second, "no holders report in this recording up to the cursor"},
+	} {
+		m := newModel(t, st, Options{Replay: true, OpenAt: at(c.cursor)}, 160, 50)
+		m = send(t, m, press("h")...)
+		if got := ansi.Strip(m.holders.View()); !strings.Contains(got, c.want) {
+			t.Errorf("cursor at %s: holders pane\n%s\nwant %q", c.cursor, got, c.want)
 		}
 	}
 }
