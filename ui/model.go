@@ -33,7 +33,8 @@ type Options struct {
 	LoadErr        string                  // e.g. a recording's format error, shown at start
 	Log            *logbook.Book           // the status line shows its newest line; nil: none
 	// OpenAt, in replay, is where the cursor starts, paused, with the whole
-	// run in the window (the demo: present.StoryMoment); 0 is the start, playing
+	// run in the window (the demo: present.StoryMoment); 0 is the start,
+	// playing, or for a recording no longer than the default window its end
 	OpenAt int64
 }
 
@@ -143,8 +144,13 @@ func New(in *ingest.Ingest, opt Options) Model {
 		pres:    present.NewPresenter(),
 		geo:     &paneGeo{},
 	}
-	if opt.Replay && opt.OpenAt > 0 {
+	switch {
+	case opt.Replay && opt.OpenAt > 0:
 		m.tl.openAt(opt.OpenAt)
+	case opt.Replay && st.End()-st.Start() <= int64(zooms[defaultZoom]):
+		// a recording shorter than the default window: all of it on
+		// screen at once, paused at its end (space plays it from the start)
+		m.tl.openAt(st.End())
 	}
 	m.status.SetLog(opt.Log.Last())
 	if opt.LoadErr != "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/gputop/gputop/ingest"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -128,5 +129,24 @@ func TestReplayHoldersAtTheCursor(t *testing.T) {
 		if got := ansi.Strip(m.holders.View()); !strings.Contains(got, c.want) {
 			t.Errorf("cursor at %s: holders pane\n%s\nwant %q", c.cursor, got, c.want)
 		}
+	}
+}
+
+// A recording shorter than the default window opens on its whole run,
+// paused at its end; a longer one plays from the start in the default one.
+func TestShortRecordingOpensOnItsWholeRun(t *testing.T) {
+	in := ingest.New(store.New(store.DefaultOptions()))
+	in.Device(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: h200, Source: "nvml"})
+	for i := 0; i <= 57; i++ {
+		in.NVML(0, t0+int64(i)*int64(100*time.Millisecond), uint64(i)*gib/10, 0)
+	}
+	m := newModelIn(t, in, Options{Replay: true}, 160, 50)
+	if zooms[m.tl.zoom] != 0 || !m.tl.paused || m.tl.end != in.Store().End() {
+		t.Errorf("a 5.7 s recording opens in window %s, paused %v, cursor at %d of %d; want the whole run, paused at its end",
+			zoomName(zooms[m.tl.zoom]), m.tl.paused, m.tl.end-t0, in.Store().End()-t0)
+	}
+	long := newModel(t, newFixture(), Options{Replay: true}, 160, 50) // 90 s
+	if long.tl.zoom != defaultZoom || long.tl.paused {
+		t.Errorf("a 90 s recording opens in window %s, paused %v; want %s, playing", zoomName(zooms[long.tl.zoom]), long.tl.paused, zoomName(zooms[defaultZoom]))
 	}
 }
