@@ -343,6 +343,10 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) (wire.Holders, []Attributi
 	h.Ledger = cleanLedger(h.Ledger)
 	a.Holders = &h
 	if len(a.HoldersPast) >= MaxHoldersPast {
+		if s.bounds.HoldersDropped == 0 {
+			s.note(fmt.Sprintf("holders reports: each process keeps its newest %d for a replay's cursor; older ones are dropped from memory (a recording keeps them)", MaxHoldersPast))
+		}
+		s.bounds.HoldersDropped++
 		// a new array: copies taken by Agents() keep reading the old one
 		a.HoldersPast = append(slices.Clone(a.HoldersPast[len(a.HoldersPast)-MaxHoldersPast+1:]), h)
 	} else {

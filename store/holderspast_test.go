@@ -19,6 +19,9 @@ func TestHoldersPastBoundAndLookup(t *testing.T) {
 	if len(a.HoldersPast) != MaxHoldersPast || a.HoldersPast[0].ID != 7 || a.HoldersPast[MaxHoldersPast-1].ID != n {
 		t.Fatalf("kept %d reports, ids %d..%d; want %d, 7..%d", len(a.HoldersPast), a.HoldersPast[0].ID, a.HoldersPast[len(a.HoldersPast)-1].ID, MaxHoldersPast, n)
 	}
+	if b := st.Bounds(); b.HoldersDropped != 6 {
+		t.Errorf("HoldersDropped = %d, want the 6 past the newest %d", b.HoldersDropped, MaxHoldersPast)
+	}
 	if h := a.HoldersAt(305); h == nil || h.ID != 30 {
 		t.Errorf("HoldersAt(305) = %+v, want report 30", h)
 	}

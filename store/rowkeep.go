@@ -27,6 +27,9 @@ type Bounds struct {
 	// process-device's LayoutReadings newest, all but the first of each
 	// minute, and past LayoutMinutes of those (layouts.go)
 	LayoutsDropped uint64
+	// HoldersDropped counts holders reports past an agent's newest
+	// MaxHoldersPast, no longer kept for a replay's cursor
+	HoldersDropped uint64
 }
 
 // Bounds returns what the bounds on rows and layouts have left out so far.
