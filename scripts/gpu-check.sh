@@ -79,6 +79,12 @@
 #               unattributed under 1% of NVML's figure; the ledger's cost at a
 #               row; steps between rows with and without it, ABBA, within 0.5%
 #               (last: GPU_CHECK_STEPS=ledger runs it alone)
+#   peak        bench/peak_check.py: a deep MLP under gputop run --record with a
+#               "Step N" row before each step and batches going up and down:
+#               each interval's peak exact exactly when torch's peak counter
+#               rose, "activations and temporaries" within 1% of the bytes a
+#               pack hook counted, bounds holding them (needs bin/peakcheck:
+#               go build -o bin/peakcheck ./bench/cmd/peakcheck)
 #   fit         bench/fit_check.py: `gputop fit --memory 16GiB` on a nanoGPT-sized
 #               transformer and a torchvision ResNet-50 (skipped without
 #               torchvision): the predicted largest batch fits when run directly
@@ -106,7 +112,7 @@ export PYTHONUNBUFFERED=1
 export PYTHONPATH=$REPO/agent${PYTHONPATH:+:$PYTHONPATH}
 T0=$(date +%s)
 PIDS=() # background processes started here, stopped on exit
-TMUXL=gputop-check # a private tmux server
+TMUXL=${GPU_CHECK_TMUX:-gputop-check} # a private tmux server (another name: two runs side by side)
 
 # ---------------------------------------------------------------- helpers
 
@@ -313,11 +319,22 @@ step_verdict() {
 
 step_spikes() {
 	have_gputop || { result 20-spikes FAIL "no gputop binary"; return 1; }
+	local smi t_start t_exit
+	# nvidia-smi at 1 kHz beside gputop: a gap both see is the driver's
+	TZ=UTC nvidia-smi --query-gpu=timestamp,memory.used --format=csv,noheader -lms 1 >"$W/spikes-smi.csv" 2>/dev/null &
+	smi=$!
+	PIDS+=("$smi")
 	start_record spikes --source nvml || { result 20-spikes FAIL "gputop record did not start"; return 1; }
 	sleep 1
+	t_start=$(date +%s%N)
 	timeout 90 "$PY" bench/workloads/spikes.py --out "$W/spikes.json"
+	t_exit=$(date +%s%N)
 	sleep 0.5
 	stop_pid "$REC_PID"
+	stop_pid "$smi"
+	printf '{"workload start": %s, "workload exit": %s}\n' "$t_start" "$t_exit" >"$W/spikes-events.json"
+	"$PY" bench/nvml_gaps.py --rec "$W/spikes.gputop" --smi "$W/spikes-smi.csv" \
+		--events "$W/spikes-events.json" --results-dir "$R"
 	if [ -s "$W/spikes.json" ]; then
 		"$PY" bench/check.py spikes --spikes "$W/spikes.json" --rec "$W/spikes.gputop" --out "$R/20-spikes.json"
 	else
@@ -507,10 +524,12 @@ step_forecast() {
 		return 1
 	fi
 	mkdir -p "$d"
-	for mode in leak stable; do
+	# FORECAST_MODES="stable" FORECAST_STABLE_SECONDS=600: the long stable run alone
+	for mode in ${FORECAST_MODES:-leak stable}; do
 		log=$L/forecast-$mode.log
-		PYTHONPATH=$REPO/agent timeout 200 "$GPUTOP" run --no-tui --record "$d/$mode.gputop" -- \
-			"$PY" bench/workloads/leak_steps.py "$mode" --leak-mib 32 --seconds 120 --out "$d/$mode.json" >"$log" 2>&1
+		PYTHONPATH=$REPO/agent timeout $((${FORECAST_STABLE_SECONDS:-120} + 80)) "$GPUTOP" run --no-tui --record "$d/$mode.gputop" -- \
+			"$PY" bench/workloads/leak_steps.py "$mode" --leak-mib 32 --seconds "${FORECAST_STABLE_SECONDS:-120}" \
+			--out "$d/$mode.json" >"$log" 2>&1
 		echo "what the workload did: $(cat "$d/$mode.json" 2>/dev/null)" >>"$log"
 		if "$fc" -json "$d/$mode-check.json" "$d/$mode.gputop" >>"$log" 2>&1; then
 			sum=PASS
@@ -524,6 +543,16 @@ step_forecast() {
 
 step_ledger() {
 	timeout 240 "$PY" bench/ledger_check.py --results-dir "$R" --workdir "$W/ledger"
+}
+
+step_peak() {
+	have_gputop || return 1
+	if [ ! -x "$REPO/bin/peakcheck" ]; then
+		echo "bin/peakcheck not found: build it with go build -o bin/peakcheck ./bench/cmd/peakcheck"
+		return 1
+	fi
+	timeout 300 "$PY" bench/peak_check.py --gputop "$GPUTOP" --peakcheck "$REPO/bin/peakcheck" \
+		--results-dir "$R" --workdir "$W/peak"
 }
 
 step_fit() {
@@ -564,7 +593,7 @@ step preflight 20 00-preflight
 step train 75 10-allocator-exact 11-nvml-vs-smi 12-sample-rate 13-replay-screen
 step direct 30 15-direct
 step verdict 150 16-verdict 16-verdict-exact
-step spikes 30 20-spikes
+step spikes 30 20-spikes 21-nvml-gaps
 step sigkill 40 30-sigkill 31-cli-snap
 step oom 60 32-oom 33-oom-screen
 step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
@@ -580,6 +609,7 @@ step forecast 200 37-forecast-leak 37-forecast-stable
 step layout 190 35-layout-oom 35-layout-explained 35-layout-graphs 35-layout-expandable 35-layout-cost 35-layout-overhead
 step ledger 180 36-ledger-article 36-ledger-exact 36-ledger-activations 36-ledger-unattributed 36-ledger-cost 36-ledger-overhead
 step fit 240 38-fit-gpt 38-fit-resnet 38-fit-time
+step peak 120 39-peak
 
 # ---------------------------------------------------------------- report
 
