@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir")
     ap.add_argument("--workdir", default="/tmp/gputop-peak")
     ap.add_argument("--width", type=int, default=1024)
-    ap.add_argument("--layers", type=int, default=400)
+    ap.add_argument("--layers", type=int, default=800)
     ap.add_argument("--batches", default="1024,2048,1024,2048,2560,512",
                     help="each step's batch, in order (the first rows a warm-up at the smallest)")
     ap.add_argument("--within", type=float, default=0.01)

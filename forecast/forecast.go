@@ -93,8 +93,10 @@ type Forecast struct {
 	Points int    // the points used
 	Have   string // NotEnough: what there is (Input.Have)
 	// First and Last are the oldest and newest points' X; Base the newest
-	// one's baseline; Peak the peak now (the newest interval's, or the
-	// baseline when higher)
+	// one's baseline; Peak the peak now: the highest of the points' peaks,
+	// each brought forward along the growth to Last (a peak the 100 Hz
+	// samples missed in the newest interval is seen in another), or the
+	// baseline when higher
 	First, Last float64
 	LastT       int64 // the newest point's time
 	Base, Peak  uint64
@@ -123,7 +125,7 @@ func Predict(in Input) Forecast {
 		return f
 	}
 	last := pts[len(pts)-1]
-	f.First, f.Last, f.LastT, f.Base, f.Peak = pts[0].X, last.X, last.T, last.Base, max(last.Peak, last.Base)
+	f.First, f.Last, f.LastT, f.Base = pts[0].X, last.X, last.T, last.Base
 	f.SecondsPer = secondsPer(in.Unit, pts)
 
 	base, baseUp := growing(pts, func(p Point) (float64, bool) { return float64(p.Base), true })
@@ -135,9 +137,10 @@ func Predict(in Input) Forecast {
 	case baseUp:
 		l, f.Trend = base, "baseline"
 	default:
-		f.Status = Stable
+		f.Status, f.Peak = Stable, peakNow(pts, 0)
 		return f
 	}
+	f.Peak = peakNow(pts, l.Slope)
 	f.Status = OOM
 	f.Growth, f.GrowthLo, f.GrowthHi = l.Slope, l.Lo, l.Hi
 	f.Cause = cause(in, pts)
@@ -149,6 +152,22 @@ func Predict(in Input) Forecast {
 		f.In, f.InLo, f.InHi = head/l.Slope, head/l.Hi, head/l.Lo
 	}
 	return f
+}
+
+// peakNow is the peak at the newest point: the highest of the points'
+// peaks each raised by growth (bytes a unit) for the units since it, and
+// at least the newest baseline. One interval's peak comes from 100 Hz
+// samples when torch's peak counter did not move, and may miss the top of
+// a short step; the points before it do not all miss it.
+func peakNow(pts []Point, growth float64) uint64 {
+	last := pts[len(pts)-1]
+	top := float64(last.Base)
+	for _, p := range pts {
+		if p.Peak > 0 {
+			top = max(top, float64(p.Peak)+max(growth, 0)*(last.X-p.X))
+		}
+	}
+	return uint64(top)
 }
 
 // growing fits a line through the points get gives a value for, and says

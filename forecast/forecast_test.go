@@ -219,3 +219,25 @@ func TestAtMostMaxPoints(t *testing.T) {
 		t.Errorf("points %d, steps %.0f–%.0f", f.Points, f.First, f.Last)
 	}
 }
+
+// The newest interval's peak came from samples that missed the top of its
+// step: the peak now is still the one the intervals before it show, flat or
+// brought forward along the growth, and the OOM is placed from it.
+func TestPeakNowSeesWhatTheNewestIntervalMissed(t *testing.T) {
+	flat := series(20, 1, 1, 4<<30, 0, 1<<30, 0, 1)
+	flat[19].Peak = flat[19].Base // the samples saw only the baseline
+	f := Predict(Input{Unit: Steps, Points: flat, Limit: 10 << 30})
+	if f.Status != Stable || f.Peak != 5<<30 {
+		t.Errorf("flat: got %v, peak %d MiB; want stable at 5120 MiB", f.Status, f.Peak/mib)
+	}
+	grow := series(20, 1, 1, 4<<30, 64*mib, 1<<30, 0, 1)
+	grow[19].Peak = grow[19].Base
+	g := Predict(Input{Unit: Steps, Points: grow, Limit: 10 << 30})
+	want := float64(grow[19].Base + 1<<30)
+	if g.Status != OOM || math.Abs(float64(g.Peak)-want) > mib {
+		t.Fatalf("growing: got %v, peak %d MiB; want an OOM, peak %.0f MiB", g.Status, g.Peak/mib, want/mib)
+	}
+	if in := (10<<30 - want) / (64 * mib); math.Abs(g.In-in) > 0.5 {
+		t.Errorf("growing: OOM in %.1f steps, want %.1f", g.In, in)
+	}
+}
