@@ -236,7 +236,7 @@ def child(part: str, sock: str) -> dict:
     t0 = time.time()
     while not (gputop.status().get("connected") and gputop.status().get("devices")) and time.time() - t0 < 10:
         time.sleep(0.05)
-    steps = int(os.environ.get("LEDGER_CHECK_STEPS", "10"))
+    steps = int(os.environ.get("LEDGER_CHECK_STEPS", "30"))
     batch = int(os.environ.get("LEDGER_CHECK_BATCH", "16"))
     torch.manual_seed(0)
     model = gpt(torch, **cfg).to(dev)
@@ -493,7 +493,10 @@ def judge_transformer(got: dict, leds: dict[str, dict | None]) -> list[tuple[str
     t = got["times"]
     on, off = statistics.median(t["on"]), statistics.median(t["off"])
     over = on / off - 1
-    bad = [] if abs(over) <= OVERHEAD_LIMIT else [f"median step {over * 100:+.2f}%, limit ±{OVERHEAD_LIMIT * 100:g}%"]
+    # one-sided: the ledger must not slow the steps; a step faster after
+    # rows with it is the host's noise (-0.72% in 120 + 120 steps on
+    # 2026-12-02), reported as measured
+    bad = [] if over <= OVERHEAD_LIMIT else [f"median step {over * 100:+.2f}%, limit +{OVERHEAD_LIMIT * 100:g}%"]
     out.append(("overhead", "FAIL" if bad else "PASS",
                 f"compiled GPT-2-small, bf16, batch {got['batch']} x {got['tokens']}: median "
                 f"step {off * 1e3:.1f} ms after rows without the ledger, {on * 1e3:.1f} ms after rows with it "
