@@ -340,7 +340,7 @@ def test_schemas_follow_wire_frames_go():
     omitempty, so a change on the Go side fails here first."""
     import re
 
-    src = (REPO / "wire" / "frames.go").read_text()
+    src = (REPO / "wire" / "frames.go").read_text() + (REPO / "wire" / "status.go").read_text()
     structs = {}
     for m in re.finditer(r"type (\w+) struct \{(.*?)\n\}", src, re.S):
         fields = []
@@ -356,7 +356,7 @@ def test_schemas_follow_wire_frames_go():
         structs[m.group(1)] = fields
     by_type = {
         "hello": "Hello", "sample": "Sample", "mark": "Mark", "oom": "OOM", "holders": "Holders",
-        "bye": "Bye", "snap": "Snap", "reply": "Reply", "request": "Request",
+        "bye": "Bye", "snap": "Snap", "status": "Status", "reply": "Reply", "request": "Request",
         "recording": "Recording", "device": "Device", "nvml": "NVML", "samples": "Samples",
         "procs": "Procs",
         "device_error": "DevError", "snapshot": "Row", "ended": "Ended", "held": "RowHeld",
