@@ -116,10 +116,15 @@ func processes(st *store.Store, devs []store.Device) ([]wire.StatusProcess, int,
 			out = append(out, sp)
 		}
 	}
-	if len(out) == 0 {
-		return out, left, "NVML lists no process on any GPU (or the driver would not say)"
+	if len(out) > 0 {
+		return out, left, ""
 	}
-	return out, left, ""
+	for _, d := range devs {
+		if d.Source == "nvml" {
+			return out, left, "NVML lists no process on any GPU (or the driver would not say)"
+		}
+	}
+	return out, left, "no GPU is read through NVML here (gputop --source agent, or no driver): only agents' figures"
 }
 
 // agents lists the connected agents, then the most recently ended, at
@@ -158,6 +163,9 @@ func agents(st *store.Store, rows []summary.Row) ([]wire.StatusAgent, int) {
 			torch = append(torch, ti)
 		}
 		slices.Sort(torch)
+		if n := len(torch) - wire.MaxStatusAgentDevices; n > 0 {
+			torch, sa.DevicesLeftOut = torch[:wire.MaxStatusAgentDevices], n
+		}
 		for _, ti := range torch {
 			dev := a.DevMap[ti]
 			ad := wire.StatusAgentDevice{Dev: dev, TorchDev: ti}

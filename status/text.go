@@ -37,7 +37,7 @@ func Text(w io.Writer, r wire.StatusReport) error {
 		if d.Host != "" {
 			name = clean(d.Host) + ": " + name
 		}
-		p("%d\t%s\t%s\t%s\t%s\t%s\n", d.Index, name, opt(d.Used), opt(d.Free), opt(d.Total), clean(d.From))
+		p("%d\t%s\t%s\t%s\t%s\t%s\n", d.Index, name, bytesText(d.Used), bytesText(d.Free), bytesText(d.Total), clean(d.From))
 		if d.Error != "" {
 			p("\t  error: %s\n", clean(d.Error))
 		}
@@ -49,7 +49,7 @@ func Text(w io.Writer, r wire.StatusReport) error {
 		p("GPU\tPID\tNAME\tUSED\tAGENT\n")
 	}
 	for _, pr := range r.Processes {
-		p("%d\t%s\t%s\t%s\t%s\n", pr.Dev, pid(pr.PID, pr.Key), clean(pr.Name), opt(pr.Used), yes(pr.Agent))
+		p("%d\t%s\t%s\t%s\t%s\n", pr.Dev, pidText(pr.PID, pr.Key), clean(pr.Name), bytesText(pr.Used), yes(pr.Agent))
 	}
 	why(p, r.ProcessesWhy, r.ProcessesLeftOut)
 
@@ -66,11 +66,11 @@ func Text(w io.Writer, r wire.StatusReport) error {
 			}
 		}
 		if len(a.Devices) == 0 {
-			p("%s\t%s\t-\t-\t-\t-\t-\t%s\n", pid(a.PID, a.Key), clean(a.Name), state)
+			p("%s\t%s\t-\t-\t-\t-\t-\t%s\n", pidText(a.PID, a.Key), clean(a.Name), state)
 		}
 		for _, d := range a.Devices {
-			p("%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", pid(a.PID, a.Key), clean(a.Name), d.Dev,
-				opt(d.Allocated), opt(d.Reserved), opt(d.Peak), opt(d.Limit), state)
+			p("%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", pidText(a.PID, a.Key), clean(a.Name), d.Dev,
+				bytesText(d.Allocated), bytesText(d.Reserved), bytesText(d.Peak), bytesText(d.Limit), state)
 		}
 	}
 	why(p, r.AgentsWhy, r.AgentsLeftOut)
@@ -84,8 +84,8 @@ func Text(w io.Writer, r wire.StatusReport) error {
 		if v := row.Verdict; v != nil {
 			verdict = clean(v.Mark) + " " + clean(v.Status)
 		}
-		p("%s\t%s\t%d\t%s\t%s\t%s\t%s\n", clock(row.T), clean(row.Label), row.Dev, pid(row.PID, row.Key),
-			opt(row.Allocated), opt(row.NVMLUsed), verdict)
+		p("%s\t%s\t%d\t%s\t%s\t%s\t%s\n", clock(row.T), clean(row.Label), row.Dev, pidText(row.PID, row.Key),
+			bytesText(row.Allocated), bytesText(row.NVMLUsed), verdict)
 	}
 	why(p, r.RowsWhy, r.RowsLeftOut)
 
@@ -95,7 +95,7 @@ func Text(w io.Writer, r wire.StatusReport) error {
 		if e := o.Explanation; e != nil {
 			asked = clean(e.Asked)
 		}
-		p("%s\tGPU %d\tpid %s\t%s\n", clock(o.T), o.Dev, pid(o.PID, o.Key), asked)
+		p("%s\tGPU %d\tpid %s\t%s\n", clock(o.T), o.Dev, pidText(o.PID, o.Key), asked)
 		if e := o.Explanation; e != nil {
 			p("\t  %s\n", clean(strings.TrimSpace(e.Cause+" "+e.Fix)))
 		}
@@ -116,14 +116,14 @@ func why(p func(string, ...any), why string, left int) {
 
 func clean(s string) string { return printable.Clean(s) }
 
-func opt(b *uint64) string {
+func bytesText(b *uint64) string {
 	if b == nil {
 		return "-"
 	}
 	return units.Bytes(*b)
 }
 
-func pid(pid int, key string) string {
+func pidText(pid int, key string) string {
 	switch {
 	case key != "":
 		return clean(key)

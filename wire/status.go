@@ -19,16 +19,17 @@ const (
 )
 
 // Bounds on a status report: the newest rows and OOMs it lists, the
-// agents (connected ones first, then the most recently ended), the
-// processes of NVML's lists across all devices. What is past a bound is
-// counted in its *LeftOut field. With store.MaxDevices devices and a
-// hello's 64 devices per agent, a full report stays well under
+// agents (connected ones first, then the most recently ended) and the
+// devices of each, the processes of NVML's lists across all devices.
+// What is past a bound is counted in its *LeftOut field. With
+// store.MaxDevices devices, a full report stays well under
 // MaxStatusBytes (a test builds one).
 const (
-	MaxStatusRows      = 64
-	MaxStatusOOMs      = 16
-	MaxStatusAgents    = 64
-	MaxStatusProcesses = 1024
+	MaxStatusRows         = 64
+	MaxStatusOOMs         = 16
+	MaxStatusAgents       = 64
+	MaxStatusAgentDevices = 16
+	MaxStatusProcesses    = 1024
 	// MaxStatusBytes bounds the reply line `gputop status` reads from the
 	// socket (a reply longer than MaxFrameBytes is only ever a status
 	// report), and what gputop sends.
@@ -102,6 +103,8 @@ type StatusAgent struct {
 	EndedAt   int64               `json:"ended_at,omitempty"`
 	EndReason string              `json:"end_reason,omitempty"`
 	Devices   []StatusAgentDevice `json:"devices"`
+	// devices past MaxStatusAgentDevices (in torch's order), not listed
+	DevicesLeftOut int `json:"devices_left_out,omitempty"`
 }
 
 // StatusAgentDevice is one agent's allocator on one GPU: torch's counters

@@ -166,6 +166,7 @@ STATUS_AGENT = (
     ("ended_at", "i", True, None),
     ("end_reason", "s", True, None),
     ("devices", "L", False, STATUS_AGENT_DEVICE),
+    ("devices_left_out", "i", True, None),
 )
 STATUS_VERDICT = (
     ("status", "s", False, None),
