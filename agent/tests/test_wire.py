@@ -247,6 +247,7 @@ def test_hello_job_from_slurm_and_bad_values_sent_as_they_are(scripted, monkeypa
                                "world_size": "8", "devices": [], "t": T0}),
     ("hello_minimal.ndjson", {"type": "hello", "v": 1, "pid": 4243, "devices": [], "t": T0}),
     ("snap.ndjson", {"type": "snap", "v": 1, "label": "Epoch 5"}),
+    ("status.ndjson", {"type": "status", "v": 1}),
     ("reply_ok.ndjson", {"type": "reply", "ok": True}),
     ("reply_error.ndjson", {"type": "reply", "ok": False, "error": "no devices known yet"}),
     ("request.ndjson", {"type": "request", "what": "holders", "id": 1}),
