@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -129,3 +130,49 @@ def test_status_without_gputop_or_nvml(gputop_bin: str, tmp_path: Path):
     r = status(gputop_bin, str(tmp_path / "none.sock"), "--json")
     assert r.returncode == 1 and r.stdout == ""
     assert "no gputop is running" in r.stderr and "NVML cannot be read" in r.stderr
+
+
+def doc_blocks(lang: str) -> list[str]:
+    import re
+
+    text = (REPO / "docs" / "status.md").read_text()
+    return re.findall(r"^```" + lang + r"\n(.*?)^```", text, re.M | re.S)
+
+
+def test_the_docs_example_is_valid():
+    [example] = doc_blocks("json")
+    validate(json.loads(example))
+
+
+def test_the_docs_python_snippet_waits_for_allocated_to_drop(gputop_bin: str, serve: str, tmp_path: Path):
+    [snippet] = doc_blocks("python")
+    script = tmp_path / "wait_allocated.py"
+    script.write_text(snippet)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "gputop").symlink_to(gputop_bin)
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ['PATH']}", GPUTOP_SOCKET=serve)
+    t = time.time_ns()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(serve)
+        s.sendall(_wire.encode({"type": "hello", "v": 1, "pid": 4444, "argv": ["train.py"],
+                                "devices": [{"index": 0, "uuid": "GPU-py-0", "name": "Fake GPU"}], "t": t}))
+        s.sendall(_wire.encode({"type": "sample", "t": t + 1, "dev": 0, "allocated": 3 * GiB, "reserved": 4 * GiB, "peak": 3 * GiB}))
+        # the agent is known before the script starts: it must wait, not
+        # find no agent
+        deadline = time.monotonic() + 15
+        while not json.loads(status(gputop_bin, serve, "--json").stdout)["agents"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        proc = subprocess.Popen([sys.executable, str(script), "4444", str(GiB)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.5)
+            assert proc.poll() is None, proc.communicate()  # 3 GiB is not under 1 GiB: still waiting
+            s.sendall(_wire.encode({"type": "sample", "t": t + 2, "dev": 0, "allocated": GiB // 2,
+                                    "reserved": 4 * GiB, "peak": 3 * GiB}))
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert out == f"pid 4444: {GiB // 2} bytes allocated\n"
