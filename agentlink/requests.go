@@ -71,12 +71,16 @@ func (s *Server) snap(c *client, f wire.Snap) {
 // status answers `gputop status` with the status report, at most
 // wire.MaxStatusBytes (the report's own bounds keep it far below; a
 // report past it is refused, not cut, so that no figure is silently lost).
+// One report is made and sent at a time (its write bounded by
+// writeTimeout); the others wait their turn.
 func (s *Server) status(c *client) {
 	if s.statusOf == nil {
 		s.reply(c, wire.Reply{Type: wire.TypeReply, Error: "this gputop makes no status report"})
 		s.finish(c, false, 0, "", "")
 		return
 	}
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
 	rep := s.statusOf()
 	rep.Socket = s.path
 	b, err := encodeLine(wire.Reply{Type: wire.TypeReply, OK: true, Status: &rep})

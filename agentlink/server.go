@@ -61,8 +61,11 @@ type Server struct {
 	now  func() time.Time
 	log  func(string)
 	uid  int
-	// makes the answer to a status frame (Options.Status)
+	// makes the answer to a status frame (Options.Status); statusMu makes
+	// one answer at a time, so that many `gputop status` at once hold one
+	// report's memory, not one each
 	statusOf func() wire.StatusReport
+	statusMu sync.Mutex
 
 	// Fields rather than constants so that tests can shorten them.
 	writeTimeout      time.Duration // a write to a peer that takes longer closes it

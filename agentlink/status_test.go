@@ -5,6 +5,8 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,5 +103,40 @@ func TestStatusClientBoundsTheAnswer(t *testing.T) {
 	_, err = Status(path, 10*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "longer than 8388608 bytes") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// Many gputop status at once: each gets its report, and the server makes
+// one at a time (one report's memory, however many ask).
+func TestStatusOneReportAtATime(t *testing.T) {
+	var inFlight, most atomic.Int32
+	srv := startServer(t, newStore(t, true), func(s *Server) {
+		s.statusOf = func() wire.StatusReport {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(5 * time.Millisecond) // long enough for the others to arrive meanwhile
+			return wire.StatusReport{Version: wire.StatusVersion, Source: wire.StatusFromGputop}
+		}
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := Status(srv.Path(), 10*time.Second); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d reports were made at once", m)
 	}
 }
