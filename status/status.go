@@ -87,7 +87,7 @@ func devices(st *store.Store, devs []store.Device) ([]wire.StatusDevice, string)
 		out = append(out, sd)
 	}
 	if len(out) == 0 {
-		return out, "no GPU known: NVML listed none, and no agent named one"
+		return out, "no GPU known: NVML (where gputop reads it) listed none, and no agent named one"
 	}
 	return out, ""
 }
