@@ -30,6 +30,7 @@ var mayImport = map[string][]string{
 	"summary": {"store", "wire", "units", "outfile"},
 	"present": {"store", "wire", "summary", "forecast"},
 	"metrics": {"store", "wire", "forecast"},
+	"status":  {"store", "summary", "wire", "printable", "units"},
 	// a process's forecast: reads the store, like summary
 	"forecast": {"store", "wire", "units"},
 	// --alert: reads the store and runs the user's command
@@ -41,7 +42,7 @@ var mayImport = map[string][]string{
 	"remote":    {"ingest", "recording", "store", "wire", "units"},
 	// a live session assembled: the store, its ingest, the recorder, the
 	// sources and the metrics endpoint, wired once for every command
-	"session": {"agentlink", "alert", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "store", "wire"},
+	"session": {"agentlink", "alert", "ingest", "logbook", "metrics", "outfile", "recording", "remote", "sampler", "status", "store", "wire"},
 	// the UI: reads through present and summary, writes through ingest, never a source
 	"ui": {"present", "summary", "forecast", "store", "ingest", "wire", "memdump", "printable", "units", "logbook"},
 	// the benchmarks drive the store and the ingest directly

@@ -40,6 +40,8 @@ Usage:
                                   node: --metrics ADDR); --stdio: the live stream on standard output,
                                   until standard input ends (for --ssh); -o FILE: a recording too
   gputop snap LABEL [--end]       add a labelled snapshot to the running gputop (--end: an end row)
+  gputop status [--json]          devices, processes, agents, the newest rows and OOMs, once: from the
+                                  running gputop, else one NVML reading (--json: docs/status.md)
   gputop dump-info FILE           a torch memory dump (memory_viz's pickle) as text
   gputop run [flags] -- CMD ARGS  run CMD with the agent attached at its first CUDA use, no code
                                   change; its output in a pane (--no-tui, or not a terminal:
@@ -99,6 +101,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return cmdExport(args[1:], stdout, stderr)
 		case "snap":
 			return cmdSnap(args[1:], stdout, stderr)
+		case "status":
+			return cmdStatus(args[1:], stdout, stderr)
 		case "dump-info":
 			return cmdDumpInfo(args[1:], stdout, stderr)
 		case "help":
@@ -174,13 +178,13 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
-	case "run", "fit", "record", "serve", "export", "snap", "dump-info":
+	case "run", "fit", "record", "serve", "export", "snap", "status", "dump-info":
 		return run([]string{args[0], "--help"}, stdout, stdout)
 	case "help", "version":
 		fmt.Fprintf(stdout, "Usage:\n%s", commandUsage("gputop "+args[0]))
 		return 0
 	}
-	say(stderr, fmt.Sprintf("gputop help: no command %q; the commands: run, fit, record, serve, export, snap, dump-info, version", args[0]))
+	say(stderr, fmt.Sprintf("gputop help: no command %q; the commands: run, fit, record, serve, export, snap, status, dump-info, version", args[0]))
 	return 2
 }
 

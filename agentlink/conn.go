@@ -123,7 +123,7 @@ func (s *Server) handle(nc *net.UnixConn) {
 			case errors.Is(err, errTooLong):
 				s.refuse(c, ses.tooLong().Error(), "closed")
 			case errors.Is(err, os.ErrDeadlineExceeded) && ses.state == stateNew && c.closedReason() == "":
-				s.refuse(c, fmt.Sprintf("no %q or %q frame within %v", wire.TypeHello, wire.TypeSnap, s.firstFrameTimeout), "closed")
+				s.refuse(c, fmt.Sprintf("no %q, %q or %q frame within %v", wire.TypeHello, wire.TypeSnap, wire.TypeStatus, s.firstFrameTimeout), "closed")
 			default:
 				s.lost(c, err)
 			}
@@ -143,6 +143,9 @@ func (s *Server) handle(nc *net.UnixConn) {
 		case nil: // blank line
 		case wire.Snap:
 			s.snap(c, f)
+			return
+		case wire.Status:
+			s.status(c)
 			return
 		case wire.Hello:
 			if !s.hello(c, f) {

@@ -1,4 +1,5 @@
-// What gputop asks of its peers (holders walks) and answers them (snap).
+// What gputop asks of its peers (holders walks) and answers them (snap,
+// status).
 
 package agentlink
 
@@ -64,6 +65,35 @@ func (s *Server) snap(c *client, f wire.Snap) {
 	}
 	s.reply(c, wire.Reply{Type: wire.TypeReply, OK: true})
 	s.log(fmt.Sprintf("snapshot %q from the shell on %d device(s)", label, len(devs)))
+	s.finish(c, false, 0, "", "")
+}
+
+// status answers `gputop status` with the status report, at most
+// wire.MaxStatusBytes (the report's own bounds keep it far below; a
+// report past it is refused, not cut, so that no figure is silently lost).
+// One report is made and sent at a time (its write bounded by
+// writeTimeout); the others wait their turn.
+func (s *Server) status(c *client) {
+	if s.statusOf == nil {
+		s.reply(c, wire.Reply{Type: wire.TypeReply, Error: "this gputop makes no status report"})
+		s.finish(c, false, 0, "", "")
+		return
+	}
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	rep := s.statusOf()
+	rep.Socket = s.path
+	b, err := encodeLine(wire.Reply{Type: wire.TypeReply, OK: true, Status: &rep})
+	switch {
+	case err != nil:
+		s.reply(c, wire.Reply{Type: wire.TypeReply, Error: "status report: " + err.Error()})
+	case len(b)-1 > wire.MaxStatusBytes:
+		msg := fmt.Sprintf("the status report is %d bytes, over the %d-byte limit", len(b)-1, wire.MaxStatusBytes)
+		s.reply(c, wire.Reply{Type: wire.TypeReply, Error: msg})
+		s.log("gputop status refused: " + msg)
+	default:
+		c.write(b, s.writeTimeout) // the peer may be gone; nothing to do then
+	}
 	s.finish(c, false, 0, "", "")
 }
 

@@ -39,6 +39,11 @@ type Options struct {
 	// clients); one more is answered with a reply saying so and closed.
 	// DefaultMaxConns when 0.
 	MaxConns int
+	// Status makes the status report a status frame asks for (`gputop
+	// status`), from the store: the session's (package status), which
+	// this package may not import; nil: such a frame is answered with an
+	// error.
+	Status func() wire.StatusReport
 }
 
 // DefaultMaxConns is how many connections a server holds at once: far more
@@ -46,7 +51,7 @@ type Options struct {
 // goroutines and buffers stay a few tens of MiB.
 const DefaultMaxConns = 1024
 
-// Server accepts agent and snap connections on one socket.
+// Server accepts agent, snap and status connections on one socket.
 type Server struct {
 	path string
 	ln   *net.UnixListener
@@ -56,10 +61,15 @@ type Server struct {
 	now  func() time.Time
 	log  func(string)
 	uid  int
+	// makes the answer to a status frame (Options.Status); statusMu makes
+	// one answer at a time, so that many `gputop status` at once hold one
+	// report's memory, not one each
+	statusOf func() wire.StatusReport
+	statusMu sync.Mutex
 
 	// Fields rather than constants so that tests can shorten them.
 	writeTimeout      time.Duration // a write to a peer that takes longer closes it
-	firstFrameTimeout time.Duration // a peer must send hello or snap within this
+	firstFrameTimeout time.Duration // a peer must send hello, snap or status within this
 	pending           int           // requests queued per agent before RequestHolders refuses
 	lines             *lineBudget   // memory of unfinished lines, shared by all connections
 	maxConns          int           // connections held at once (Options.MaxConns)
@@ -128,6 +138,7 @@ func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 		now:               opt.Now,
 		log:               opt.Log,
 		uid:               os.Getuid(),
+		statusOf:          opt.Status,
 		writeTimeout:      2 * time.Second,
 		firstFrameTimeout: 10 * time.Second,
 		pending:           16,

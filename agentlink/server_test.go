@@ -591,7 +591,7 @@ func TestSilentClientTimesOut(t *testing.T) {
 	srv := startServer(t, newStore(t, true), func(s *Server) { s.firstFrameTimeout = 50 * time.Millisecond })
 	p := dial(t, srv.Path())
 	r := p.reply()
-	if r.OK || r.Error != `no "hello" or "snap" frame within 50ms` {
+	if r.OK || r.Error != `no "hello", "snap" or "status" frame within 50ms` {
 		t.Errorf("reply %+v", r)
 	}
 	p.closed()

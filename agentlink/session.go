@@ -12,11 +12,12 @@ type sessionState uint8
 const (
 	stateNew   sessionState = iota // nothing received yet
 	stateAgent                     // hello received
-	stateDone                      // bye or snap received; nothing may follow
+	stateDone                      // bye, snap or status received; nothing may follow
 )
 
-// session checks the order of frames on one connection: a hello or a snap
-// first, agent frames after a hello, nothing after a bye or a snap. It knows
+// session checks the order of frames on one connection: a hello, a snap or
+// a status first, agent frames after a hello, nothing after a bye, a snap
+// or a status. It knows
 // nothing of sockets, so the test vectors can be run through it directly.
 type session struct {
 	line  int // lines seen so far, counting from 1
@@ -61,11 +62,11 @@ func (s *session) admit(f any) error {
 		case wire.Hello:
 			s.state, s.pid = stateAgent, f.PID
 			return nil
-		case wire.Snap:
+		case wire.Snap, wire.Status:
 			s.state = stateDone
 			return nil
 		}
-		return fmt.Errorf("first frame must be %q or %q, got %q", wire.TypeHello, wire.TypeSnap, typ)
+		return fmt.Errorf("first frame must be %q, %q or %q, got %q", wire.TypeHello, wire.TypeSnap, wire.TypeStatus, typ)
 	}
 	switch f := f.(type) {
 	case wire.Hello:
@@ -74,7 +75,7 @@ func (s *session) admit(f any) error {
 		if f.PID != s.pid {
 			return fmt.Errorf("hello: pid changed from %d to %d on the same connection", s.pid, f.PID)
 		}
-	case wire.Snap:
+	case wire.Snap, wire.Status:
 		return fmt.Errorf("%q must be the first and only frame of its connection", typ)
 	case wire.Bye:
 		s.state = stateDone

@@ -87,7 +87,7 @@ func TestValidVectorsRoundTrip(t *testing.T) {
 
 // The vectors that are whole connections pass the session's order checks.
 func TestValidSessions(t *testing.T) {
-	for _, name := range []string{"hello.ndjson", "hello_minimal.ndjson", "session.ndjson", "snap.ndjson"} {
+	for _, name := range []string{"hello.ndjson", "hello_minimal.ndjson", "session.ndjson", "snap.ndjson", "status.ndjson"} {
 		var s session
 		for i, line := range vectorLines(t, name) {
 			if _, err := s.next(bytes.TrimSuffix(line, []byte("\n"))); err != nil {

@@ -24,6 +24,7 @@ func TestHelpNamesEveryFlagArgument(t *testing.T) {
 			"metrics": "ADDR", "metrics-window": "DUR", "web.config.file": "PATH", "o": "FILE", "force": ""},
 		"export":    {"csv": "OUT"},
 		"snap":      {"end": "", "socket": "PATH"},
+		"status":    {"json": "", "socket": "PATH"},
 		"dump-info": {"top": "N"},
 		"run": {"csv": "PATH", "force": "", "fps": "N", "history": "N", "metrics": "ADDR", "metrics-window": "DUR", "web.config.file": "PATH", "no-tui": "", "proc-rate": "HZ",
 			"rate": "HZ", "record": "FILE", "socket": "PATH", "source": "S"},

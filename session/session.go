@@ -23,7 +23,9 @@ import (
 	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/remote"
 	"github.com/gputop/gputop/sampler"
+	"github.com/gputop/gputop/status"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // Options say what a live session reads and writes. The zero value is a
@@ -171,7 +173,10 @@ func (s *Session) prepare(opt Options) error {
 			path, err = agentlink.DefaultSocketPath()
 		}
 		if err == nil {
-			s.agents, err = agentlink.Listen(path, s.in, agentlink.Options{Log: s.log.Add})
+			// `gputop status` asks through the socket for what the store holds
+			st, source := s.in.Store(), wire.StatusFromGputop
+			report := func() wire.StatusReport { return status.Of(st, status.Options{Source: source}) }
+			s.agents, err = agentlink.Listen(path, s.in, agentlink.Options{Log: s.log.Add, Status: report})
 		}
 		if err != nil {
 			return err

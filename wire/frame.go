@@ -24,6 +24,7 @@ func (f OOM) FrameType() string           { return TypeOOM }
 func (f Holders) FrameType() string       { return TypeHolders }
 func (f Bye) FrameType() string           { return TypeBye }
 func (f Snap) FrameType() string          { return TypeSnap }
+func (f Status) FrameType() string        { return TypeStatus }
 func (f Reply) FrameType() string         { return TypeReply }
 func (f Request) FrameType() string       { return TypeRequest }
 func (f Recording) FrameType() string     { return TypeRecording }
@@ -45,6 +46,7 @@ func (f OOM) Typed() Frame                { f.Type = TypeOOM; return f }
 func (f Holders) Typed() Frame            { f.Type = TypeHolders; return f }
 func (f Bye) Typed() Frame                { f.Type = TypeBye; return f }
 func (f Snap) Typed() Frame               { f.Type = TypeSnap; return f }
+func (f Status) Typed() Frame             { f.Type = TypeStatus; return f }
 func (f Reply) Typed() Frame              { f.Type = TypeReply; return f }
 func (f Request) Typed() Frame            { f.Type = TypeRequest; return f }
 func (f Recording) Typed() Frame          { f.Type = TypeRecording; return f }

@@ -26,10 +26,11 @@ const (
 	TypeBye     = "bye"     // clean end of an agent connection
 	TypeLayout  = "layout"  // the caching allocator's structure on one device
 
-	// shell -> gputop (gputop snap LABEL); answered with TypeReply
-	TypeSnap = "snap"
+	// shell -> gputop (gputop snap LABEL, gputop status); answered with TypeReply
+	TypeSnap   = "snap"
+	TypeStatus = "status"
 	// gputop -> peer
-	TypeReply   = "reply"   // answer to snap, or a reason before closing
+	TypeReply   = "reply"   // answer to snap or status, or a reason before closing
 	TypeRequest = "request" // ask the agent for something (e.g. holders)
 
 	// recording only
@@ -295,11 +296,21 @@ type Snap struct {
 	End   *bool  `json:"end,omitempty"`
 }
 
-// Reply answers a snap, or tells a peer why it is being disconnected.
+// Status asks a running gputop for its status report (`gputop status`);
+// gputop answers with a Reply whose Status holds it, and closes the
+// connection.
+type Status struct {
+	Type string `json:"type"`
+	V    int    `json:"v"`
+}
+
+// Reply answers a snap or a status frame (Status: the report), or tells
+// a peer why it is being disconnected.
 type Reply struct {
-	Type  string `json:"type"`
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
+	Type   string        `json:"type"`
+	OK     bool          `json:"ok"`
+	Error  string        `json:"error,omitempty"`
+	Status *StatusReport `json:"status,omitempty"`
 }
 
 // Request asks an agent for something. What is "holders" (answered with

@@ -12,7 +12,7 @@ type Socket int
 const (
 	NotOnSocket Socket = iota // recordings only
 	FromAgent                 // an agent process to gputop
-	FromShell                 // gputop snap to gputop
+	FromShell                 // gputop snap or gputop status to gputop
 	ToPeer                    // gputop to an agent or a shell
 )
 
@@ -220,6 +220,7 @@ var Frames = []Spec{
 		Doc: "a remote host of a multi-host view (`gputop --ssh`) connecting (`\"up\":true`) or disconnecting (`\"up\":false`, `reason`) at `t`, and what the bounds on its stream kept out of the view (`limited`, e.g. devices past its share; below)"}, nil),
 	FrameOf[Mark](Spec{Type: TypeMark, Socket: FromAgent}, checkMark),
 	FrameOf[Snap](Spec{Type: TypeSnap, Socket: FromShell}, checkSnap),
+	FrameOf[Status](Spec{Type: TypeStatus, Socket: FromShell}, func(v *Status) error { return checkVersion(v.V) }),
 	FrameOf[Reply](Spec{Type: TypeReply, Socket: ToPeer}, nil),
 	FrameOf[Request](Spec{Type: TypeRequest, Socket: ToPeer}, checkRequest),
 }

@@ -101,6 +101,138 @@ DEV_STATS = (
     ("ledger", "O", True, LEDGER),
     ("limit", "i", True, None),
 )
+STATUS_DEVICE = (
+    ("index", "i", False, None),
+    ("uuid", "s", True, None),
+    ("name", "s", False, None),
+    ("host", "s", True, None),
+    ("from", "s", False, None),
+    ("total", "p", True, None),
+    ("used", "p", True, None),
+    ("free", "p", True, None),
+    ("used_t", "i", True, None),
+    ("error", "s", True, None),
+)
+STATUS_PROCESS = (
+    ("dev", "i", False, None),
+    ("pid", "i", False, None),
+    ("key", "s", True, None),
+    ("name", "s", True, None),
+    ("used", "p", True, None),
+    ("t", "i", False, None),
+    ("agent", "b", True, None),
+)
+STATUS_LAYOUT = (
+    ("t", "i", False, None),
+    ("segments", "i", False, None),
+    ("blocks", "i", False, None),
+    ("reserved", "i", False, None),
+    ("allocated", "i", False, None),
+    ("free_in_segments", "i", False, None),
+    ("largest_free", "i", False, None),
+    ("fragmentation", "f", False, None),
+    ("expandable", "b", True, None),
+)
+STATUS_PART = (
+    ("name", "s", False, None),
+    ("bytes", "p", True, None),
+    ("why", "s", True, None),
+)
+STATUS_LEDGER = (
+    ("row", "i", False, None),
+    ("t", "i", False, None),
+    ("parts", "L", False, STATUS_PART),
+)
+STATUS_AGENT_DEVICE = (
+    ("dev", "i", False, None),
+    ("torch_dev", "i", False, None),
+    ("t", "i", True, None),
+    ("allocated", "p", True, None),
+    ("reserved", "p", True, None),
+    ("peak", "p", True, None),
+    ("inactive", "p", True, None),
+    ("alloc_retries", "p", True, None),
+    ("ooms", "p", True, None),
+    ("limit", "p", True, None),
+    ("layout", "O", True, STATUS_LAYOUT),
+    ("ledger", "O", True, STATUS_LEDGER),
+)
+STATUS_AGENT = (
+    ("pid", "i", False, None),
+    ("key", "s", True, None),
+    ("name", "s", False, None),
+    ("torch", "s", True, None),
+    ("connected", "b", False, None),
+    ("ended_at", "i", True, None),
+    ("end_reason", "s", True, None),
+    ("devices", "L", False, STATUS_AGENT_DEVICE),
+    ("devices_left_out", "i", True, None),
+)
+STATUS_VERDICT = (
+    ("status", "s", False, None),
+    ("mark", "s", False, None),
+    ("text", "s", False, None),
+    ("basis", "s", False, None),
+    ("baseline", "s", True, None),
+)
+STATUS_ROW = (
+    ("id", "i", False, None),
+    ("t", "i", False, None),
+    ("label", "s", False, None),
+    ("dev", "i", False, None),
+    ("pid", "i", True, None),
+    ("key", "s", True, None),
+    ("source", "s", False, None),
+    ("kind", "s", True, None),
+    ("end", "b", True, None),
+    ("allocated", "p", True, None),
+    ("reserved", "p", True, None),
+    ("peak", "p", True, None),
+    ("nvml_used", "p", True, None),
+    ("nvml_peak", "p", True, None),
+    ("limit", "p", True, None),
+    ("verdict", "O", True, STATUS_VERDICT),
+)
+STATUS_EXPLANATION = (
+    ("asked", "s", True, None),
+    ("cause", "s", False, None),
+    ("fix", "s", True, None),
+    ("where", "s", False, None),
+)
+STATUS_OOM = (
+    ("row", "i", False, None),
+    ("t", "i", False, None),
+    ("dev", "i", False, None),
+    ("pid", "i", False, None),
+    ("key", "s", True, None),
+    ("requested", "p", True, None),
+    ("free", "p", True, None),
+    ("limit", "p", True, None),
+    ("allocated", "i", False, None),
+    ("reserved", "i", False, None),
+    ("peak", "i", False, None),
+    ("explanation", "O", False, STATUS_EXPLANATION),
+)
+STATUS_REPORT = (
+    ("version", "i", False, None),
+    ("source", "s", False, None),
+    ("t", "i", False, None),
+    ("socket", "s", True, None),
+    ("devices", "L", False, STATUS_DEVICE),
+    ("devices_why", "s", True, None),
+    ("processes", "L", False, STATUS_PROCESS),
+    ("processes_why", "s", True, None),
+    ("processes_left_out", "i", True, None),
+    ("agents", "L", False, STATUS_AGENT),
+    ("agents_why", "s", True, None),
+    ("agents_left_out", "i", True, None),
+    ("rows", "L", False, STATUS_ROW),
+    ("rows_why", "s", True, None),
+    ("rows_left_out", "i", True, None),
+    ("ooms", "L", False, STATUS_OOM),
+    ("ooms_why", "s", True, None),
+    ("ooms_left_out", "i", True, None),
+)
 
 # One schema per frame type, in wire/frames.go field order.
 SCHEMAS: dict[str, tuple] = {
@@ -312,10 +444,15 @@ SCHEMAS: dict[str, tuple] = {
         ("label", "s", False, None),
         ("end", "pb", True, None),
     ),
+    "status": (
+        ("type", "s", False, None),
+        ("v", "i", False, None),
+    ),
     "reply": (
         ("type", "s", False, None),
         ("ok", "b", False, None),
         ("error", "s", True, None),
+        ("status", "O", True, STATUS_REPORT),
     ),
     "request": (
         ("type", "s", False, None),

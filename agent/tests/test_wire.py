@@ -247,6 +247,7 @@ def test_hello_job_from_slurm_and_bad_values_sent_as_they_are(scripted, monkeypa
                                "world_size": "8", "devices": [], "t": T0}),
     ("hello_minimal.ndjson", {"type": "hello", "v": 1, "pid": 4243, "devices": [], "t": T0}),
     ("snap.ndjson", {"type": "snap", "v": 1, "label": "Epoch 5"}),
+    ("status.ndjson", {"type": "status", "v": 1}),
     ("reply_ok.ndjson", {"type": "reply", "ok": True}),
     ("reply_error.ndjson", {"type": "reply", "ok": False, "error": "no devices known yet"}),
     ("request.ndjson", {"type": "request", "what": "holders", "id": 1}),
@@ -340,7 +341,7 @@ def test_schemas_follow_wire_frames_go():
     omitempty, so a change on the Go side fails here first."""
     import re
 
-    src = (REPO / "wire" / "frames.go").read_text()
+    src = (REPO / "wire" / "frames.go").read_text() + (REPO / "wire" / "status.go").read_text()
     structs = {}
     for m in re.finditer(r"type (\w+) struct \{(.*?)\n\}", src, re.S):
         fields = []
@@ -356,7 +357,7 @@ def test_schemas_follow_wire_frames_go():
         structs[m.group(1)] = fields
     by_type = {
         "hello": "Hello", "sample": "Sample", "mark": "Mark", "oom": "OOM", "holders": "Holders",
-        "bye": "Bye", "snap": "Snap", "reply": "Reply", "request": "Request",
+        "bye": "Bye", "snap": "Snap", "status": "Status", "reply": "Reply", "request": "Request",
         "recording": "Recording", "device": "Device", "nvml": "NVML", "samples": "Samples",
         "procs": "Procs",
         "device_error": "DevError", "snapshot": "Row", "ended": "Ended", "held": "RowHeld",

@@ -98,7 +98,8 @@ func main() {
 def go_roundtrip(tmp_path_factory: pytest.TempPathFactory) -> str:
     d = tmp_path_factory.mktemp("wirecheck")
     (d / "wire").mkdir()
-    shutil.copy(REPO / "wire" / "frames.go", d / "wire" / "frames.go")
+    for name in ("frames.go", "status.go"):  # the frames, and the status report a reply holds
+        shutil.copy(REPO / "wire" / name, d / "wire" / name)
     (d / "go.mod").write_text("module wirecheck\n\ngo 1.22\n")
     (d / "main.go").write_text(GO_MAIN)
     exe = d / "roundtrip"
