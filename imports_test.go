@@ -51,6 +51,7 @@ var mayImport = map[string][]string{
 	"bench/cmd/wakeloop": {},
 	// a recording's forecasts replayed at each step row
 	"bench/cmd/forecastcheck": {"forecast", "recording", "store", "wire"},
+	"bench/cmd/peakcheck":     {"recording", "store", "summary"},
 	// the real binary measured as a command
 	"bench/cmd/metricslimits": {},
 	// the real binary driven as a command and in tmux: it imports nothing of gputop's
