@@ -27,6 +27,9 @@ Measures, on a CUDA device:
          half its rate) in its place;
   gpu    a GPU-bound bf16 MLP (8 layers of 8192 x 8192, batch 8192), without
          and with the agent;
+  compiled  a GPT-2-small-shaped transformer (12 layers, d 768, 1024 tokens,
+         batch 16, tied embeddings, fused AdamW) under torch.compile in
+         bf16 autocast, without and with the agent;
   snap   gputop.snapshot(label, ledger=False) call latency (the row's counters;
          its ledger's cost is ledger_check.py's), and the time until the snapshot is a
          line in the running `gputop record`'s file (the file is tailed);
@@ -70,6 +73,7 @@ ROUND = {"cpu": ["agent", "none"],
          "toggle": ["on", "idle", "idle", "on"],
          "naive": ["naive100", "none", "naive1000", "none"],
          "gpu": ["agent", "none"],
+         "compiled": ["agent", "none"],
          "floor": ["on", "idle", "stats", "idle", "read", "idle", "wake", "idle"]}
 # the floor's conditions, as the analysis names them
 FLOOR = (("on", "the agent"), ("stats", "the agent, stats call"),
@@ -160,13 +164,14 @@ def parent(a) -> int:
                                   ("toggle", a.rounds_toggle, a.seg_toggle),
                                   ("naive", a.rounds_naive, a.seg_naive),
                                   ("gpu", a.rounds_gpu, a.seg_gpu),
+                                  ("compiled", a.rounds_compiled, a.seg_compiled),
                             ("floor", a.rounds_floor, a.seg_toggle)):
             if kind in a.skip or (kind in ("naive", "toggle", "floor") and "cpu" in a.skip) \
                     or rounds <= 0:
                 continue
             conds = ["none"] + ROUND[kind] * rounds
             w = run_worker(["--kind", kind, "--conds", ",".join(conds), "--seg", str(seg),
-                            "--warm", str(a.warm)] + (["--device", a.device] if kind != "gpu" else [])
+                            "--warm", str(a.warm)] + (["--device", a.device] if kind not in ("gpu", "compiled") else [])
                            + (["--rate", str(a.rate)] if a.rate else []),
                            env, a.worker_timeout, log)
             res[kind] = w
@@ -185,7 +190,7 @@ def parent(a) -> int:
     res["agent_seen_by_gputop"] = {}
     if gp is not None and os.path.exists(rec):
         r = recording.load(rec)
-        for kind in ("cpu", "gpu"):
+        for kind in ("cpu", "gpu", "compiled"):
             w = res.get(kind)
             if not w:
                 continue
@@ -209,7 +214,7 @@ def analyse(a, res: dict) -> None:
     summary = {}
     naive = (res.get("naive") or {}).get("segments", [])
     toggle = (res.get("toggle") or {}).get("segments", [])
-    for kind in ("cpu", "gpu"):
+    for kind in ("cpu", "gpu", "compiled"):
         if kind in a.skip or getattr(a, f"rounds_{kind}", 1) <= 0:
             continue
         w = res.get(kind)
@@ -281,12 +286,12 @@ def analyse(a, res: dict) -> None:
         if a.gputop and seen is not None and not seen["samples"]:
             problems.append("gputop received no samples from the agent")
         # samples sent per attach: over the timed segment and the 0.5 s before it
-        seg = a.seg_cpu if kind == "cpu" else a.seg_gpu
+        seg = a.seg_cpu if kind == "cpu" else a.seg_gpu if kind == "gpu" else a.seg_compiled
         rate = statistics.median(sent) / (seg + 0.5) if sent else 0
         spread = (f"mean {s['agent_slowdown_pct_mean']:+.2f}% ± {s['agent_slowdown_pct_sem']:.2f} "
                   f"over {len(agent)} rounds" if s["agent_slowdown_pct_sem"] is not None
                   else f"rounds {', '.join(f'{v:+.2f}' for v in agent)}")
-        txt = (f"{'small MLP (CPU-bound)' if kind == 'cpu' else 'bf16 8x8192 MLP (GPU-bound)'}: "
+        txt = (f"{TITLES[kind]}: "
                f"step {s['step_us']:.0f} us")
         if s.get("toggle_slowdown_pct") is not None:
             txt += (f"; agent switched on/idle in {s['toggle_pairs']} blocks of {a.seg_toggle:g} s: "
@@ -379,7 +384,9 @@ def f(v, spec: str) -> str:
     return format("-", ">" + spec.lstrip("+").split(".")[0] + "s")
 
 
-WORKLOADS = {"cpu": "small MLP, CPU-bound", "gpu": "bf16 MLP, GPU-bound"}
+WORKLOADS = {"cpu": "small MLP, CPU-bound", "gpu": "bf16 MLP, GPU-bound", "compiled": "compiled GPT-2-small"}
+TITLES = {"cpu": "small MLP (CPU-bound)", "gpu": "bf16 8x8192 MLP (GPU-bound)",
+          "compiled": "GPT-2-small-shaped transformer, torch.compile, bf16, 16 x 1024 tokens"}
 
 
 def print_rows(title: str, cols: list[tuple[str, str, str]], summary: dict) -> None:
@@ -435,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_worker"]:
         w = argparse.ArgumentParser(prog="overhead.py _worker")
-        w.add_argument("--kind", choices=["cpu", "toggle", "naive", "gpu", "floor", "latency"],
+        w.add_argument("--kind", choices=["cpu", "toggle", "naive", "gpu", "compiled", "floor", "latency"],
                        required=True)
         w.add_argument("--conds", default="none")
         w.add_argument("--seg", type=float, default=1.5)
@@ -468,16 +475,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds-floor", type=int, default=0,
                     help="on-idle-read-idle-wake-idle rounds: the agent against bare threads")
     ap.add_argument("--rounds-gpu", type=int, default=5)
+    ap.add_argument("--rounds-compiled", type=int, default=5)
     ap.add_argument("--seg-cpu", type=float, default=1.0, help="seconds per timed segment")
     ap.add_argument("--seg-naive", type=float, default=1.5)
     ap.add_argument("--seg-gpu", type=float, default=2.0)
+    ap.add_argument("--seg-compiled", type=float, default=2.0)
     ap.add_argument("--warm", type=float, default=1.0, help="untimed seconds before the first segment")
     ap.add_argument("--snapshots", type=int, default=300, help="snapshot() calls timed")
     ap.add_argument("--visible", type=int, default=40, help="snapshots watched until they land")
-    ap.add_argument("--skip", nargs="*", default=[], choices=["cpu", "gpu", "snap"])
+    ap.add_argument("--skip", nargs="*", default=[], choices=["cpu", "gpu", "compiled", "snap"])
     ap.add_argument("--device", default="cuda",
                     help="cpu: run the CPU-bound loops without a GPU, to check this script's "
-                         "mechanics (the agent then samples nothing); use with --skip gpu snap")
+                         "mechanics (the agent then samples nothing); use with --skip gpu compiled snap")
     ap.add_argument("--worker-timeout", type=float, default=150)
     ap.add_argument("--dry-run", action="store_true", help="check arguments and imports, then exit")
     a = ap.parse_args(argv)

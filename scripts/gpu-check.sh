@@ -596,7 +596,7 @@ step verdict 150 16-verdict 16-verdict-exact
 step spikes 30 20-spikes 21-nvml-gaps
 step sigkill 40 30-sigkill 31-cli-snap
 step oom 60 32-oom 33-oom-screen
-step overhead 200 40-overhead-cpu 40-overhead-gpu 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
+step overhead 260 40-overhead-cpu 40-overhead-gpu 40-overhead-compiled 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step baseline 330 50-resource-tui-baseline
 step holders 25 60-holders_scenarios

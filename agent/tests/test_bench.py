@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import subprocess
 import sys
@@ -58,7 +59,7 @@ def test_overhead_floor_mechanics(gputop_bin: str, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO / "agent"))
     env.pop("GPUTOP_SOCKET", None)
     p = subprocess.run([sys.executable, str(REPO / "bench" / "overhead.py"), "--gputop", gputop_bin,
-                        "--source", "agent", "--device", "cpu", "--skip", "gpu", "snap",
+                        "--source", "agent", "--device", "cpu", "--skip", "gpu", "compiled", "snap",
                         "--rounds-cpu", "0", "--rounds-naive", "0", "--rounds-toggle", "0",
                         "--rounds-floor", "2", "--seg-toggle", "0.1", "--warm", "0.2",
                         "--workdir", str(tmp_path / "w"), "--results-dir", str(tmp_path / "res")],
@@ -79,7 +80,7 @@ def test_overhead_analysis_of_a_real_h200_run(tmp_path: Path, capsys) -> None:
     # BENCHMARKS.md quotes must come out of them
     overhead = _bench_module("overhead")
     res = _results("2026-11-30-overhead-toggle.json.gz")
-    a = overhead.argparse.Namespace(results_dir=str(tmp_path / "res"), prefix="40-", skip=[],
+    a = overhead.argparse.Namespace(results_dir=str(tmp_path / "res"), prefix="40-", skip=["compiled"],
                                     gputop=None, seg_cpu=1.0, seg_gpu=2.0, seg_toggle=0.25)
     overhead.analyse(a, res)
     cpu = json.loads((tmp_path / "res" / "40-overhead-cpu.json").read_text())
@@ -102,7 +103,7 @@ def test_floor_analysis_of_real_h200_runs(tmp_path: Path, capsys) -> None:
     runs = _results("2026-11-30-overhead-floor.json.gz")
     got = {}
     for name in ("floor_0706", "floor_0719"):
-        a = overhead.argparse.Namespace(results_dir=str(tmp_path / name), prefix="", skip=["gpu", "snap"],
+        a = overhead.argparse.Namespace(results_dir=str(tmp_path / name), prefix="", skip=["gpu", "compiled", "snap"],
                                         gputop=None, seg_toggle=0.25, rounds_cpu=0)
         overhead.analyse(a, {"floor": {"segments": runs[name]["segments"]}})
         got[name] = json.loads((tmp_path / name / "overhead-floor.json").read_text())
@@ -151,3 +152,17 @@ def test_direct_reading_figures_of_real_h200_runs() -> None:
     assert (len(tg), round(overhead.median_or_none(tg), 2)) == (300, 0.45)
     assert [round(x, 2) for x in overhead.mean_sem(
         overhead.differences(big, "on", "train_asleep_pct", "idle"))] == [0.05, 0.21]
+
+
+def test_overhead_compiled_workload_runs_eagerly_on_cpu() -> None:
+    # the compiled transformer's code (built on the GPU machine only) at
+    # small shapes on the CPU: a broken model shows here, not there
+    import torch
+    import torch.nn as nn
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from overhead_workers import setup_compiled
+
+    step = setup_compiled(torch, nn, layers=2, d=32, heads=2, batch=2, seq=16, vocab=100, device="cpu")
+    losses = [step() for _ in range(3)]
+    assert all(math.isfinite(v) for v in losses) and losses[-1] < losses[0], losses
