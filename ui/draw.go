@@ -58,7 +58,7 @@ func (m *Model) prerender() {
 // heights of the panes, top to bottom; help is the full help (?), which
 // takes the place of the panes under the chart
 type layout struct {
-	header, chart, procs, table, holders, dump, help int
+	header, chart, procs, table, holders, dump, help, whole int
 }
 
 // layout shares the screen height: the title bar, the device header (a
@@ -73,7 +73,9 @@ func (m *Model) layout() layout {
 	}
 	l.header = min(m.header.Lines(), max((m.h-4)/6, 1))
 	remain := max(m.h-3-l.header, 0) // minus the title bar, the status line and the key bar
-	if m.helpOpen() {
+	if m.wholeOpen && !m.prompt.open {
+		l.chart, l.whole = m.layoutWhole(remain)
+	} else if m.helpOpen() {
 		pages := m.bars.helpPages(m, max(remain-1, 1))
 		need := 1 + strings.Count(pages[0], "\n") + 1 // a title line, then the page
 		l.chart = remain - need
@@ -143,6 +145,7 @@ func (m *Model) toggleHelp() {
 	switch {
 	case !m.help.ShowAll:
 		m.help.ShowAll, m.helpPage = true, 0
+		m.wholeOpen, m.wholePage = false, 0 // the help takes its place
 	case m.helpPage+1 < m.helpN:
 		m.helpPage++
 	default:
@@ -257,6 +260,9 @@ func (m Model) draw() string {
 	if l.help > 0 {
 		parts = append(parts, fit(m.helpText, m.w, l.help))
 	}
+	if l.whole > 0 {
+		parts = append(parts, fit(m.wholeText, m.w, l.whole))
+	}
 	if l.procs > 0 {
 		parts = append(parts, m.procs.View())
 	}
@@ -269,9 +275,13 @@ func (m Model) draw() string {
 	if l.dump > 0 {
 		parts = append(parts, m.dump.View())
 	}
-	if m.prompt.open {
+	switch {
+	case m.prompt.open:
 		parts = append(parts, m.prompt.View())
-	} else {
+	case m.status.text == "" && l.table <= 1 && m.table.Lines() > l.table && l.help == 0 && l.whole == 0 && !m.hidden[paneTable]:
+		// no room for the summary at this size: where its text is
+		parts = append(parts, m.styles.Dim.Render(truncate("summary: no room; "+wholeHint, m.w)))
+	default:
 		parts = append(parts, m.status.View())
 	}
 	parts = append(parts, m.keyBarLine())
