@@ -324,7 +324,9 @@ func (m *Model) titleBar() string {
 		mode = "● live " + strings.TrimSuffix(cur, cur[strings.LastIndex(cur, "."):])
 	}
 	info := mode + "  window " + zoomName(zooms[m.tl.zoom])
-	if len([]rune(info)) > m.w-10 {
+	// the short form where the long one leaves the source's name less
+	// than 20 cells
+	if len([]rune(info)) > m.w-10 || m.opt.Title != "" && len([]rune(info)) > m.w-10-min(len([]rune(m.opt.Title))+1, 20) {
 		info = strings.NewReplacer("replay ", "", "cursor ", "", "  window ", " ", " (end: live)", "").Replace(info)
 	}
 	right := st.TitleInfo.Render(truncate(info, max(m.w-8, 1)))

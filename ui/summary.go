@@ -152,9 +152,10 @@ func (m *summaryModel) View() string {
 		if len(tail) > n {
 			tail = m.shortTail(m.oomShortLines())
 		}
-		// the peaks, the forecasts and what the rows lack where they fit
-		// whole (the whole text has them)
-		if more := m.tailNotes(); len(tail)+len(more) <= n {
+		// then the peaks, the forecasts and what the rows lack, in the
+		// lines left (all of them, or a line at least and the line that
+		// says how to see the rest)
+		if more := m.tailNotes(); len(tail)+len(more) <= n || len(tail)+2 <= n {
 			tail = append(tail, more...)
 		}
 		tail = st.cutLines(tail, n, m.w)
