@@ -153,10 +153,9 @@ func (m *summaryModel) View() string {
 			tail = m.shortTail(m.oomShortLines())
 		}
 		// then the peaks, the forecasts and what the rows lack, in the
-		// lines left (all of them, or a line at least and the line that
-		// says how to see the rest)
-		if more := m.tailNotes(); len(tail)+len(more) <= n || len(tail)+2 <= n {
-			tail = append(tail, more...)
+		// lines left, the last saying how to see what has no room
+		if len(tail) < n {
+			tail = append(tail, st.cutLines(m.tailNotes(), n-len(tail), m.w)...)
 		}
 		tail = st.cutLines(tail, n, m.w)
 		room = max(m.h-1-len(tail), 1)
