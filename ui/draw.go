@@ -73,9 +73,7 @@ func (m *Model) layout() layout {
 	}
 	l.header = min(m.header.Lines(), max((m.h-4)/6, 1))
 	remain := max(m.h-3-l.header, 0) // minus the title bar, the status line and the key bar
-	if m.wholeOpen && !m.prompt.open {
-		l.chart, l.whole = m.layoutWhole(remain)
-	} else if m.helpOpen() {
+	if m.helpOpen() {
 		pages := m.bars.helpPages(m, max(remain-1, 1))
 		need := 1 + strings.Count(pages[0], "\n") + 1 // a title line, then the page
 		l.chart = remain - need
@@ -100,13 +98,21 @@ func (m *Model) layout() layout {
 			l.dump = min(m.dump.Lines(), max(rest/2, min(3, rest)))
 			rest -= l.dump
 		}
-		if !m.hidden[paneProcs] {
-			l.procs = min(m.procs.Lines(), 7, max(rest/3, min(2, rest)))
-			rest -= l.procs
-		}
-		if !m.hidden[paneTable] {
-			l.table = min(m.table.Lines(), rest)
-			rest -= l.table
+		switch {
+		case m.wholeOpen && !m.prompt.open:
+			// the whole text in the place of the process pane and the
+			// summary, whose text it is (whole.go)
+			l.chart, l.whole = m.layoutWhole(l.chart, rest)
+			rest = 0
+		default:
+			if !m.hidden[paneProcs] {
+				l.procs = min(m.procs.Lines(), 7, max(rest/3, min(2, rest)))
+				rest -= l.procs
+			}
+			if !m.hidden[paneTable] {
+				l.table = min(m.table.Lines(), rest)
+				rest -= l.table
+			}
 		}
 		l.chart += rest
 	}

@@ -88,21 +88,26 @@ func (m *Model) toggleWhole() {
 	}
 }
 
-// layoutWhole lays the whole text out in remain lines: its page and the
-// chart's lines (none when the two do not fit).
-func (m *Model) layoutWhole(remain int) (chart, whole int) {
+// layoutWhole lays the whole text out in the rest lines under the chart
+// (of chart lines): there when it fits, else the chart gives it lines
+// down to chartMinLines, else the chart's lines are its too, in pages.
+// It returns the chart's lines and its own.
+func (m *Model) layoutWhole(chart, rest int) (int, int) {
 	lines := wrapAll(m.wholeLines(), m.w)
-	pages := wholePages(lines, remain-1)
+	room := chart + rest
+	need := 1 + len(lines) // a title line, then the text
+	switch {
+	case need <= rest: // beside the chart as it is
+	case need <= room-chartMinLines:
+		chart, rest = room-need, need
+	default:
+		chart, rest = 0, room
+	}
+	pages := wholePages(lines, rest-1)
 	m.wholeN = len(pages)
 	m.wholePage = min(m.wholePage, len(pages)-1)
-	// every page as tall as the longest: turning one does not move the chart
-	need := 1 + len(pages[0])
-	chart = remain - need
-	if chart < chartMinLines {
-		chart = 0
-	}
 	m.wholeText = m.wholeTitle() + "\n" + strings.Join(pages[m.wholePage], "\n")
-	return chart, remain - chart
+	return chart, rest
 }
 
 // wrapAll wraps each line to w cells (the panes wrap theirs already; a
