@@ -161,7 +161,7 @@ var keyTable = []keyAction{
 		doc: "dump pane: `gputop dump-info` of the selected row's dump (else the GPU's latest one); `I` again closes it and cancels a read still running; a row from a remote host (`--ssh`) says which host holds the file instead of reading a path of this machine"},
 	{name: "whole", mode: inScreen, keys: keys("enter"), help: "whole text",
 		do:  func(m *Model) tea.Cmd { m.toggleWhole(); return nil },
-		doc: "the text under the chart whole, wrapped to the width: the selected process's forecast, the run's peaks, the forecasts, the OOM explained, the verdicts, the selected row's details and ledger; in the place of the panes under the chart (and of the chart on a small terminal, in pages: `enter` turns them, then closes). A pane too short for its text says so on its last line: `… N more lines (enter: whole text)`"},
+		doc: "the text under the chart whole, wrapped to the width: the selected process's forecast, the run's peaks, the forecasts, the OOM explained, the verdicts, the selected row's details and ledger; in the place of the process pane and the summary (the chart gives it lines when they are too few; on a small terminal in pages: `enter` turns them, then closes). A pane too short for its text says so on its last line: `… N more lines (enter: whole text)`"},
 	{name: "help", mode: inScreen, keys: keys("?"), help: "help", always: true,
 		do:  func(m *Model) tea.Cmd { m.toggleHelp(); return nil },
 		doc: "full help, in columns that fill the width (on a small terminal in pages: `?` turns them, then closes); the other keys still act under it"},
