@@ -15,7 +15,7 @@ import (
 )
 
 func cmdDumpInfo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("gputop dump-info", stderr, "\ngputop dump-info FILE [--top N]\n")
+	fs := newFlagSet("gputop dump-info", stderr, "")
 	top := fs.Int("top", 20, "`N` frames shown per device (0: all)")
 	var file string
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {

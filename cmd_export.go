@@ -38,7 +38,7 @@ func droppedNote(d recording.Drops) string {
 }
 
 func cmdExport(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("gputop export", stderr, "\ngputop export FILE --csv OUT\n")
+	fs := newFlagSet("gputop export", stderr, "")
 	out := fs.String("csv", "", "write the summary CSV to `OUT` (- is standard output; required)")
 	// accept the file before or after the flags
 	var file string

@@ -26,8 +26,8 @@ import (
 )
 
 const fitUsage = `
-gputop fit --values V1,V2,... [flags] -- CMD ARGS...   ({} in CMD ARGS is each value)
-  e.g. gputop fit --values 16,32,64,128 --memory 16GiB -- python train.py --batch-size {}
+Example:
+  gputop fit --values 16,32,64,128 --memory 16GiB -- python train.py --batch-size {}
 `
 
 // the bounds on fit's durations: a child is watched at most a day, and

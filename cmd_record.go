@@ -47,7 +47,7 @@ func (f *recordFlags) check(fs *flag.FlagSet) error {
 
 func cmdRecord(args []string, stderr io.Writer) int {
 	var f recordFlags
-	if _, code := parseCommand("gputop record", "\ngputop record -o FILE [flags]\n", &f, args, stderr); code >= 0 {
+	if _, code := parseCommand("gputop record", "", &f, args, stderr); code >= 0 {
 		return code
 	}
 	ctx, cancel := interrupted()

@@ -83,7 +83,7 @@ func (f *runFlags) check(fs *flag.FlagSet) error {
 
 func cmdRun(args []string, stderr io.Writer) int {
 	var f runFlags
-	fs, code := parseCommand("gputop run", "\ngputop run [flags] -- CMD ARGS...\n", &f, args, stderr)
+	fs, code := parseCommand("gputop run", "", &f, args, stderr)
 	if code >= 0 {
 		return code
 	}

@@ -72,7 +72,7 @@ func (o *serveOptions) record(stdout *os.File, stderr io.Writer) *session.Record
 
 func cmdServe(args []string, stdin io.Reader, stdout *os.File, stderr io.Writer) int {
 	var o serveOptions
-	if _, code := parseCommand("gputop serve", "\ngputop serve [--stdio | -o FILE] [--metrics ADDR] [flags]\n", &o, args, stderr); code >= 0 {
+	if _, code := parseCommand("gputop serve", "", &o, args, stderr); code >= 0 {
 		return code
 	}
 	ctx, cancel := interrupted()

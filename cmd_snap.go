@@ -12,7 +12,7 @@ import (
 )
 
 func cmdSnap(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("gputop snap", stderr, "\ngputop snap LABEL [--end[=false]] [--socket PATH]\n")
+	fs := newFlagSet("gputop snap", stderr, "")
 	sock := fs.String("socket", "", "`PATH` of the running gputop's socket")
 	endFlag := fs.Bool("end", false, "the rows end a run and get a verdict (--end=false: they do not); without it the label decides (\"After cleanup\", \"Training end\" do)")
 	var label string

@@ -108,6 +108,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "help":
 			return cmdHelp(args[1:], stdout, stderr)
 		case "version", "--version", "-version":
+			if len(args) > 1 && helpFlag(args[1]) {
+				return cmdHelp(args[:1], stdout, stderr)
+			}
 			fmt.Fprintln(stdout, "gputop", version)
 			return 0
 		}
@@ -173,6 +176,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	case len(args) == 0:
 		fmt.Fprint(stdout, usage)
 		return 0
+	case helpFlag(args[0]):
+		args = []string{"help"} // gputop help --help: help's own usage
 	case len(args) > 1:
 		say(stderr, fmt.Sprintf("gputop help: unexpected argument %q (gputop help [COMMAND])", args[1]))
 		return 2
@@ -186,6 +191,15 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	}
 	say(stderr, fmt.Sprintf("gputop help: no command %q; the commands: run, fit, record, serve, export, snap, status, dump-info, version", args[0]))
 	return 2
+}
+
+// helpFlag reports whether arg asks for help as the flag package's -h does.
+func helpFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "--h":
+		return true
+	}
+	return false
 }
 
 // parse returns -1 to continue, or an exit code (0 for -h, 2 for bad flags).

@@ -126,19 +126,21 @@ func (tm *term) screen() string {
 	return string(out)
 }
 
-// waitFor polls the screen until it contains s.
-func (tm *term) waitFor(s string) string {
+// waitFor polls the screen until it contains s (or any of more).
+func (tm *term) waitFor(s string, more ...string) string {
 	tm.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	var scr string
 	for time.Now().Before(deadline) {
 		scr = tm.screen()
-		if strings.Contains(scr, s) {
-			return scr
+		for _, w := range append([]string{s}, more...) {
+			if strings.Contains(scr, w) {
+				return scr
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	tm.t.Fatalf("screen never showed %q; last screen:\n%s", s, scr)
+	tm.t.Fatalf("screen never showed %q; last screen:\n%s", append([]string{s}, more...), scr)
 	return ""
 }
 

@@ -99,3 +99,69 @@ func TestHelpCommand(t *testing.T) {
 		t.Errorf("gputop help nosuch: %v, %q; want exit 2 naming it", err, out)
 	}
 }
+
+// Every command's --help (and -h, and gputop help COMMAND, which prints the
+// same on standard output) shows its own usage line once, no other
+// command's, then its flags, each written --name: a usage that repeated its
+// synopsis under the global one read as two commands.
+func TestEveryCommandsHelp(t *testing.T) {
+	// every command the usage lists (a command added is tested here too)
+	out, err := exec.Command(binary, "help").Output()
+	if err != nil {
+		t.Fatalf("gputop help: %v", err)
+	}
+	var commands []string
+	for _, m := range regexp.MustCompile(`(?m)^  gputop ([a-z][a-z-]*)`).FindAllStringSubmatch(string(out), -1) {
+		commands = append(commands, m[1])
+	}
+	if len(commands) < 9 {
+		t.Fatalf("gputop help lists %v, want run, fit, record, serve, export, snap, dump-info, help, version at least", commands)
+	}
+	for _, c := range commands {
+		flagged := c != "help" && c != "version"
+		var texts []string
+		for _, args := range [][]string{{c, "--help"}, {c, "-h"}, {"help", c}} {
+			cmd := exec.Command(binary, args...)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Errorf("gputop %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+				continue
+			}
+			text := stdout.String() + stderr.String()
+			if args[0] == "help" && stderr.Len() > 0 {
+				t.Errorf("gputop help %s wrote on standard error:\n%s", c, stderr.String())
+			}
+			texts = append(texts, text)
+			// the usage, before the flags and an example: the command's
+			// line once, and no other command's
+			head, _, _ := strings.Cut(text, "\nFlags:")
+			head, _, _ = strings.Cut(head, "\nExample:")
+			synopsis := 0
+			for _, l := range strings.Split(head, "\n") {
+				if l := strings.TrimSpace(l); strings.HasPrefix(l, "gputop "+c+" ") || l == "gputop "+c {
+					synopsis++
+				}
+			}
+			if !strings.HasPrefix(text, "Usage:\n  gputop "+c) || synopsis != 1 {
+				t.Errorf("gputop %s: want \"Usage:\" then the command's line, once (%d times):\n%s", strings.Join(args, " "), synopsis, text)
+			}
+			for _, other := range commands {
+				if other != c && strings.Contains(head, "gputop "+other) {
+					t.Errorf("gputop %s shows %s's usage:\n%s", strings.Join(args, " "), other, text)
+				}
+			}
+			if flagged != strings.Contains(text, "\nFlags:\n  -") {
+				t.Errorf("gputop %s: a Flags: section is expected exactly when the command has flags:\n%s", strings.Join(args, " "), text)
+			}
+			if regexp.MustCompile(`(?m)^  -[a-z][a-z.-]+`).MatchString(text) {
+				t.Errorf("gputop %s: a flag written -name (want --name):\n%s", strings.Join(args, " "), text)
+			}
+		}
+		for _, x := range texts[1:] {
+			if x != texts[0] {
+				t.Errorf("gputop %s: --help, -h and gputop help %s differ:\n%s\n---\n%s", c, c, texts[0], x)
+			}
+		}
+	}
+}

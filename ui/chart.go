@@ -179,7 +179,14 @@ func (c *chartModel) render() string {
 	st := c.styles
 	d := &c.data
 	legend := c.legend()
-	canvasH := c.h - 2 // marker labels above, legend below
+	legendH := strings.Count(legend, "\n") + 1
+	canvasH := c.h - 1 - legendH // marker labels above, legend below
+	markers := true
+	if canvasH < 4 && legendH > 1 {
+		// a legend of two lines on a short chart: the markers' labels give
+		// way (their lines stay), the values stay
+		canvasH, markers = canvasH+1, false
+	}
 	if canvasH < 4 || c.w < yLabelW+8 {
 		return legend
 	}
@@ -267,7 +274,11 @@ func (c *chartModel) render() string {
 
 	// the canvas lines are exactly w cells wide; only the text lines need
 	// cutting to the width
-	return truncate(markerLine(labels, c.w), c.w) + "\n" + c.gridString(g) + "\n" + truncate(legend, c.w)
+	out := c.gridString(g) + "\n" + fit(legend, c.w, legendH)
+	if markers {
+		out = truncate(markerLine(labels, c.w), c.w) + "\n" + out
+	}
+	return out
 }
 
 // drawSeries lights the braille dots of the spans (two columns and four

@@ -80,9 +80,10 @@ func (c *chartModel) legend() string {
 		return l
 	}
 	// grouped: "━ NVML used 2.49 GiB  torch: ━ reserved 1.50 GiB ━ peak …",
-	// then with short names: "━ NVML 2.49 GiB  torch: ━ res 1.50 GiB …"
-	grouped := func(short bool) []string {
-		var out, torch []string
+	// then with short names: "━ NVML 2.49 GiB  torch: ━ res 1.50 GiB …";
+	// each series an item, the first torch one labelled "torch:"
+	items := func(short bool) (out []string, torch int) {
+		var ts []string
 		for i := range c.data.Series {
 			s := &c.data.Series[i]
 			name, src, ok := strings.Cut(s.Name, " (")
@@ -94,21 +95,44 @@ func (c *chartModel) legend() string {
 				name += " (" + how // what the torch label leaves out: "read ~1/s)"
 			}
 			if ok && strings.HasPrefix(src, "torch") {
-				torch = append(torch, s.Style.Render("━")+" "+name+value(s))
+				ts = append(ts, s.Style.Render("━")+" "+name+value(s))
 				continue
 			}
 			out = append(out, s.Style.Render("━")+" "+name+value(s))
 		}
-		if len(torch) > 0 {
-			out = append(out, "torch: "+strings.Join(torch, " "))
+		if len(ts) > 0 {
+			ts[0] = "torch: " + ts[0]
 		}
-		return out
+		return append(out, ts...), len(out)
+	}
+	grouped := func(short bool) []string {
+		all, n := items(short)
+		if n == len(all) {
+			return all
+		}
+		return append(all[:n:n], strings.Join(all[n:], " "))
 	}
 	long, short := grouped(false), grouped(true)
-	for _, l := range []string{join(long, "  ", true), join(short, "  ", true), join(short, "  ", false)} {
+	for _, l := range []string{join(long, "  ", true), join(short, "  ", true), join(short, "  ", false), join(short, " ", false)} {
 		if lipgloss.Width(l) <= c.w {
 			return l
 		}
 	}
-	return join(short, " ", false)
+	// narrower still: the short names on as many lines as they take, a
+	// series never parted from its value
+	var lines []string
+	line := ""
+	all, _ := items(true)
+	for _, it := range all {
+		switch {
+		case line == "":
+			line = it
+		case lipgloss.Width(line+" "+it) <= c.w:
+			line += " " + it
+		default:
+			lines = append(lines, line)
+			line = it
+		}
+	}
+	return strings.Join(append(lines, line), "\n")
 }

@@ -58,7 +58,7 @@ func (m *Model) prerender() {
 // heights of the panes, top to bottom; help is the full help (?), which
 // takes the place of the panes under the chart
 type layout struct {
-	header, chart, procs, table, holders, dump, help int
+	header, chart, procs, table, holders, dump, help, whole int
 }
 
 // layout shares the screen height: the title bar, the device header (a
@@ -98,13 +98,21 @@ func (m *Model) layout() layout {
 			l.dump = min(m.dump.Lines(), max(rest/2, min(3, rest)))
 			rest -= l.dump
 		}
-		if !m.hidden[paneProcs] {
-			l.procs = min(m.procs.Lines(), 7, max(rest/3, min(2, rest)))
-			rest -= l.procs
-		}
-		if !m.hidden[paneTable] {
-			l.table = min(m.table.Lines(), rest)
-			rest -= l.table
+		switch {
+		case m.wholeOpen && !m.prompt.open:
+			// the whole text in the place of the process pane and the
+			// summary, whose text it is (whole.go)
+			l.chart, l.whole = m.layoutWhole(l.chart, rest)
+			rest = 0
+		default:
+			if !m.hidden[paneProcs] {
+				l.procs = min(m.procs.Lines(), 7, max(rest/3, min(2, rest)))
+				rest -= l.procs
+			}
+			if !m.hidden[paneTable] {
+				l.table = min(m.table.Lines(), rest)
+				rest -= l.table
+			}
 		}
 		l.chart += rest
 	}
@@ -143,6 +151,7 @@ func (m *Model) toggleHelp() {
 	switch {
 	case !m.help.ShowAll:
 		m.help.ShowAll, m.helpPage = true, 0
+		m.wholeOpen, m.wholePage = false, 0 // the help takes its place
 	case m.helpPage+1 < m.helpN:
 		m.helpPage++
 	default:
@@ -257,6 +266,9 @@ func (m Model) draw() string {
 	if l.help > 0 {
 		parts = append(parts, fit(m.helpText, m.w, l.help))
 	}
+	if l.whole > 0 {
+		parts = append(parts, fit(m.wholeText, m.w, l.whole))
+	}
 	if l.procs > 0 {
 		parts = append(parts, m.procs.View())
 	}
@@ -269,9 +281,13 @@ func (m Model) draw() string {
 	if l.dump > 0 {
 		parts = append(parts, m.dump.View())
 	}
-	if m.prompt.open {
+	switch {
+	case m.prompt.open:
 		parts = append(parts, m.prompt.View())
-	} else {
+	case m.status.text == "" && l.table <= 1 && m.table.Lines() > l.table && l.help == 0 && l.whole == 0 && !m.hidden[paneTable]:
+		// no room for the summary at this size: where its text is
+		parts = append(parts, m.styles.Dim.Render(truncate("summary: no room; "+wholeHint, m.w)))
+	default:
 		parts = append(parts, m.status.View())
 	}
 	parts = append(parts, m.keyBarLine())
@@ -314,7 +330,9 @@ func (m *Model) titleBar() string {
 		mode = "● live " + strings.TrimSuffix(cur, cur[strings.LastIndex(cur, "."):])
 	}
 	info := mode + "  window " + zoomName(zooms[m.tl.zoom])
-	if len([]rune(info)) > m.w-10 {
+	// the short form where the long one leaves the source's name less
+	// than 20 cells
+	if len([]rune(info)) > m.w-10 || m.opt.Title != "" && len([]rune(info)) > m.w-10-min(len([]rune(m.opt.Title))+1, 20) {
 		info = strings.NewReplacer("replay ", "", "cursor ", "", "  window ", " ", " (end: live)", "").Replace(info)
 	}
 	right := st.TitleInfo.Render(truncate(info, max(m.w-8, 1)))

@@ -35,6 +35,12 @@ func (m *Model) switchFocus() {
 	if m.table.sel < 0 {
 		m.table.Move(-1)
 	}
+	if m.table.h <= 1 {
+		// no room for the rows at this size: the whole text shows the
+		// selected one
+		m.status.Set("rows: ↑/↓ select, "+wholeHint+"; tab: back", false)
+		return
+	}
 	m.status.Set("rows: ↑/↓ pgup/pgdn g/G select, r rename, x delete; tab: back to processes", false)
 }
 

@@ -2,7 +2,10 @@ package ui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"charm.land/lipgloss/v2"
 
 	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/store"
@@ -99,25 +102,53 @@ func (m *headerModel) line(dl present.Device, sel bool) string {
 		}
 		return strings.Join(parts, "  ")
 	}
+	var share, figure string
 	switch {
 	case dl.Used != nil && d.Total > 0:
 		// "mem" before the share: a bare % reads as GPU utilisation
-		parts = append(parts, fmt.Sprintf("%10s / %-10s mem %s", humanBytes(*dl.Used), humanBytes(d.Total), percent(*dl.Used, d.Total)))
+		share = "mem " + percent(*dl.Used, d.Total)
+		figure = humanBytes(*dl.Used) + " / " + humanBytes(d.Total)
+		parts = append(parts, fmt.Sprintf("%10s / %-10s %s", humanBytes(*dl.Used), humanBytes(d.Total), share))
 		if m.w >= 120 {
 			parts = append(parts, m.bar(*dl.Used, d.Total, 20))
 		}
 	case dl.Used != nil:
+		figure = humanBytes(*dl.Used) + " used"
 		parts = append(parts, fmt.Sprintf("%10s used", humanBytes(*dl.Used)))
 	case d.Total > 0:
+		figure = dash + " / " + humanBytes(d.Total)
 		parts = append(parts, fmt.Sprintf("%10s / %-10s", dash, humanBytes(d.Total)))
 	}
+	var rate, agent string
 	if r := rateString(d.Rate); r != "" {
-		parts = append(parts, st.Dim.Render(fmt.Sprintf("%5s samples/s", strings.TrimSuffix(r, "/s"))))
+		rate = strings.TrimSuffix(r, "/s") + " samples/s"
+		parts = append(parts, st.Dim.Render(fmt.Sprintf("%15s", rate)))
 	}
 	if d.Source == "agent" {
+		agent = st.Warn.Render("agent-only")
 		parts = append(parts, st.Warn.Render("agent-only (no NVML for this GPU)"))
 	}
-	return strings.Join(parts, "  ")
+	line := strings.Join(parts, "  ")
+	if lipgloss.Width(line) <= m.w {
+		return line
+	}
+	// narrower: the figures keep their labels; the name goes first, then
+	// the total, then the used bytes (the legend has them)
+	used := ""
+	if dl.Used != nil && d.Total > 0 {
+		used = humanBytes(*dl.Used)
+	}
+	for _, figs := range [][]string{{figure, share}, {used, share}, {share}} {
+		figs = slices.DeleteFunc(append(figs, st.Dim.Render(rate), agent), func(s string) bool { return lipgloss.Width(s) == 0 })
+		narrow := strings.Join(append([]string{id}, figs...), " ")
+		if room := m.w - lipgloss.Width(narrow) - 1; room >= 6 {
+			narrow = strings.Join(append([]string{id, st.DevName.Render(truncate(name, room-1))}, figs...), " ")
+		}
+		if lipgloss.Width(narrow) <= m.w {
+			return narrow
+		}
+	}
+	return line
 }
 
 // bar is a usage gauge of w cells.

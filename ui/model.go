@@ -89,6 +89,10 @@ type Model struct {
 	helpPage    int                // the page of the full help shown
 	helpN       int                // how many pages the full help takes at this size
 	helpText    string             // the full help's title and page, laid out for this size
+	wholeOpen   bool               // the whole text takes the lower panes' place (whole.go)
+	wholePage   int                // its page shown
+	wholeN      int                // how many pages it takes at this size
+	wholeText   string             // its title and page, laid out for this size
 	bars        *barCache          // the key bar and the help's pages, kept while the size stays
 	focus       focusPane          // the pane ↑/↓ act on (focus.go)
 	edit        *wire.RowEdit      // the row the open prompt renames or deletes (rowedit.go)

@@ -157,7 +157,7 @@ func (m *procsModel) View() string {
 	if len(notes) > 0 {
 		room--
 	}
-	below = below[:min(len(below), max(room, 0))]
+	below = st.cutLines(below, max(room, 0), m.w)
 	h := m.h - len(below)
 	cols := []column{
 		{Title: m.sortTitle("PID", present.ByPID), Right: true, Priority: 9},

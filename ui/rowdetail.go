@@ -56,7 +56,11 @@ func (m *summaryModel) oomNote() *oomNote {
 // detailLines describe the selected row: its whole label, time and
 // process, what can be done to it, and at an end row what held the memory
 // (the agent's attribution the verdict is made from).
-func (m *summaryModel) detailLines() []string {
+func (m *summaryModel) detailLines() []string { return m.rowDetail(true) }
+
+// rowDetail is detailLines, without what held the memory when held is
+// false (a short pane, where the row's verdict says it).
+func (m *summaryModel) rowDetail(held bool) []string {
 	r, ok := m.Selected()
 	if !ok {
 		return nil
@@ -67,7 +71,7 @@ func (m *summaryModel) detailLines() []string {
 		what += fmt.Sprintf(", pid %d", r.PID)
 	}
 	lines := m.wrap(st.Bold.Render(what) + " " + st.Dim.Render("(r rename, x delete)"))
-	if h := r.Held; h != nil {
+	if h := r.Held; h != nil && (held || r.Verdict == nil) {
 		var held string
 		switch {
 		case h.Skipped != "":
@@ -85,7 +89,7 @@ func (m *summaryModel) detailLines() []string {
 			}
 		}
 		lines = append(lines, m.wrap("  "+held)...)
-	} else if r.Awaiting {
+	} else if r.Awaiting && r.Held == nil {
 		lines = append(lines, m.wrap("  "+st.Dim.Render("waiting for its agent's holders walk"))...)
 	}
 	return append(lines, m.detailFigures(r)...)

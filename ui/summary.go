@@ -93,11 +93,8 @@ func (m *summaryModel) verdictRows() []int {
 
 // Lines is how many lines the pane wants.
 func (m *summaryModel) Lines() int {
-	n := 1 + max(len(m.d.Dev.Rows), 1) + 1
-	if m.footnote() != "" {
-		n++
-	}
-	return n + len(m.forecastLines()) + len(m.verdictLines()) + len(m.oomLines()) + len(m.detailLines()) + len(m.layoutLines()) + len(m.ledgerLines())
+	n := 1 + max(len(m.d.Dev.Rows), 1)
+	return n + len(m.tailLines())
 }
 
 // missing reports which sources are absent in the rows shown.
@@ -138,46 +135,29 @@ func (m *summaryModel) View() string {
 	if m.h <= 0 {
 		return ""
 	}
-	verdicts := m.verdictLines()
-	var tail []string
-	tail = append(tail, m.peakLine())
-	tail = append(tail, m.forecastLines()...)
-	if f := m.footnote(); f != "" {
-		tail = append(tail, st.Dim.Render(f))
-	}
-	tail = append(tail, m.oomLines()...)
-	tail = append(tail, verdicts...)
-	tail = append(tail, m.detailLines()...)
-	tail = append(tail, m.layoutLines()...)
-	tail = append(tail, m.ledgerLines()...)
+	tail := m.tailLines()
 	all := m.d.Dev.Rows
 	if len(all) == 0 {
 		*m.drawn = drawnRows{}
 		head := st.TableHeader.Render("SUMMARY") + "  " + st.Dim.Render("none yet: press s to take one (or call gputop.snapshot(label) in the training code)")
-		return fit(strings.Join(append([]string{head}, tail...), "\n"), m.w, m.h)
+		return fit(strings.Join(append([]string{head}, st.cutLines(tail, m.h-1, m.w)...), "\n"), m.w, m.h)
 	}
 	room := m.h - 1 - len(tail)
 	if room < 1 {
-		// too short for the whole footer: the rows keep at least half the
-		// pane; the verdicts and the OOM's explanation (its short form) go
-		// before the peaks, the newer of the two first, after the selected
-		// row's details and its ledger's bar and figures, and before
-		// torch's cache at it and the rest of its ledger
-		tail = append(append([]string(nil), verdicts...), m.oomShortLines()...)
-		if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
-			tail = append(m.oomShortLines(), verdicts...)
+		// too short for the whole footer: the rows keep half the pane
+		// (all of it they need when fewer), the footer the rest, its last
+		// line saying how to see it whole when it is cut (whole.go)
+		n := m.h - 1 - min(len(all), max((m.h-1)/2, 1))
+		tail = m.shortTail(m.oomLines())
+		if len(tail) > n {
+			tail = m.shortTail(m.oomShortLines())
 		}
-		head, rest := m.ledgerParts()
-		if r, ok := m.Selected(); ok && r.OOM != nil {
-			// an OOM row's note comes first: it says which row it is
-			tail = append(append(tail, m.detailLines()...), head...)
-		} else {
-			// the selected row's first, with its ledger's bar and figures
-			tail = append(append(m.detailLines(), head...), tail...)
+		// then the peaks, the forecasts and what the rows lack, in the
+		// lines left, the last saying how to see what has no room
+		if len(tail) < n {
+			tail = append(tail, st.cutLines(m.tailNotes(), n-len(tail), m.w)...)
 		}
-		tail = append(tail, m.layoutLines()...)
-		tail = append(tail, rest...)
-		tail = tail[:min(len(tail), (m.h-1)/2)]
+		tail = st.cutLines(tail, n, m.w)
 		room = max(m.h-1-len(tail), 1)
 	}
 	// the newest rows matter most: show the last ones that fit, or the
@@ -216,6 +196,49 @@ func (m *summaryModel) View() string {
 			return lipgloss.Style{}, false
 		}})
 	return fit(strings.Join(append([]string{tbl}, tail...), "\n"), m.w, m.h)
+}
+
+// shortTail is the footer of a pane too short for it, most wanted first:
+// the verdicts and the OOM's explanation (oom: whole or its short form),
+// the newer of the two first, after the selected row's details and its
+// ledger's bar and figures (an OOM row's note after the explanation: it
+// says which row it is), then torch's cache at the row and the rest of
+// its ledger.
+func (m *summaryModel) shortTail(oom []string) []string {
+	verdicts := m.verdictLines()
+	tail := append(append([]string(nil), verdicts...), oom...)
+	if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
+		tail = append(append([]string(nil), oom...), verdicts...)
+	}
+	head, rest := m.ledgerParts()
+	detail := m.rowDetail(false) // an end row's holders: its verdict says them
+	if r, ok := m.Selected(); ok && r.OOM != nil {
+		tail = append(append(tail, detail...), head...)
+	} else {
+		tail = append(append(detail, head...), tail...)
+	}
+	tail = append(tail, m.layoutLines()...)
+	return append(tail, rest...)
+}
+
+// tailNotes are the run's peaks, the forecasts and what the rows lack.
+func (m *summaryModel) tailNotes() []string {
+	tail := append([]string{m.peakLine()}, m.forecastLines()...)
+	if f := m.footnote(); f != "" {
+		tail = append(tail, m.styles.Dim.Render(f))
+	}
+	return tail
+}
+
+// tailLines are the lines under the table, each wrapped to the pane: the
+// run's peaks, the forecasts, what the rows lack, the OOM explained, the
+// verdicts, the selected row's details, torch's cache at it and its ledger.
+func (m *summaryModel) tailLines() []string {
+	tail := append(m.tailNotes(), m.oomLines()...)
+	tail = append(tail, m.verdictLines()...)
+	tail = append(tail, m.detailLines()...)
+	tail = append(tail, m.layoutLines()...)
+	return append(tail, m.ledgerLines()...)
 }
 
 // columns are the table's columns for rows (summary.TUIColumns, as this
