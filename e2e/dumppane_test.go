@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputop/gputop/ingest"
-	"github.com/gputop/gputop/recording"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
@@ -18,13 +16,7 @@ import (
 // path on gpu-b) as its dump; 5 s of NVML samples on each.
 func writeDumpRecording(t *testing.T, path, local, remote string) {
 	t.Helper()
-	w, err := recording.Create(path, wire.Recording{Type: wire.TypeRecording, V: wire.Version, Start: base, Tool: "test", RateHz: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := ingest.New(store.New(store.DefaultOptions()))
-	in.SetTap(w)
-	in.Device(store.Device{Index: 0, UUID: "GPU-here", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
+	in, done := testRecording(t, path, 100, "GPU-here", 80<<30)
 	in.Apply(0, wire.Host{Type: wire.TypeHost, ID: 1, Name: "gpu-b", Up: true, T: base})
 	remoteDev := in.HostDevice(store.Device{UUID: "GPU-there", Name: "Remote GPU", Total: 80 << 30, Source: "nvml", Host: "gpu-b"})
 	for i := 0; i < 500; i++ {
@@ -42,9 +34,7 @@ func writeDumpRecording(t *testing.T, path, local, remote string) {
 		in.Apply(a.pid, wire.Mark{Type: wire.TypeMark, T: base + int64(time.Second), Label: a.label,
 			Devs: []wire.DevStats{{Dev: 0, Allocated: 1 << 20}}, Dump: &wire.Dump{Path: a.path}})
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	done()
 }
 
 // Pressing I on a row whose dump is a 13-byte pickle declaring a 100 GiB

@@ -12,11 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gputop/gputop/ingest"
-	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/store"
-	"github.com/gputop/gputop/wire"
 )
 
 var binary string
@@ -56,13 +51,7 @@ var base = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano()
 // row.
 func writeRecording(t *testing.T, path string) {
 	t.Helper()
-	w, err := recording.Create(path, wire.Recording{Type: wire.TypeRecording, V: wire.Version, Start: base, Tool: "test", RateHz: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := ingest.New(store.New(store.DefaultOptions()))
-	in.SetTap(w)
-	in.Device(store.Device{Index: 0, UUID: "GPU-test", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
+	in, done := testRecording(t, path, 1000, "GPU-test", 80<<30)
 	for i := 0; i < 20_000; i++ {
 		used := uint64(1234 * mib)
 		if i >= 10_000 && i < 10_005 {
@@ -71,9 +60,7 @@ func writeRecording(t *testing.T, path string) {
 		in.NVML(0, base+int64(i)*int64(time.Millisecond), used, 512*mib)
 	}
 	in.TakeSnapshot("Recorded start", 0, base+int64(time.Second), "key", nil)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	done()
 }
 
 type term struct {

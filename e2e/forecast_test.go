@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputop/gputop/ingest"
-	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -24,13 +21,7 @@ import (
 // transient, pid 4343 stays at 1 GiB under the same transient.
 func leakRecording(t *testing.T, path string) {
 	t.Helper()
-	w, err := recording.Create(path, wire.Recording{Type: wire.TypeRecording, V: wire.Version, Start: base, Tool: "test", RateHz: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := ingest.New(store.New(store.DefaultOptions()))
-	in.SetTap(w)
-	in.Device(store.Device{Index: 0, UUID: "GPU-leak", Name: "Test GPU", Total: 16 << 30, Source: "nvml"})
+	in, done := testRecording(t, path, 100, "GPU-leak", 16<<30)
 	for _, pid := range []int{4242, 4343} {
 		in.Apply(pid, wire.Hello{Type: wire.TypeHello, V: wire.Version, PID: pid, Argv: []string{"train.py"}, Torch: "2.11.0", T: base,
 			Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-leak", Name: "Test GPU", Total: 16 << 30}}})
@@ -57,9 +48,7 @@ func leakRecording(t *testing.T, path string) {
 				Devs: []wire.DevStats{{Dev: 0, Allocated: b + p.leak, Reserved: b + 1<<30 + p.leak, Peak: b + 1<<30}}})
 		}
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	done()
 }
 
 // A recording with known linear growth: export names the step the OOM

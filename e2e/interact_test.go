@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputop/gputop/ingest"
-	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -24,13 +21,7 @@ import (
 // NVML lists: pid 100 uses 1 GiB, pid 200 3 GiB, pid 300 2 GiB.
 func rowsRecording(t *testing.T, path string, secs int) {
 	t.Helper()
-	w, err := recording.Create(path, wire.Recording{Type: wire.TypeRecording, V: wire.Version, Start: base, Tool: "test", RateHz: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := ingest.New(store.New(store.DefaultOptions()))
-	in.SetTap(w)
-	in.Device(store.Device{Index: 0, UUID: "GPU-test", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
+	in, done := testRecording(t, path, 1000, "GPU-test", 80<<30)
 	procs := []wire.Proc{{PID: 300, Name: "middle", Used: 2 << 30}, {PID: 100, Name: "small", Used: 1 << 30}, {PID: 200, Name: "big", Used: 3 << 30}}
 	for i := 0; i <= secs*100; i++ {
 		tt := base + int64(i)*int64(10*time.Millisecond)
@@ -42,9 +33,7 @@ func rowsRecording(t *testing.T, path string, secs int) {
 			in.TakeSnapshot(fmt.Sprintf("row %02d", i/100), 0, tt, "key", nil)
 		}
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	done()
 }
 
 // replayAtEnd starts gputop on a 20 s rows recording at w x h, at its end.

@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputop/gputop/ingest"
-	"github.com/gputop/gputop/recording"
-	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -16,13 +13,7 @@ import (
 // reports at 1 s (512 MiB) and 3 s (64 MiB).
 func holdersRecording(t *testing.T, path string) {
 	t.Helper()
-	w, err := recording.Create(path, wire.Recording{Type: wire.TypeRecording, V: wire.Version, Start: base, Tool: "test", RateHz: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := ingest.New(store.New(store.DefaultOptions()))
-	in.SetTap(w)
-	in.Device(store.Device{Index: 0, UUID: "GPU-test", Name: "Test GPU", Total: 80 << 30, Source: "nvml"})
+	in, done := testRecording(t, path, 100, "GPU-test", 80<<30)
 	const pid = 4242
 	in.Apply(pid, wire.Hello{Type: wire.TypeHello, V: wire.Version, PID: pid, Argv: []string{"train.py"}, T: base,
 		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-test"}}})
@@ -43,9 +34,7 @@ func holdersRecording(t *testing.T, path string) {
 			}
 		}
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	done()
 }
 
 // In a replay of a real recording file: it opens on its whole run (5 s,
