@@ -300,6 +300,23 @@ type tapped struct {
 	in *ingest.Ingest
 }
 
+// liveH200 is a recording at a new path named name, written through a
+// live store fed as the sources feed it, with one H200 (GPU-aaaa) and the
+// hello of pid 4242 (python train.py) on it at base.
+func liveH200(t *testing.T, name string) (path string, w *Writer, live tapped) {
+	t.Helper()
+	path = tempPath(t, name)
+	w, err := Create(path, header())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live = tap(store.New(liveOptions()), w)
+	live.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150 << 30, Source: "nvml"})
+	live.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 4242, Argv: []string{"python", "train.py"},
+		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150 << 30}}, T: base})
+	return path, w, live
+}
+
 // tap returns st fed through an Ingest with w as its Tap.
 func tap(st *store.Store, w *Writer) tapped {
 	in := ingest.New(st)

@@ -15,15 +15,7 @@ import (
 // reason included), and the rows' layouts (a mark's, an OOM's from its
 // oom frame, a key's from the readings) come back the same.
 func TestLayoutRoundTrip(t *testing.T) {
-	path := tempPath(t, "layout.gputop")
-	w, err := Create(path, header())
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := tap(store.New(liveOptions()), w)
-	live.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150 << 30, Source: "nvml"})
-	live.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 4242, Argv: []string{"python", "train.py"},
-		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150 << 30}}, T: base})
+	path, w, live := liveH200(t, "layout.gputop")
 	exp := true
 	settings := &wire.AllocSettings{From: "torch", Expandable: &exp, Items: []wire.Setting{{Name: "garbage_collection_threshold", Value: "0.8"}}}
 	layout := func(i int, pools ...wire.Pool) wire.Layout {

@@ -13,15 +13,7 @@ import (
 // holders walk answered after the row (an end row, a key's row), in the
 // held frame of its answer; loading gives every row its ledger again.
 func TestLedgerRoundTrip(t *testing.T) {
-	path := tempPath(t, "ledger.gputop")
-	w, err := Create(path, header())
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := tap(store.New(liveOptions()), w)
-	live.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150 << 30, Source: "nvml"})
-	live.AgentHello(wire.Hello{Type: wire.TypeHello, V: 1, PID: 4242, Argv: []string{"python", "train.py"},
-		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: 150 << 30}}, T: base})
+	path, w, live := liveH200(t, "ledger.gputop")
 	var asked int
 	live.SetAsker(func(pid, torchDev int) error { asked++; return nil })
 	ledger := func(t int64, params uint64) *wire.Ledger {
