@@ -85,6 +85,10 @@
 #               rose, "activations and temporaries" within 1% of the bytes a
 #               pack hook counted, bounds holding them (needs bin/peakcheck:
 #               go build -o bin/peakcheck ./bench/cmd/peakcheck)
+#   status      bench/status_check.py: gputop status --json with no gputop running
+#               (devices as nvidia-smi says) and from a running gputop record
+#               after train_mlp.py (rows equal to torch's counters to the byte;
+#               valid against docs/status.schema.json where jsonschema is)
 #   fit         bench/fit_check.py: `gputop fit --memory 16GiB` on a nanoGPT-sized
 #               transformer and a torchvision ResNet-50 (skipped without
 #               torchvision): the predicted largest batch fits when run directly
@@ -555,6 +559,26 @@ step_peak() {
 		--results-dir "$R" --workdir "$W/peak"
 }
 
+step_status() {
+	have_gputop || return 1
+	local sock=$W/status.sock
+	# no gputop running: one NVML reading, nvidia-smi's just after it
+	"$GPUTOP" status --json --socket "$sock" >"$W/status-nvml.json" 2>"$L/status-nvml.err"
+	echo "gputop status (no gputop running): rc $?"
+	nvidia-smi --query-gpu=index,uuid,memory.total,memory.used --format=csv,noheader,nounits >"$W/status-smi.csv"
+	start_record status --source all --socket "$sock" || { result 99-status FAIL "gputop record did not start"; return 1; }
+	wait_file "$sock" 10
+	GPUTOP_SOCKET=$sock timeout 120 "$PY" bench/workloads/train_mlp.py --seconds 15 --out "$W/status-torch.json" \
+		>"$L/status-job.log" 2>&1
+	echo "train_mlp.py: rc $?"
+	"$GPUTOP" status --json --socket "$sock" >"$W/status-live.json" 2>"$L/status-live.err"
+	echo "gputop status (gputop running): rc $?"
+	"$GPUTOP" status --socket "$sock" | head -n 40
+	stop_pid "$REC_PID"
+	"$PY" bench/status_check.py --nvml "$W/status-nvml.json" --smi "$W/status-smi.csv" \
+		--live "$W/status-live.json" --torch "$W/status-torch.json" --results-dir "$R"
+}
+
 step_fit() {
 	timeout 280 "$PY" bench/fit_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/fit"
 }
@@ -610,6 +634,7 @@ step layout 190 35-layout-oom 35-layout-explained 35-layout-graphs 35-layout-exp
 step ledger 180 36-ledger-article 36-ledger-exact 36-ledger-activations 36-ledger-unattributed 36-ledger-cost 36-ledger-overhead
 step fit 240 38-fit-gpt 38-fit-resnet 38-fit-time
 step peak 120 39-peak
+step status 60 99-status
 
 # ---------------------------------------------------------------- report
 
