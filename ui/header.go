@@ -6,6 +6,7 @@ import (
 
 	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // headerModel shows one line per device: name, NVML used / total and its
@@ -111,6 +112,9 @@ func (m *headerModel) line(dl present.Device, sel bool) string {
 	case d.Total > 0:
 		parts = append(parts, fmt.Sprintf("%10s / %-10s", dash, humanBytes(d.Total)))
 	}
+	if d.Memory == wire.MemorySystem { // the figures are the system's: say so beside them
+		parts = append(parts, st.Warn.Render(systemMemoryWords(m.w)))
+	}
 	if r := rateString(d.Rate); r != "" {
 		parts = append(parts, st.Dim.Render(fmt.Sprintf("%5s samples/s", strings.TrimSuffix(r, "/s"))))
 	}
@@ -118,6 +122,15 @@ func (m *headerModel) line(dl present.Device, sel bool) string {
 		parts = append(parts, st.Warn.Render("agent-only (no NVML for this GPU)"))
 	}
 	return strings.Join(parts, "  ")
+}
+
+// systemMemoryWords labels a unified-memory device's figures, shorter in a
+// narrow terminal.
+func systemMemoryWords(w int) string {
+	if w < 100 {
+		return "system mem"
+	}
+	return "system memory (unified)"
 }
 
 // bar is a usage gauge of w cells.

@@ -336,7 +336,16 @@ type Device struct {
 	Name  string `json:"name"`
 	Total uint64 `json:"total"`
 	Host  string `json:"host,omitempty"` // a remote host's device: the host's name (a Host frame's)
+	// Memory says what its NVML figures (total, used) measure: absent for
+	// the GPU's own memory, MemorySystem for the system's memory, on a
+	// unified-memory GPU whose NVML memory query answers not supported.
+	Memory string `json:"memory,omitempty"`
 }
+
+// MemorySystem is a Device's Memory when its figures are the system's
+// memory (/proc/meminfo: MemTotal, and MemTotal − MemAvailable used), as
+// on GH200 or GB10, where the GPU has no memory of its own to report.
+const MemorySystem = "system"
 
 // Host is a remote host of a multi-host view (gputop --ssh) connecting or
 // disconnecting. Its processes' pids in the frames that follow hold its ID

@@ -121,6 +121,7 @@ SCHEMAS: dict[str, tuple] = {
         ("name", "s", False, None),
         ("total", "i", False, None),
         ("host", "s", True, None),
+        ("memory", "s", True, None),
     ),
     "nvml": (
         ("type", "s", False, None),
