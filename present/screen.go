@@ -26,6 +26,9 @@ type Query struct {
 	// LargestFree: the chart shows the selected process's largest free
 	// block in torch's cache (off by default: a key turns it on)
 	LargestFree bool
+	// Ledger: the chart shows the selected process's rows' ledgers as
+	// stacked bars (Screen.Ledger) instead of its series
+	Ledger bool
 }
 
 // atCursor is whether values are read at the cursor rather than as the
@@ -97,6 +100,10 @@ type Screen struct {
 	Series   []Series       // the chart's: NVML used when sampled, torch's for a selected agent process
 	Note     string         // what the chart lacks and why, e.g. "allocator: no agent attached"
 	Markers  []store.Marker // Dev's markers in the window, in time order
+	// the chart's stacked view (Query.Ledger): the selected process's rows
+	// with a ledger in the window, in time order, or what it lacks
+	Ledger     []LedgerBar
+	LedgerNote string
 }
 
 // SelectedProcess returns the selected process, if any.
@@ -175,6 +182,9 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 		}
 	}
 	s.chart(st, &q)
+	if q.Ledger {
+		s.ledgerBars(&q)
+	}
 	return s
 }
 

@@ -34,11 +34,12 @@ type chartData struct {
 	Series   []chartSeries
 	Note     string // e.g. "allocator: no agent attached"
 	Markers  []store.Marker
+	Ledger   ledgerView // the stacked view of the ledger (b): drawn instead of the series
 }
 
 func (a *chartData) equal(b *chartData) bool {
 	if a.From != b.From || a.To != b.To || a.Window != b.Window || a.Note != b.Note ||
-		len(a.Series) != len(b.Series) || !slices.Equal(a.Markers, b.Markers) {
+		len(a.Series) != len(b.Series) || !slices.Equal(a.Markers, b.Markers) || !a.Ledger.equal(&b.Ledger) {
 		return false
 	}
 	for i := range a.Series {
@@ -178,15 +179,29 @@ func (c *chartModel) View() string {
 func (c *chartModel) render() string {
 	st := c.styles
 	d := &c.data
-	legend := c.legend()
-	canvasH := c.h - 2 // marker labels above, legend below
+	legend, legendH := c.legend(), 1
+	if d.Ledger.On {
+		lines := ledgerLegendRoom(c.ledgerLegend(), c.h)
+		legend, legendH = joinLines(lines), len(lines)
+	}
+	canvasH := c.h - 1 - legendH // marker labels above, legend below
 	if canvasH < 4 || c.w < yLabelW+8 {
 		return legend
 	}
 	gw, gh := c.graphWidth(), canvasH-2
 	var hi uint64
 	have := false
+	if d.Ledger.On {
+		for i := range d.Ledger.Bars {
+			if m := stackHeight(&d.Ledger.Bars[i]); !have || m > hi {
+				hi, have = m, true
+			}
+		}
+	}
 	for i := range d.Series {
+		if d.Ledger.On {
+			break
+		}
 		if m, ok := seriesMax(&d.Series[i]); ok && (!have || m > hi) {
 			hi, have = m, true
 		}
@@ -255,19 +270,32 @@ func (c *chartModel) render() string {
 
 	dots := gh * 4
 	drawn := false
+	msg := "no samples in this window"
+	if d.Ledger.On {
+		drawn = c.drawStacks(g, x0, gw, gh, maxY)
+		if d.Ledger.Note != "" {
+			msg = d.Ledger.Note
+		}
+	}
 	for i := range d.Series {
+		if d.Ledger.On {
+			break
+		}
 		if c.drawSeries(g, x0, gw, gh, columnSpans(d.Series[i].Cols, d.Series[i].Hold, maxY, dots), g.style(d.Series[i].Style)) {
 			drawn = true
 		}
 	}
 	if !drawn {
-		msg := "no samples in this window"
-		g.setString(x0+max((gw-len(msg))/2, 0), gh/2, msg, g.style(st.Dim))
+		msg = truncate(msg, gw)
+		g.setString(x0+max((gw-lipgloss.Width(msg))/2, 0), gh/2, msg, g.style(st.Dim))
 	}
 
 	// the canvas lines are exactly w cells wide; only the text lines need
 	// cutting to the width
-	return truncate(markerLine(labels, c.w), c.w) + "\n" + c.gridString(g) + "\n" + truncate(legend, c.w)
+	if !d.Ledger.On {
+		legend = truncate(legend, c.w)
+	}
+	return truncate(markerLine(labels, c.w), c.w) + "\n" + c.gridString(g) + "\n" + legend
 }
 
 // drawSeries lights the braille dots of the spans (two columns and four
