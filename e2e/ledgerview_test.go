@@ -56,8 +56,15 @@ func ledgerRecording(t *testing.T, path string) {
 		}
 		at := start + int64(time.Second) - 1
 		l.T = at
-		in.Apply(pid, wire.Mark{Type: wire.TypeMark, T: at, Label: fmt.Sprintf("step %d", step),
-			Devs: []wire.DevStats{{Dev: 0, Allocated: l.Allocated, Reserved: reserved, Peak: l.Allocated, Ledger: &l}}})
+		ds := wire.DevStats{Dev: 0, Allocated: l.Allocated, Reserved: reserved, Peak: l.Allocated, Ledger: &l}
+		if step == 5 { // with allocation history on: what was live at the step's peak, by line
+			ds.PeakLines = &wire.PeakLines{T: at - int64(400*time.Millisecond), Allocated: l.Allocated,
+				Lines: []wire.PeakLine{
+					{File: "train.py", Line: 42, Func: "forward", Bytes: 1280 * mib, Blocks: 20},
+					{File: "train.py", Line: 17, Func: "main", Bytes: 1024 * mib, Blocks: 4},
+				}, MoreLines: 3, More: 96 * mib, Unknown: l.Allocated - 2400*mib}
+		}
+		in.Apply(pid, wire.Mark{Type: wire.TypeMark, T: at, Label: fmt.Sprintf("step %d", step), Devs: []wire.DevStats{ds}})
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -135,5 +142,27 @@ func TestLedgerStackedView(t *testing.T) {
 				t.Errorf("no page of the help names b:\n%s", tm.screen())
 			}
 		})
+	}
+}
+
+// A row sent with the blocks live at its interval's peak by allocating
+// line (allocation history on) shows them with the peak's composition
+// when selected, in a real terminal replaying the recording.
+func TestPeakLinesShown(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "ledger.gputop")
+	ledgerRecording(t, rec)
+	tm := startTerm(t, 160, 50, "--replay", rec)
+	tm.waitFor("Test GPU")
+	tm.keys("End", "Tab", "G", "Up")
+	scr := tm.waitForWords("selected row 5 of 6: step 5")
+	want := "blocks live at the peak (5.35 GiB, 400ms before the row), by allocating line: 1.25 GiB in 20 blocks train.py:42 forward; " +
+		"1.00 GiB in 4 blocks train.py:17 main; 3 lines more: 96.0 MiB; 3.01 GiB allocated before the history's first entry (no line known)"
+	if !strings.Contains(strings.Join(strings.Fields(scr), " "), want) {
+		t.Errorf("step 5's details lack\n  %s\n%s", want, scr)
+	}
+	tm.keys("Up")
+	scr = tm.waitForWords("selected row 4 of 6: step 4")
+	if strings.Contains(scr, "blocks live at the peak") {
+		t.Errorf("step 4, sent without lines, shows some:\n%s", scr)
 	}
 }
