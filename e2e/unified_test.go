@@ -44,7 +44,8 @@ func memTotal(t *testing.T) uint64 {
 // NOT_SUPPORTED (go-nvml's mock), sampled by the real sampler into a
 // recording made by the real writer, then replayed by the real binary in
 // tmux: the header shows the system's memory (this machine's MemTotal)
-// labelled as such, at 80 and 120 columns.
+// labelled as such in the header and the chart's legend, at 80 and 120
+// columns.
 func TestUnifiedMemoryShown(t *testing.T) {
 	dev := &mock.Device{
 		GetNameFunc:          func() (string, nvml.Return) { return "NVIDIA GB10", nvml.SUCCESS },
@@ -105,6 +106,9 @@ func TestUnifiedMemoryShown(t *testing.T) {
 		}
 		if !strings.Contains(line, "/ "+total) || !strings.Contains(line, "mem ") {
 			t.Errorf("%dx%d: header line %q, want the system's %s total beside %q:\n%s", c.w, c.h, line, total, c.want, scr)
+		}
+		if c.w >= 120 && !strings.Contains(scr, "system memory used (unified: /proc/meminfo)") {
+			t.Errorf("%dx%d: the chart's legend does not name the system's memory:\n%s", c.w, c.h, scr)
 		}
 		if strings.Contains(scr, "not supported") {
 			t.Errorf("%dx%d: the device shows NVML's not supported as an error:\n%s", c.w, c.h, scr)

@@ -6,6 +6,7 @@ import (
 	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/summary"
+	"github.com/gputop/gputop/wire"
 )
 
 // Query is what a screen asks the store about: a GPU, an instant and the
@@ -204,7 +205,11 @@ func (s *Screen) chart(st *store.Store, q *Query) {
 	note := ""
 	nvmlKey := store.Key{Dev: s.Dev, Metric: store.NVMLUsed}
 	if st.Count(nvmlKey) > 0 {
-		series(NVMLUsed, "NVML used (driver)", nvmlKey)
+		name := "NVML used (driver)"
+		if s.Dev < len(s.Devices) && s.Devices[s.Dev].Memory == wire.MemorySystem {
+			name = "system memory used (unified: /proc/meminfo)" // NVML has no figure of its own for it
+		}
+		series(NVMLUsed, name, nvmlKey)
 	} else {
 		note = "NVML: no samples for this GPU  "
 	}
