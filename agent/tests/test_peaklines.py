@@ -119,6 +119,7 @@ def test_a_costly_snapshot_is_skipped_and_said(server: LineServer, monkeypatch: 
     assert server.wait(lambda: len(marks(server)) == 2)
     pl = marks(server)[1]["devs"][0]["peak_lines"]
     assert pl["lines"] == [] and "took 10000 ms at the last row" in pl["skipped"]
+    assert "200.0 s after it at the soonest" in pl["skipped"]
     assert gpu.memory.snapshots == 1
 
 
@@ -159,3 +160,16 @@ def test_gputop_records_the_lines(gputop_bin: str, tmp_path, sock_path: str):
     line = next(i for i, x in enumerate(code.splitlines(), 1) if "big = gpu.block" in x)
     assert pl["allocated"] == 40 * MiB and len(pl["lines"]) == 1, pl
     assert (pl["lines"][0]["file"], pl["lines"][0]["line"], pl["lines"][0]["bytes"]) == ("<string>", line, 40 * MiB), pl
+
+
+def test_a_replay_past_its_bound_is_cut_and_said(monkeypatch: pytest.MonkeyPatch):
+    # a history's state as torch's _snapshot() gives it: 10000 allocs and frees
+    tr = []
+    for k in range(5000):
+        tr.append({"action": "alloc", "addr": k, "size": 512, "time_us": 2 * k + 1, "frames": []})
+        tr.append({"action": "free_completed", "addr": k, "size": 512, "time_us": 2 * k + 2, "frames": []})
+    state = {"segments": [], "device_traces": [tr]}
+    assert _peaklines.lines(state, 0, 0, 1)["allocated"] == 512  # within the bound: one block at its highest
+    monkeypatch.setattr(_peaklines, "LIMIT_S", -1.0)
+    pl = _peaklines.lines(state, 0, 0, 1)
+    assert pl["lines"] == [] and pl["skipped"] == "the history's trace was not replayed within -1000 ms (4096 entries of the interval)"
