@@ -126,3 +126,13 @@ type tapFunc func(wire.Frame)
 
 func (f tapFunc) Frame(fr wire.Frame)           { f(fr) }
 func (tapFunc) NVML(int, int64, uint64, uint64) {}
+
+// What one reading of the system's memory costs (the reason it is read at
+// most every systemEvery, not at NVML's 1 kHz).
+func BenchmarkSystemMemory(b *testing.B) {
+	for b.Loop() {
+		if _, _, err := systemMemory("/proc/meminfo"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
