@@ -234,3 +234,25 @@ func TestDumpInfoRecording(t *testing.T) {
 		t.Errorf("exit %d, want 1 and the file named a recording:\n%s", code, out)
 	}
 }
+
+// gputop dump-info on a real H200 dump with a trace (make_dumps.py's
+// training loop, 2000 entries): besides the blocks live at the dump, the
+// trace replayed backwards gives its highest point above the dump's
+// allocated and the lines whose blocks were live there: after the blocks
+// allocated before history was on, the leaking loss line
+// (make_dumps.py:45) with one block more than at the dump.
+func TestDumpInfoTracePeak(t *testing.T) {
+	out, code := run(t, "dump-info", filepath.Join("..", "testdata", "memdump", "labelled.pickle"))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	_, after, ok := strings.Cut(out, "the trace's highest point: ")
+	if !ok {
+		t.Fatalf("dump-info gives no trace peak:\n%s", out)
+	}
+	lines := strings.Split(after, "\n")
+	if !strings.HasPrefix(lines[0], "69.0 MiB allocated, ") || len(lines) < 4 ||
+		!strings.Contains(lines[3], "make_dumps.py:45 <module>") || !strings.Contains(lines[3], "  33.5 MiB      63  ") {
+		t.Errorf("the trace's peak: want 69.0 MiB over the dump's 67.5 MiB, make_dumps.py:45's 63 blocks second:\n%s", out)
+	}
+}

@@ -254,7 +254,7 @@ func (in *Ingest) sample(pid int, smp wire.Sample) {
 }
 
 func deviceFrame(d store.Device) wire.Device {
-	return wire.Device{Type: wire.TypeDevice, Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Host: d.Host}
+	return wire.Device{Type: wire.TypeDevice, Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Host: d.Host, Memory: d.Memory}
 }
 
 // applySamples gives a batch's samples to the store one by one, as the

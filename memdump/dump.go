@@ -46,6 +46,10 @@ type Device struct {
 	OOM         *OOM    // the history's latest out-of-memory error
 	// Structure: the allocator's structure, as gputop shows it live.
 	Structure Structure
+	// TracePeak: the highest allocated point of the history's trace and
+	// the blocks live then, by allocating frame (tracepeak.go); nil
+	// without a trace.
+	TracePeak *TracePeak
 }
 
 // Group is the live blocks one Python frame allocated.
@@ -263,6 +267,7 @@ func (w *walker) summarise(v any) (*Dump, error) {
 	// the history first: the label each live block was allocated under
 	// is its address's latest alloc entry's user_metadata
 	latest := map[[2]uint64]string{} // (device, address) -> user_metadata
+	steps := map[int][]traceStep{}   // each device's allocs and frees, for its trace's peak
 	for i, tv := range traces {
 		entries, err := w.list(tv, func() string { return fmt.Sprintf("device_traces[%d]", i) })
 		if err != nil {
@@ -276,9 +281,11 @@ func (w *walker) summarise(v any) (*Dump, error) {
 		dv.Trace = len(entries)
 		for j, ev := range entries {
 			where := func() string { return fmt.Sprintf("device_traces[%d][%d]", i, j) }
-			var action, addr, size, free, frames, meta field
+			var action, addr, size, free, frames, meta, when field
 			if err := w.fields(ev, where, func(k string, v any) {
 				switch k {
+				case "time_us":
+					when.put(v)
 				case "action":
 					action.put(v)
 				case "addr":
@@ -300,12 +307,27 @@ func (w *walker) summarise(v any) (*Dump, error) {
 				return nil, err
 			}
 			switch action.v {
-			case "alloc":
+			case "alloc", "free_completed":
 				a, err := addr.uint("addr", false, where)
 				if err != nil {
 					return nil, err
 				}
-				latest[[2]uint64{uint64(i), a}] = label
+				sz, err := size.uint("size", false, where)
+				if err != nil {
+					return nil, err
+				}
+				st := traceStep{addr: a, size: sz, label: label}
+				if n, ok := toUint(when.v); ok && n < 1<<62 {
+					st.timeUS = int64(n)
+				}
+				if action.v == "alloc" {
+					latest[[2]uint64{uint64(i), a}] = label
+					if st.frame, _, err = w.allocating(frames.v, where); err != nil {
+						return nil, err
+					}
+					st.alloc = true
+				}
+				steps[i] = append(steps[i], st)
 			case "oom":
 				sz, err := size.uint("size", false, where)
 				if err != nil {
@@ -330,6 +352,7 @@ func (w *walker) summarise(v any) (*Dump, error) {
 	}
 	groups := map[[2]int]*group{} // (device, allocating frame's id)
 	var order []*group
+	liveNow := map[int]map[uint64]liveBlock{} // each traced device's blocks in use, by address
 	for i, sv := range segments {
 		where := func() string { return fmt.Sprintf("segment %d", i) }
 		var device, total, blocksV, allocated, segType, poolID, expandable field
@@ -397,11 +420,26 @@ func (w *walker) summarise(v any) (*Dump, error) {
 			if err != nil {
 				return nil, err
 			}
+			if state.v == "active_pending_free" || state.v == "active_awaiting_free" {
+				// freed, not yet completed: live for the trace
+				if _, ok := steps[dv.Index]; ok {
+					a, _ := addr.uint("address", false, where)
+					id, _, err := w.allocating(frames.v, where)
+					if err != nil {
+						return nil, err
+					}
+					keepLive(liveNow, dv.Index, a, liveBlock{size: sz, frame: id})
+				}
+			}
 			switch state.v {
 			case "active_allocated":
 				id, stack, err := w.allocating(frames.v, where)
 				if err != nil {
 					return nil, err
+				}
+				if _, ok := steps[dv.Index]; ok {
+					a, _ := addr.uint("address", false, where)
+					keepLive(liveNow, dv.Index, a, liveBlock{size: sz, frame: id})
 				}
 				d.History = d.History || stack
 				rq, err := req.uint("requested_size", false, where)
@@ -458,6 +496,9 @@ func (w *walker) summarise(v any) (*Dump, error) {
 			dv.OOM.LargestFree = dv.LargestFree
 		}
 		dv.Structure = structures[dv.Index].done()
+		if st, ok := steps[dv.Index]; ok {
+			dv.TracePeak = tracePeak(st, liveNow[dv.Index], w.byID)
+		}
 		d.Devices = append(d.Devices, *dv)
 	}
 	slices.SortFunc(d.Devices, func(a, b Device) int { return cmp.Compare(a.Index, b.Index) })

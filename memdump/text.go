@@ -54,35 +54,65 @@ func WriteText(w io.Writer, d *Dump, top int) error {
 		if dv.Trace > 0 {
 			fmt.Fprintf(&b, "  history: %d trace entr%s\n", dv.Trace, map[bool]string{true: "y", false: "ies"}[dv.Trace == 1])
 		}
-		if len(dv.Live) == 0 {
-			continue
+		if len(dv.Live) > 0 {
+			b.WriteString("  live blocks by allocating frame, largest first:\n")
+			writeGroups(&b, dv.Live, top)
 		}
-		b.WriteString("  live blocks by allocating frame, largest first:\n")
-		fmt.Fprintf(&b, "  %12s %7s  %s\n", "bytes", "blocks", "frame")
-		shown := dv.Live
-		if top > 0 && len(shown) > top {
-			shown = shown[:top]
-		}
-		for _, g := range shown {
-			fmt.Fprintf(&b, "  %12s %7d  %s", units.Bytes(g.Bytes), g.Blocks, clean(g.Frame.String()))
-			if len(g.Labels) > 0 {
-				fmt.Fprintf(&b, "  [%s]", labels(g.Labels, maxLabels))
-			}
-			b.WriteByte('\n')
-		}
-		if rest := dv.Live[len(shown):]; len(rest) > 0 {
-			var bytes uint64
-			var blocks int
-			for _, g := range rest {
-				bytes += g.Bytes
-				blocks += g.Blocks
-			}
-			fmt.Fprintf(&b, "  %12s %7d  (%d more frames)\n", units.Bytes(bytes), blocks, len(rest))
-		}
+		writeTracePeak(&b, dv.TracePeak, top)
 	}
 	writeSettings(&b, d.Settings)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeGroups is a table of groups, at most top (0: all), the rest summed.
+func writeGroups(b *strings.Builder, groups []Group, top int) {
+	fmt.Fprintf(b, "  %12s %7s  %s\n", "bytes", "blocks", "frame")
+	shown := groups
+	if top > 0 && len(shown) > top {
+		shown = shown[:top]
+	}
+	for _, g := range shown {
+		fmt.Fprintf(b, "  %12s %7d  %s", units.Bytes(g.Bytes), g.Blocks, clean(g.Frame.String()))
+		if len(g.Labels) > 0 {
+			fmt.Fprintf(b, "  [%s]", labels(g.Labels, maxLabels))
+		}
+		b.WriteByte('\n')
+	}
+	if rest := groups[len(shown):]; len(rest) > 0 {
+		var bytes uint64
+		var blocks int
+		for _, g := range rest {
+			bytes += g.Bytes
+			blocks += g.Blocks
+		}
+		fmt.Fprintf(b, "  %12s %7d  (%d more frames)\n", units.Bytes(bytes), blocks, len(rest))
+	}
+}
+
+// writeTracePeak says where the history's trace was highest and what was
+// live there, by allocating frame.
+func writeTracePeak(b *strings.Builder, tp *TracePeak, top int) {
+	if tp == nil {
+		return
+	}
+	if tp.Now {
+		fmt.Fprintf(b, "  the trace's highest point: the dump's own moment, %s allocated (the blocks above)\n", units.Bytes(tp.Allocated))
+		return
+	}
+	when := "at the trace's first entry or before it (the trace holds only the last max_entries events)"
+	if !tp.AtStart {
+		when = fmt.Sprintf("%.3f s before the trace's last entry", float64(max(tp.LastUS-tp.TimeUS, 0))/1e6)
+		if tp.Label != "" {
+			when += fmt.Sprintf(" (under %q)", clean(tp.Label))
+		}
+	}
+	fmt.Fprintf(b, "  the trace's highest point: %s allocated, %s; live blocks then by allocating frame, largest first:\n",
+		units.Bytes(tp.Allocated), when)
+	writeGroups(b, tp.Live, top)
+	if tp.Unknown > 0 {
+		fmt.Fprintf(b, "  %12s          (allocated before the trace's first entry and freed since: no frame known)\n", units.Bytes(tp.Unknown))
+	}
 }
 
 func clean(s string) string { return printable.Clean(s) }

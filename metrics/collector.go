@@ -75,6 +75,11 @@ var (
 	gpuLabels  = []string{"gpu", "UUID", "modelName", "Hostname"}
 	procLabels = append(append([]string(nil), gpuLabels...), "pid", "rank", "local_rank", "job_id")
 	poolLabels = append(append([]string(nil), procLabels...), "pool_kind", "pool_id")
+	// nvmlLabels add what NVML's figures measure: memory="system" on a
+	// unified-memory GPU (GH200, GB10), whose NVML memory query answers
+	// not supported: the system's memory, from /proc/meminfo; empty (so
+	// absent: the series are those of earlier versions) for the GPU's own
+	nvmlLabels = append(append([]string(nil), gpuLabels...), "memory")
 )
 
 func desc(name, help string, labels []string) *prometheus.Desc {
@@ -82,8 +87,8 @@ func desc(name, help string, labels []string) *prometheus.Desc {
 }
 
 var (
-	descNVMLUsed  = desc("gputop_nvml_used_bytes", "Device memory used, from NVML (newest sample).", gpuLabels)
-	descNVMLTotal = desc("gputop_nvml_total_bytes", "Device memory in all, from NVML.", gpuLabels)
+	descNVMLUsed  = desc("gputop_nvml_used_bytes", "Device memory used, from NVML (newest sample); memory=\"system\": the system's memory (unified memory).", nvmlLabels)
+	descNVMLTotal = desc("gputop_nvml_total_bytes", "Device memory in all, from NVML; memory=\"system\": the system's memory (unified memory).", nvmlLabels)
 	descRate      = desc("gputop_sample_rate_hz", "NVML device samples per second achieved.", gpuLabels)
 
 	descAllocated = desc("gputop_torch_allocated_bytes", "torch.cuda allocated_bytes.all.current, from the process's agent.", procLabels)
@@ -139,8 +144,8 @@ func NewCollector(st *store.Store, opt Options) *Collector {
 	w := opt.Window.String()
 	return &Collector{st: st, opt: opt,
 		usedMax: desc("gputop_nvml_used_max_bytes", "Highest NVML used sample over the trailing "+w+
-			" (sampled at up to 1 kHz; the same for every scraper).", gpuLabels),
-		usedMin: desc("gputop_nvml_used_min_bytes", "Lowest NVML used sample over the trailing "+w+".", gpuLabels),
+			" (sampled at up to 1 kHz; the same for every scraper).", nvmlLabels),
+		usedMin: desc("gputop_nvml_used_min_bytes", "Lowest NVML used sample over the trailing "+w+".", nvmlLabels),
 		allocatedMax: desc("gputop_torch_allocated_max_bytes", "Highest allocated sample over the trailing "+w+
 			" (the same for every scraper).", procLabels),
 	}
@@ -182,14 +187,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if d.Source != "nvml" {
 			continue // known only through an agent: NVML says nothing of it
 		}
-		gauge(descNVMLTotal, float64(d.Total), l...)
+		nl := append(append(make([]string, 0, len(l)+1), l...), d.Memory)
+		gauge(descNVMLTotal, float64(d.Total), nl...)
 		if d.Rate > 0 {
 			gauge(descRate, d.Rate, l...)
 		}
 		if e := extremes(store.Key{Dev: d.Index, Metric: store.NVMLUsed}); e.OK {
-			gauge(descNVMLUsed, float64(e.Last), l...)
-			gauge(c.usedMax, float64(e.Max), l...)
-			gauge(c.usedMin, float64(e.Min), l...)
+			gauge(descNVMLUsed, float64(e.Last), nl...)
+			gauge(c.usedMax, float64(e.Max), nl...)
+			gauge(c.usedMin, float64(e.Min), nl...)
 		}
 	}
 

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -79,12 +80,15 @@ func TestCollectorSeriesAndLabels(t *testing.T) {
 	c := NewCollector(st, Options{Hostname: "node1", Now: func() time.Time { return time.Unix(0, t0+time.Second.Nanoseconds()) }})
 	got := scrape(t, c)
 	gpu := `gpu="0",UUID="` + uuid + `",modelName="NVIDIA H200",Hostname="node1"`
+	// the GPU's own memory: memory="", which Prometheus stores as no label
+	// (the series of versions before the label)
+	nvmlGPU := gpu + `,memory=""`
 	proc := gpu + `,pid="4242",rank="3",local_rank="3",job_id="tr-5f3a"`
 	want := []string{
-		"gputop_nvml_total_bytes{" + gpu + "} 1.50754820096e+11",
-		"gputop_nvml_used_bytes{" + gpu + "} 7000",
-		"gputop_nvml_used_max_bytes{" + gpu + "} 7000",
-		"gputop_nvml_used_min_bytes{" + gpu + "} 7000",
+		"gputop_nvml_total_bytes{" + nvmlGPU + "} 1.50754820096e+11",
+		"gputop_nvml_used_bytes{" + nvmlGPU + "} 7000",
+		"gputop_nvml_used_max_bytes{" + nvmlGPU + "} 7000",
+		"gputop_nvml_used_min_bytes{" + nvmlGPU + "} 7000",
 		"gputop_process_nvml_used_bytes{" + proc + "} 6000",
 		"gputop_sample_rate_hz{" + gpu + "} 998.5",
 		"gputop_snapshot_timestamp_seconds{label=\"Epoch 1\"} 1.767225600003e+09",
@@ -351,5 +355,21 @@ func TestCollectorNamespaceLocalAgents(t *testing.T) {
 	}
 	if len(got) != 2 || !strings.Contains(got[0], `pid="ns1:1"`) || !strings.Contains(got[1], `pid="ns2:1"`) {
 		t.Fatalf("allocated series:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// A unified-memory GPU's NVML series say that they are the system's
+// memory (memory="system"); a GPU's own memory keeps the series of
+// earlier versions (no memory label), as the test above holds.
+func TestUnifiedMemoryLabelled(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: uuid, Name: "NVIDIA GB10", Total: 128 << 30, Source: "nvml", Memory: wire.MemorySystem})
+	st.AddNVML(0, t0+2*ms, 28<<30, 0)
+	c := NewCollector(st, Options{Hostname: "spark", Now: func() time.Time { return time.Unix(0, t0+time.Second.Nanoseconds()) }})
+	got := strings.Join(scrape(t, c), "\n")
+	for _, name := range []string{"gputop_nvml_total_bytes", "gputop_nvml_used_bytes", "gputop_nvml_used_max_bytes", "gputop_nvml_used_min_bytes"} {
+		if !strings.Contains(got, name+"{") || !regexp.MustCompile(name+`\{[^}]*memory="system"`).MatchString(got) {
+			t.Errorf("%s without memory=\"system\":\n%s", name, got)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/gputop/gputop/forecast"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/summary"
+	"github.com/gputop/gputop/wire"
 )
 
 // Query is what a screen asks the store about: a GPU, an instant and the
@@ -26,6 +27,9 @@ type Query struct {
 	// LargestFree: the chart shows the selected process's largest free
 	// block in torch's cache (off by default: a key turns it on)
 	LargestFree bool
+	// Ledger: the chart shows the selected process's rows' ledgers as
+	// stacked bars (Screen.Ledger) instead of its series
+	Ledger bool
 }
 
 // atCursor is whether values are read at the cursor rather than as the
@@ -97,6 +101,10 @@ type Screen struct {
 	Series   []Series       // the chart's: NVML used when sampled, torch's for a selected agent process
 	Note     string         // what the chart lacks and why, e.g. "allocator: no agent attached"
 	Markers  []store.Marker // Dev's markers in the window, in time order
+	// the chart's stacked view (Query.Ledger): the selected process's rows
+	// with a ledger in the window, in time order, or what it lacks
+	Ledger     []LedgerBar
+	LedgerNote string
 }
 
 // SelectedProcess returns the selected process, if any.
@@ -175,6 +183,9 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 		}
 	}
 	s.chart(st, &q)
+	if q.Ledger {
+		s.ledgerBars(&q)
+	}
 	return s
 }
 
@@ -194,7 +205,11 @@ func (s *Screen) chart(st *store.Store, q *Query) {
 	note := ""
 	nvmlKey := store.Key{Dev: s.Dev, Metric: store.NVMLUsed}
 	if st.Count(nvmlKey) > 0 {
-		series(NVMLUsed, "NVML used (driver)", nvmlKey)
+		name := "NVML used (driver)"
+		if s.Dev < len(s.Devices) && s.Devices[s.Dev].Memory == wire.MemorySystem {
+			name = "system memory used (unified: /proc/meminfo)" // NVML has no figure of its own for it
+		}
+		series(NVMLUsed, name, nvmlKey)
 	} else {
 		note = "NVML: no samples for this GPU  "
 	}

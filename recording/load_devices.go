@@ -10,7 +10,7 @@ import (
 // flushDevices adds the held-back device frames as NVML devices.
 func (l *loader) flushDevices() {
 	for _, d := range l.devs {
-		l.in.Device(store.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Source: "nvml", Host: d.Host})
+		l.in.Device(store.Device{Index: d.Index, UUID: d.UUID, Name: d.Name, Total: d.Total, Source: "nvml", Host: d.Host, Memory: d.Memory})
 	}
 	l.devs = l.devs[:0]
 }

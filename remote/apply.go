@@ -281,7 +281,7 @@ func (c *conn) device(v wire.Device) (int, bool) {
 		})
 		return 0, false
 	}
-	idx = s.in.HostDevice(store.Device{UUID: v.UUID, Name: v.Name, Total: v.Total, Source: "nvml", Host: s.opt.Host})
+	idx = s.in.HostDevice(store.Device{UUID: v.UUID, Name: v.Name, Total: v.Total, Source: "nvml", Host: s.opt.Host, Memory: v.Memory})
 	if idx < 0 {
 		c.leftOut(&c.lim.devices, 1, func() string {
 			return fmt.Sprintf("its device %d is not shown: gputop keeps at most %d devices", v.Index, store.MaxDevices)

@@ -23,9 +23,24 @@ func (n *NVML) tick(now time.Time) {
 		if d.h == nil || (d.errRet != nvml.SUCCESS && now.Before(d.retryAt)) {
 			continue
 		}
+		if d.unified {
+			n.readSystem(d, now)
+			continue
+		}
 		used, reserved, _, err := d.read()
 		n.record(d, time.Now().UnixNano(), used, reserved, err, now)
 	}
+}
+
+// readSystem stores a unified-memory device's reading of the system's
+// memory, at most every systemEvery (both sampling loops call it).
+func (n *NVML) readSystem(d *nvmlDev, now time.Time) {
+	if now.Before(d.nextRead) || (d.errRet != nvml.SUCCESS && now.Before(d.retryAt)) {
+		return
+	}
+	d.nextRead = now.Add(systemEvery)
+	used, _, _, err := d.read()
+	n.record(d, time.Now().UnixNano(), used, 0, err, now)
 }
 
 // record stores one reading of d taken at t, or shows its error; both
@@ -203,7 +218,7 @@ func (n *NVML) startThread() *native.Loop {
 		Retry:   retryEvery,
 	}
 	for i, d := range n.devs {
-		if d.h == nil {
+		if d.h == nil || d.unified { // a unified-memory device is read from Go
 			continue
 		}
 		h, r := f.Handle(d.index)
@@ -237,7 +252,10 @@ func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop) {
 		}
 		now := time.Now()
 		for _, d := range n.devs {
-			if d.h != nil {
+			switch {
+			case d.h != nil && d.unified:
+				n.readSystem(d, now)
+			case d.h != nil:
 				loop.Drain(d.index, func(s native.Sample) { n.take(d, s, now) })
 			}
 		}

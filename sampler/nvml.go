@@ -74,6 +74,9 @@ type NVML struct {
 	devs   []*nvmlDev
 	names  *procNames
 	inited bool
+	// meminfo is where a unified-memory device's figures are read
+	// ("/proc/meminfo"; tests: a file of their own).
+	meminfo string
 }
 
 // nvmlDev is the sampler's state for one GPU. The sampling goroutine owns
@@ -82,6 +85,12 @@ type nvmlDev struct {
 	index int
 	h     nvml.Device // nil when no handle could be had; then it is not sampled
 	v1    bool        // GetMemoryInfo_v2 unsupported: use GetMemoryInfo (reserved unknown, 0)
+	// unified: NVML has no memory figures for it (a unified-memory GPU):
+	// the system's are read from meminfo every systemEvery, never by the
+	// native thread
+	unified  bool
+	meminfo  string
+	nextRead time.Time
 
 	errRet  nvml.Return // error currently shown on the device; SUCCESS when healthy
 	errOp   string
@@ -102,7 +111,7 @@ func (n *NVML) log(line string) {
 
 // NewNVML returns an NVML source writing through in. Call Init, then Run, then Close.
 func NewNVML(lib nvml.Interface, in *ingest.Ingest, opt NVMLOptions) *NVML {
-	return &NVML{lib: lib, in: in, opt: opt.withDefaults(), names: newProcNames("/proc")}
+	return &NVML{lib: lib, in: in, opt: opt.withDefaults(), names: newProcNames("/proc"), meminfo: "/proc/meminfo"}
 }
 
 // Options returns the options in effect, defaults filled in.
@@ -156,7 +165,7 @@ func hasSymbol(lib nvml.Interface, name string) (ok bool) {
 }
 
 func (n *NVML) initDevice(i int, v1 bool) *nvmlDev {
-	d := &nvmlDev{index: i, v1: v1}
+	d := &nvmlDev{index: i, v1: v1, meminfo: n.meminfo}
 	info := store.Device{Index: i, Name: fmt.Sprintf("GPU %d", i), Source: "nvml"}
 	t := time.Now().UnixNano()
 	h, r := n.lib.DeviceGetHandleByIndex(i)
@@ -181,6 +190,12 @@ func (n *NVML) initDevice(i int, v1 bool) *nvmlDev {
 		info.UUID = uuid
 	}
 	_, _, total, err := d.read()
+	if unifiedMemory(total, err) {
+		d.unified = true
+		info.Memory = wire.MemorySystem
+		n.log(fmt.Sprintf("GPU %d: NVML has no memory figures for it (unified memory): showing the system's memory (%s: MemTotal, MemTotal − MemAvailable used)", i, n.meminfo))
+		_, _, total, err = d.read()
+	}
 	info.Total = total
 	n.in.Device(info)
 	if err != nil {
@@ -192,6 +207,10 @@ func (n *NVML) initDevice(i int, v1 bool) *nvmlDev {
 // read returns the device's memory figures, falling back to GetMemoryInfo
 // for good once the device says it lacks GetMemoryInfo_v2.
 func (d *nvmlDev) read() (used, reserved, total uint64, err error) {
+	if d.unified {
+		used, total, err = systemMemory(d.meminfo)
+		return used, 0, total, err
+	}
 	if !d.v1 {
 		m, r := d.h.GetMemoryInfo_v2()
 		err = check("GetMemoryInfo_v2", r)
@@ -214,14 +233,18 @@ func (d *nvmlDev) read() (used, reserved, total uint64, err error) {
 func (d *nvmlDev) fail(in *ingest.Ingest, t int64, err error, now time.Time) {
 	d.retryAt = now.Add(retryEvery)
 	var e *Error
-	if !errors.As(err, &e) {
-		e = &Error{Op: "?", Ret: nvml.ERROR_UNKNOWN}
+	msg := ""
+	if errors.As(err, &e) {
+		msg = describe(e.Ret)
+	} else { // not NVML's: the system's memory unreadable
+		e = &Error{Op: err.Error(), Ret: nvml.ERROR_UNKNOWN}
+		msg = err.Error()
 	}
 	if e.Ret == d.errRet && e.Op == d.errOp {
 		return
 	}
 	d.errRet, d.errOp = e.Ret, e.Op
-	in.Apply(0, wire.DevError{T: t, Dev: d.index, Error: describe(e.Ret)})
+	in.Apply(0, wire.DevError{T: t, Dev: d.index, Error: msg})
 }
 
 // recovered clears the device's error after a successful read.

@@ -101,3 +101,40 @@ func TestThreadFallsBackToGo(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// A unified-memory GPU beside an ordinary one under the native thread: the
+// thread samples the ordinary one; the unified one is read from Go, at
+// most every systemEvery, from the meminfo file, with no fallback.
+func TestThreadLeavesUnifiedMemoryToGo(t *testing.T) {
+	nativetest.Set(0, 5*gib, 0, 0, 0)
+	spark := newFakeGPU(1, 0)
+	spark.memRet.Store(int32(nvml.ERROR_NOT_SUPPORTED))
+	spark.dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_NOT_SUPPORTED }
+	st := newStore()
+	book := logbook.New()
+	f := nativetest.Funcs()
+	n := NewNVML(newLib(newFakeGPU(0, 141*gib), spark), ingest.New(st), NVMLOptions{Rate: 1000, ProcRate: -1, Thread: true, Log: book.Add})
+	n.opt.funcs = &f
+	n.meminfo = writeMeminfo(t, 128*gib, 120*gib)
+	mustInit(t, n)
+	start := time.Now()
+	stop := startRun(t, n)
+	count := func(dev int) uint64 { return st.Count(store.Key{Dev: dev, Metric: store.NVMLUsed}) }
+	waitFor(t, "samples of both", func() bool { return count(0) > 200 && count(1) >= 2 })
+	if err := stop(); err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	ran := time.Since(start)
+	if v, _, _ := st.Latest(store.Key{Dev: 1, Metric: store.NVMLUsed}); v != 8*gib || st.Devices()[1].Memory != "system" {
+		t.Errorf("device 1: used %d (memory %q), want the system's 8 GiB", v, st.Devices()[1].Memory)
+	}
+	// at most one reading per systemEvery, and one at the start
+	if c, most := count(1), uint64(ran/systemEvery)+1; c > most {
+		t.Errorf("%d readings of the system's memory in %v, want at most %d", c, ran, most)
+	}
+	for _, l := range book.Lines() {
+		if strings.Contains(l, "instead of a native thread") {
+			t.Errorf("fell back to Go: %s", l)
+		}
+	}
+}

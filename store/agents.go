@@ -254,7 +254,7 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 		al, re, pk := ds.Allocated, ds.Reserved, ds.Peak
 		row := wire.Row{
 			Type: wire.TypeRow, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
-			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump, Layout: ds.Layout, Ledger: ds.Ledger,
+			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump, Layout: ds.Layout, Ledger: ds.Ledger, PeakLines: ds.PeakLines,
 		}
 		if row.Layout == nil {
 			row.Layout = s.rowLayout(pid, dev, m.T) // the mark read none: the newest reading then

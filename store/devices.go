@@ -10,6 +10,7 @@ type Device struct {
 	Total  uint64
 	Source string  // "nvml" or "agent" (known only through an agent)
 	Host   string  // the remote host it is on ("" for this machine)
+	Memory string  // what Total and NVML used measure: "" the GPU's own memory, wire.MemorySystem the system's (unified memory)
 	Rate   float64 // achieved NVML samples per second
 	Err    string  // last NVML error on this device; "" when healthy
 	ErrAt  int64

@@ -130,6 +130,7 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 	row.Held = cleanHeld(row.Held)
 	row.Layout = cleanLayout(row.Layout)
 	row.Ledger = cleanLedger(row.Ledger)
+	row.PeakLines = cleanPeakLines(row.PeakLines)
 	if row.Procs != nil {
 		ps := append([]wire.Proc{}, (*row.Procs)...)
 		for i := range ps {

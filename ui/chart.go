@@ -34,11 +34,12 @@ type chartData struct {
 	Series   []chartSeries
 	Note     string // e.g. "allocator: no agent attached"
 	Markers  []store.Marker
+	Ledger   ledgerView // the stacked view of the ledger (b): drawn instead of the series
 }
 
 func (a *chartData) equal(b *chartData) bool {
 	if a.From != b.From || a.To != b.To || a.Window != b.Window || a.Note != b.Note ||
-		len(a.Series) != len(b.Series) || !slices.Equal(a.Markers, b.Markers) {
+		len(a.Series) != len(b.Series) || !slices.Equal(a.Markers, b.Markers) || !a.Ledger.equal(&b.Ledger) {
 		return false
 	}
 	for i := range a.Series {
@@ -179,6 +180,9 @@ func (c *chartModel) render() string {
 	st := c.styles
 	d := &c.data
 	legend := c.legend()
+	if d.Ledger.On {
+		legend = joinLines(ledgerLegendRoom(c.ledgerLegend(), c.h))
+	}
 	legendH := strings.Count(legend, "\n") + 1
 	canvasH := c.h - 1 - legendH // marker labels above, legend below
 	markers := true
@@ -193,7 +197,17 @@ func (c *chartModel) render() string {
 	gw, gh := c.graphWidth(), canvasH-2
 	var hi uint64
 	have := false
+	if d.Ledger.On {
+		for i := range d.Ledger.Bars {
+			if m := stackHeight(&d.Ledger.Bars[i]); !have || m > hi {
+				hi, have = m, true
+			}
+		}
+	}
 	for i := range d.Series {
+		if d.Ledger.On {
+			break
+		}
 		if m, ok := seriesMax(&d.Series[i]); ok && (!have || m > hi) {
 			hi, have = m, true
 		}
@@ -262,14 +276,24 @@ func (c *chartModel) render() string {
 
 	dots := gh * 4
 	drawn := false
+	msg := "no samples in this window"
+	if d.Ledger.On {
+		drawn = c.drawStacks(g, x0, gw, gh, maxY)
+		if d.Ledger.Note != "" {
+			msg = d.Ledger.Note
+		}
+	}
 	for i := range d.Series {
+		if d.Ledger.On {
+			break
+		}
 		if c.drawSeries(g, x0, gw, gh, columnSpans(d.Series[i].Cols, d.Series[i].Hold, maxY, dots), g.style(d.Series[i].Style)) {
 			drawn = true
 		}
 	}
 	if !drawn {
-		msg := "no samples in this window"
-		g.setString(x0+max((gw-len(msg))/2, 0), gh/2, msg, g.style(st.Dim))
+		msg = truncate(msg, gw)
+		g.setString(x0+max((gw-lipgloss.Width(msg))/2, 0), gh/2, msg, g.style(st.Dim))
 	}
 
 	// the canvas lines are exactly w cells wide; only the text lines need

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/store"
+	"github.com/gputop/gputop/wire"
 )
 
 // headerModel shows one line per device: name, NVML used / total and its
@@ -119,7 +120,11 @@ func (m *headerModel) line(dl present.Device, sel bool) string {
 		figure = dash + " / " + humanBytes(d.Total)
 		parts = append(parts, fmt.Sprintf("%10s / %-10s", dash, humanBytes(d.Total)))
 	}
-	var rate, agent string
+	var rate, agent, sys string
+	if d.Memory == wire.MemorySystem { // the figures are the system's: say so beside them
+		sys = st.Warn.Render(systemMemoryWords(m.w))
+		parts = append(parts, sys)
+	}
 	if r := rateString(d.Rate); r != "" {
 		rate = strings.TrimSuffix(r, "/s") + " samples/s"
 		parts = append(parts, st.Dim.Render(fmt.Sprintf("%15s", rate)))
@@ -139,7 +144,7 @@ func (m *headerModel) line(dl present.Device, sel bool) string {
 		used = humanBytes(*dl.Used)
 	}
 	for _, figs := range [][]string{{figure, share}, {used, share}, {share}} {
-		figs = slices.DeleteFunc(append(figs, st.Dim.Render(rate), agent), func(s string) bool { return lipgloss.Width(s) == 0 })
+		figs = slices.DeleteFunc(append(figs, sys, st.Dim.Render(rate), agent), func(s string) bool { return lipgloss.Width(s) == 0 })
 		narrow := strings.Join(append([]string{id}, figs...), " ")
 		if room := m.w - lipgloss.Width(narrow) - 1; room >= 6 {
 			narrow = strings.Join(append([]string{id, st.DevName.Render(truncate(name, room-1))}, figs...), " ")
@@ -149,6 +154,15 @@ func (m *headerModel) line(dl present.Device, sel bool) string {
 		}
 	}
 	return line
+}
+
+// systemMemoryWords labels a unified-memory device's figures, shorter in a
+// narrow terminal.
+func systemMemoryWords(w int) string {
+	if w < 100 {
+		return "system mem"
+	}
+	return "system memory (unified)"
 }
 
 // bar is a usage gauge of w cells.

@@ -174,6 +174,19 @@ func (m *Model) toggleLargestFree() tea.Cmd {
 	return nil
 }
 
+// toggleLedgerView switches the chart between its series and the stacked
+// view of the selected process's ledgers, and says in the key's help what
+// pressing it again does.
+func (m *Model) toggleLedgerView() tea.Cmd {
+	m.ledgerView = !m.ledgerView
+	help := "chart ledger"
+	if m.ledgerView {
+		help = "chart series"
+	}
+	m.keys.setHelp("ledgerview", help)
+	return nil
+}
+
 // quitKey quits from any mode; an open prompt closes first (when a write
 // on quit fails, the screen stays).
 func (m *Model) quitKey() tea.Cmd {

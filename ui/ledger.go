@@ -64,6 +64,9 @@ func (m *summaryModel) ledgerParts() (head, rest []string) {
 	if k := r.IntervalPeak; k != nil {
 		out = append(out, m.indented(printable.Clean(summary.PeakText(*k)))...)
 	}
+	if p := r.PeakLines; p != nil {
+		out = append(out, m.indented(printable.Clean(summary.PeakLinesText(*p, r.T)))...)
+	}
 	for _, a := range summary.Advice(r) {
 		out = append(out, m.indented(st.Warn.Render("advice:")+" "+printable.Clean(a))...)
 	}

@@ -85,6 +85,7 @@ type Model struct {
 	showHolders bool
 	showDump    bool
 	largestFree bool               // the chart shows the selected process's largest free block (L)
+	ledgerView  bool               // the chart shows the selected process's rows' ledgers stacked (b)
 	hidden      [numPanes]bool     // panes the user hid (1, 2) to give the chart their lines
 	helpPage    int                // the page of the full help shown
 	helpN       int                // how many pages the full help takes at this size

@@ -80,7 +80,7 @@ func (m *Model) refresh(force bool) bool {
 // process, the cursor, the chart's window.
 func (m *Model) query(now, from, to int64) present.Query {
 	return present.Query{Dev: m.dev, Now: now, Cursor: m.tl.cursor(now), Replay: m.opt.Replay, Paused: m.tl.paused,
-		From: from, To: to, Cols: m.chart.Columns(), PID: m.procs.sel, Picked: m.procs.chosen, LargestFree: m.largestFree}
+		From: from, To: to, Cols: m.chart.Columns(), PID: m.procs.sel, Picked: m.procs.chosen, LargestFree: m.largestFree, Ledger: m.ledgerView}
 }
 
 // setScreen hands each pane its part of the screen.
@@ -119,6 +119,14 @@ func (m *Model) setScreen(s present.Screen, now int64) {
 	cd := chartData{From: s.From, To: s.To, Window: time.Duration(s.To - s.From), Note: s.Note, Markers: s.Markers}
 	for _, sr := range s.Series {
 		cd.Series = append(cd.Series, chartSeries{Name: sr.Name, Style: m.styles.series(sr.Kind), Cols: sr.Cols, Hold: sr.Hold, Now: sr.Now})
+	}
+	if m.ledgerView {
+		selID, selOK := uint64(0), false
+		if r, ok := m.table.Selected(); ok {
+			selID, selOK = r.ID, true
+		}
+		cd.Ledger = ledgerView{On: true, Bars: s.Ledger, Note: s.LedgerNote}
+		cd.Ledger.Sel, cd.Ledger.Why = pickLedgerBar(s.Ledger, selID, selOK, m.tl.cursor(now))
 	}
 	m.chart.SetData(cd)
 }

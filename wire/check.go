@@ -71,6 +71,13 @@ func checkDev(field string, dev int) error {
 	return nil
 }
 
+func checkDevice(d *Device) error {
+	if d.Memory != "" && d.Memory != MemorySystem {
+		return fmt.Errorf(`"memory" must be absent or %q, got %q`, MemorySystem, d.Memory)
+	}
+	return nil
+}
+
 func checkHello(h *Hello) error {
 	if err := checkVersion(h.V); err != nil {
 		return err

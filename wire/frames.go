@@ -163,6 +163,9 @@ type DevStats struct {
 	// what the allocated bytes are made of, when the agent's ledger walk
 	// ran for this row
 	Ledger *Ledger `json:"ledger,omitempty"`
+	// with allocation history on: the blocks live at the highest point
+	// since the process's previous row, by the line that allocated them
+	PeakLines *PeakLines `json:"peak_lines,omitempty"`
 	// the most torch may hold on the device (its total, or less under
 	// torch.cuda.set_per_process_memory_fraction), when the agent can
 	// tell before an OOM does: a forecast's limit
@@ -347,7 +350,16 @@ type Device struct {
 	Name  string `json:"name"`
 	Total uint64 `json:"total"`
 	Host  string `json:"host,omitempty"` // a remote host's device: the host's name (a Host frame's)
+	// Memory says what its NVML figures (total, used) measure: absent for
+	// the GPU's own memory, MemorySystem for the system's memory, on a
+	// unified-memory GPU whose NVML memory query answers not supported.
+	Memory string `json:"memory,omitempty"`
 }
+
+// MemorySystem is a Device's Memory when its figures are the system's
+// memory (/proc/meminfo: MemTotal, and MemTotal − MemAvailable used), as
+// on GH200 or GB10, where the GPU has no memory of its own to report.
+const MemorySystem = "system"
 
 // Host is a remote host of a multi-host view (gputop --ssh) connecting or
 // disconnecting. Its processes' pids in the frames that follow hold its ID
@@ -438,8 +450,11 @@ type Row struct {
 	Dump      *Dump   `json:"dump,omitempty"`   // the memory dump taken with the row
 	Layout    *Layout `json:"layout,omitempty"` // the allocator's structure at the row (its own t says when it was read)
 	Ledger    *Ledger `json:"ledger,omitempty"` // what the allocated bytes were made of at the row
-	Limit     *uint64 `json:"limit,omitempty"`  // the most torch may hold on the device then (DevStats.Limit)
-	OOM       *OOM    `json:"-"`                // on the row of an oom frame (OOMRow): that frame
+	// the blocks live at the highest point since the previous row, by
+	// allocating line (allocation history on)
+	PeakLines *PeakLines `json:"peak_lines,omitempty"`
+	Limit     *uint64    `json:"limit,omitempty"` // the most torch may hold on the device then (DevStats.Limit)
+	OOM       *OOM       `json:"-"`               // on the row of an oom frame (OOMRow): that frame
 }
 
 // Requests an agent answers, and the label of the row a dump request makes.
@@ -643,6 +658,40 @@ type Ledger struct {
 	Skipped      string   `json:"skipped,omitempty"`
 	TookMS       float64  `json:"took_ms,omitempty"`
 }
+
+// PeakLines is, with allocation history on, the highest allocated point
+// of torch's trace since the process's previous row (or since the trace's
+// first entry) and the blocks live there grouped by the line that
+// allocated them: the first frame outside torch and gputop, as dump-info
+// puts a block down to its line. The agent replays the trace backwards
+// from the blocks live at the row. At most MaxPeakLines lines, the
+// largest; the others are summed in More (MoreLines of them); Unknown is
+// bytes whose allocation the trace does not hold (before its first
+// entry, or no stack). Skipped says why there are none (history off, the
+// work over its bound).
+type PeakLines struct {
+	T         int64      `json:"t"`         // when the peak was (ns): the row's own moment when nothing since rose higher
+	Allocated uint64     `json:"allocated"` // bytes in blocks live then
+	Lines     []PeakLine `json:"lines"`
+	More      uint64     `json:"more,omitempty"`
+	MoreLines int        `json:"more_lines,omitempty"`
+	Unknown   uint64     `json:"unknown,omitempty"`
+	Skipped   string     `json:"skipped,omitempty"`
+	TookMS    float64    `json:"took_ms,omitempty"`
+}
+
+// PeakLine is the blocks one line allocated, live at the peak.
+type PeakLine struct {
+	File   string `json:"file"`
+	Line   int    `json:"line"`
+	Func   string `json:"func"`
+	Bytes  uint64 `json:"bytes"`
+	Blocks int    `json:"blocks"`
+}
+
+// MaxPeakLines bounds the lines of a PeakLines kept; those past it are
+// counted in More and MoreLines.
+const MaxPeakLines = 8
 
 // Ledger parts, in the order they are shown and as Prometheus's `part`
 // label names them; the CSV's columns are these with "_bytes".

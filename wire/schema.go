@@ -184,7 +184,7 @@ var Frames = []Spec{
 	FrameOf[Recording](Spec{Type: TypeRecording, Recorded: true, Own: true,
 		Doc: "header, first line only (a repeat, e.g. two files joined with `cat`, must have the same `v`)"}, nil),
 	FrameOf[Device](Spec{Type: TypeDevice, Recorded: true,
-		Doc: "an NVML device, or a device only an agent sees (see below)"}, nil),
+		Doc: "an NVML device, or a device only an agent sees (see below); `memory`: `\"system\"` when its figures are the system's memory (a unified-memory GPU)"}, checkDevice),
 	FrameOf[NVML](Spec{Type: TypeNVML, Recorded: true, Own: true,
 		Doc: "a batch of one device's NVML samples (below)"}, nil),
 	FrameOf[Procs](Spec{Type: TypeProcs, Recorded: true, Nullable: []string{"procs"},

@@ -42,7 +42,7 @@ import time
 import warnings
 from typing import Any, Callable
 
-from . import _backend, _dumps, _env, _history, _layout, _requests, _wire
+from . import _backend, _dumps, _env, _history, _layout, _peaklines, _requests, _wire
 from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection  # noqa: F401  (the backoff's bounds, named here too)
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
@@ -503,6 +503,11 @@ class Agent:
                 observe(t, d, c.allocated)
 
     def _encode_mark(self, f: dict[str, Any]) -> bytes:
+        pl = f.pop("_peaklines", None)
+        if pl is not None:  # the row's history state: its interval's peak by line, here off the caller's thread
+            state, since = pl
+            for ds in f.get("devs", ()):
+                ds["peak_lines"] = _peaklines.lines(state, ds["dev"], since.get(ds["dev"], 0), f.get("t", 0))
         if f.get("type") == "mark" and self._hello_devs is not None:
             if any(ds["dev"] not in self._hello_devs for ds in f.get("devs", ())):
                 self._check_devices()  # a device initialised since the last hello

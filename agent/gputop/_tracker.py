@@ -29,7 +29,7 @@ import gc
 import time
 from typing import Any, Iterator, NamedTuple
 
-from . import _backend, _dumps, _history, _lifecycle, _wire
+from . import _backend, _dumps, _history, _lifecycle, _peaklines, _wire
 
 MB = 1024 ** 2  # the reference divides by 1024**2 and calls it MB; so do we
 
@@ -100,6 +100,12 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
                 state, take_ms = _dumps.take(backend.history())
         except Exception as e:
             dump_error = f"torch.cuda.memory._snapshot() failed: {type(e).__name__}: {e}"
+    peak: tuple[Any, dict[int, int], str] | None = None
+    if _history.on:  # the blocks at the interval's peak by line (_peaklines)
+        try:
+            peak = _peaklines.take(backend.history(), list(vals), t, state)
+        except Exception:
+            peak = None
     try:
         is_end = _wire.is_end_label(label + _ROW_LABEL.get(kind, "")) if end is None else bool(end)
         held, ledgers = _walk(list(vals), is_end, verdict, ledger)
@@ -117,6 +123,11 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
                     dv["limit"] = limits[dv["dev"]]
             if end is not None:
                 frame["end"] = bool(end)
+            if peak is not None and peak[0] is None:
+                for dv in frame["devs"]:
+                    dv["peak_lines"] = _peaklines.skipped(t, peak[2])
+            elif peak is not None:
+                frame["_peaklines"] = (peak[0], peak[1])  # replayed by the agent thread (_agent)
             if state is not None:
                 ag.post_dump(frame, state, take_ms)
             else:

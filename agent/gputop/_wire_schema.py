@@ -91,6 +91,23 @@ LEDGER = (
     ("skipped", "s", True, None),
     ("took_ms", "f", True, None),
 )
+PEAK_LINE = (
+    ("file", "s", False, None),
+    ("line", "i", False, None),
+    ("func", "s", False, None),
+    ("bytes", "i", False, None),
+    ("blocks", "i", False, None),
+)
+PEAK_LINES = (
+    ("t", "i", False, None),
+    ("allocated", "i", False, None),
+    ("lines", "L", False, PEAK_LINE),
+    ("more", "i", True, None),
+    ("more_lines", "i", True, None),
+    ("unknown", "i", True, None),
+    ("skipped", "s", True, None),
+    ("took_ms", "f", True, None),
+)
 DEV_STATS = (
     ("dev", "i", False, None),
     ("allocated", "i", False, None),
@@ -99,6 +116,7 @@ DEV_STATS = (
     ("held", "O", True, HELD),
     ("layout", "O", True, LAYOUT),
     ("ledger", "O", True, LEDGER),
+    ("peak_lines", "O", True, PEAK_LINES),
     ("limit", "i", True, None),
 )
 STATUS_DEVICE = (
@@ -253,6 +271,7 @@ SCHEMAS: dict[str, tuple] = {
         ("name", "s", False, None),
         ("total", "i", False, None),
         ("host", "s", True, None),
+        ("memory", "s", True, None),
     ),
     "nvml": (
         ("type", "s", False, None),
@@ -342,6 +361,7 @@ SCHEMAS: dict[str, tuple] = {
         ("dump", "O", True, DUMP),
         ("layout", "O", True, LAYOUT),
         ("ledger", "O", True, LEDGER),
+        ("peak_lines", "O", True, PEAK_LINES),
         ("limit", "p", True, None),
     ),
     "oom": (
