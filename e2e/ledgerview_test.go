@@ -14,7 +14,6 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
-
 // ledgerRecording writes a real recording of a training process on a
 // 16 GiB GPU: 6 steps of a second, a row with a ledger after each (1 GiB
 // of parameters, grads from step 2, 2 GiB of optimizer state from step 3,
