@@ -30,8 +30,8 @@ const layoutHeader = ",free_in_segments_bytes,largest_free_bytes,segments,graph_
 const ledgerHeader = ",params_bytes,grads_bytes,optimizer_bytes,activations_bytes,other_tensors_bytes,workspace_bytes," +
 	"cached_free_bytes,outside_torch_bytes,unattributed_bytes"
 
-// The CSV a file gets starts with the header README's "Summary CSV"
-// documents, byte for byte, and that header keeps the columns it had.
+// The CSV a file gets starts with the header docs/recordings.md's
+// "Summary CSV" documents, byte for byte, and that header keeps the columns it had.
 func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
 	snaps, devs := sample()
 	path := filepath.Join(t.TempDir(), "out.csv")
@@ -42,18 +42,18 @@ func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/recordings.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, _ := strings.Cut(string(readme), "\n## Summary CSV\n")
+	_, sec, _ := strings.Cut(string(doc), "\n## Summary CSV\n")
 	_, block, _ := strings.Cut(sec, "```\n")
-	doc, _, _ := strings.Cut(block, "\n")
-	if first, _, _ := strings.Cut(string(b), "\n"); first != doc {
-		t.Fatalf("CSV header\n%s\nREADME's Summary CSV documents\n%s", first, doc)
+	header, _, _ := strings.Cut(block, "\n")
+	if first, _, _ := strings.Cut(string(b), "\n"); first != header {
+		t.Fatalf("CSV header\n%s\ndocs/recordings.md's Summary CSV documents\n%s", first, header)
 	}
-	if had := csvHeader + layoutHeader + ledgerHeader; doc != had && !strings.HasPrefix(doc, had+",") {
-		t.Fatalf("the header\n%s\ndoes not start with the columns it had\n%s", doc, had)
+	if had := csvHeader + layoutHeader + ledgerHeader; header != had && !strings.HasPrefix(header, had+",") {
+		t.Fatalf("the header\n%s\ndoes not start with the columns it had\n%s", header, had)
 	}
 }
 

@@ -9,15 +9,15 @@ import (
 	"testing"
 )
 
-var updateREADME = flag.Bool("update-readme", false, "rewrite README.md's key tables from the key table (keys.go)")
+var updateKeysDoc = flag.Bool("update-keys-doc", false, "rewrite docs/keys.md's key tables from the key table (keys.go)")
 
-// README.md's key tables stand between these lines.
+// docs/keys.md's key tables stand between these lines.
 const (
 	keysBegin = "<!-- keys: written from ui/keys.go by `go generate ./ui`; edit the table there -->"
 	keysEnd   = "<!-- end of keys -->"
 )
 
-// keySections are README's key tables: where the keys act (the modes of
+// keySections are docs/keys.md's key tables: where the keys act (the modes of
 // the entries it lists), and the line that leads it.
 var keySections = []struct {
 	modes keyMode
@@ -30,10 +30,10 @@ var keySections = []struct {
 	{inLoading, "While a recording is being loaded:"},
 }
 
-// keyNames are how README writes the arrow keys, which tea names by words.
+// keyNames are how docs/keys.md writes the arrow keys, which tea names by words.
 var keyNames = map[string]string{"up": "↑", "down": "↓", "left": "←", "right": "→", "shift+up": "shift+↑", "shift+down": "shift+↓"}
 
-// keyCell is an entry's keys for README: `↑`, `k`.
+// keyCell is an entry's keys for docs/keys.md: `↑`, `k`.
 func keyCell(a keyAction) string {
 	var ks []string
 	for _, k := range a.keys {
@@ -45,7 +45,7 @@ func keyCell(a keyAction) string {
 	return strings.Join(ks, ", ")
 }
 
-// keyTablesMarkdown is README's key tables: a line per doc, with the keys
+// keyTablesMarkdown is docs/keys.md's key tables: a line per doc, with the keys
 // of the entries that share it, each listed once.
 func keyTablesMarkdown() string {
 	var b strings.Builder
@@ -80,10 +80,10 @@ func keyTablesMarkdown() string {
 	return b.String()
 }
 
-// README.md's key tables are the key table's (go generate ./ui rewrites
-// them): a key added, moved or reworded in keys.go and not in README fails.
-func TestREADMEKeysAreCurrent(t *testing.T) {
-	const path = "../README.md"
+// docs/keys.md's key tables are the key table's (go generate ./ui rewrites
+// them): a key added, moved or reworded in keys.go and not in the doc fails.
+func TestKeysDocIsCurrent(t *testing.T) {
+	const path = "../docs/keys.md"
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func TestREADMEKeysAreCurrent(t *testing.T) {
 	if got == want {
 		return
 	}
-	if *updateREADME {
+	if *updateKeysDoc {
 		if err := os.WriteFile(path, []byte(head+want+tail), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestREADMEKeysAreCurrent(t *testing.T) {
 	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
 	for k := 0; k < min(len(gl), len(wl)); k++ {
 		if gl[k] != wl[k] {
-			t.Fatalf("%s's key tables are stale (run go generate ./ui): line %d of them\nREADME: %q\nkeys.go: %q", path, k+1, gl[k], wl[k])
+			t.Fatalf("%s's key tables are stale (run go generate ./ui): line %d of them\ndoc: %q\nkeys.go: %q", path, k+1, gl[k], wl[k])
 		}
 	}
 	t.Fatalf("%s's key tables are stale (run go generate ./ui): %d lines, keys.go makes %d", path, len(gl), len(wl))
