@@ -124,10 +124,14 @@ func TestDocsFlagsAreEachCommandsHelp(t *testing.T) {
 			documented[c] = append(documented[c], m[1])
 		}
 	}
-	for c, flags := range helps { // c "gputop" is the TUI
+	for c, flags := range helps {
+		name := "gputop " + c
+		if c == "gputop" {
+			name = "gputop" // the TUI
+		}
 		for _, f := range flags {
 			if !slices.Contains(documented[c], f) {
-				t.Errorf("%s --help shows %s, and %s's flag table has no row `%s` naming %s", strings.TrimPrefix("gputop "+c, "gputop gputop"), f, path, f, c)
+				t.Errorf("%s --help shows %s, and %s's flag table has no row `%s` naming %s", name, f, path, f, c)
 			}
 		}
 		for _, f := range documented[c] {
