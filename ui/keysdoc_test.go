@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	tea "charm.land/bubbletea/v2"
 )
 
 var updateKeysDoc = flag.Bool("update-keys-doc", false, "rewrite docs/keys.md's key tables from the key table (keys.go)")
@@ -111,4 +113,109 @@ func TestKeysDocIsCurrent(t *testing.T) {
 		}
 	}
 	t.Fatalf("%s's key tables are stale (run go generate ./ui): %d lines, keys.go makes %d", path, len(gl), len(wl))
+}
+
+// probes are the key presses a terminal can send that tea names: every
+// printable ASCII character, the named keys, with shift and ctrl.
+func probes() []tea.KeyPressMsg {
+	var out []tea.KeyPressMsg
+	for r := '!'; r <= '~'; r++ {
+		out = append(out, tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+	for r := 'a'; r <= 'z'; r++ {
+		out = append(out, tea.KeyPressMsg{Code: r, Mod: tea.ModCtrl})
+	}
+	out = append(out, tea.KeyPressMsg{Code: tea.KeySpace, Text: " "})
+	named := []rune{tea.KeyUp, tea.KeyDown, tea.KeyLeft, tea.KeyRight, tea.KeyHome, tea.KeyEnd, tea.KeyPgUp, tea.KeyPgDown,
+		tea.KeyTab, tea.KeyEnter, tea.KeyEscape, tea.KeyBackspace, tea.KeyDelete, tea.KeyInsert}
+	for f := tea.KeyF1; f <= tea.KeyF12; f++ {
+		named = append(named, f)
+	}
+	for _, k := range named {
+		for _, mod := range []tea.KeyMod{0, tea.ModShift, tea.ModCtrl, tea.ModAlt} {
+			out = append(out, tea.KeyPressMsg{Code: k, Mod: mod})
+		}
+	}
+	return out
+}
+
+// docKeyTables are docs/keys.md's key tables as the doc has them: for each
+// of keySections, the keys its rows name, as tea names them ("up" for ↑).
+func docKeyTables(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/keys.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, _ := strings.Cut(string(b), keysBegin)
+	text, _, _ = strings.Cut(text, keysEnd)
+	teaName := map[string]string{}
+	for k, n := range keyNames {
+		teaName[n] = k
+	}
+	tables := make([][]string, len(keySections))
+	at := -1
+	for _, line := range strings.Split(text, "\n") {
+		for i, s := range keySections {
+			if line == s.lead {
+				at = i
+			}
+		}
+		cells := strings.Split(line, " | ")
+		if at < 0 || !strings.HasPrefix(line, "| `") || len(cells) < 2 {
+			continue
+		}
+		for _, k := range strings.FieldsFunc(strings.TrimPrefix(cells[0], "| "), func(r rune) bool { return r == ',' || r == '/' || r == ' ' }) {
+			k = strings.Trim(k, "`")
+			if n, ok := teaName[k]; ok {
+				k = n
+			}
+			tables[at] = append(tables[at], k)
+		}
+	}
+	return tables
+}
+
+// docs/keys.md's key tables against the bindings, pressed: each key a
+// table names is one a terminal sends (tea names a press so) and, pressed
+// where the table says, acts (live or in a replay); and each key press
+// that acts in a table's modes is in that table. A key bound and not
+// documented, documented and not bound, or documented under a name no
+// press has, fails.
+func TestKeysDocMatchesTheBindings(t *testing.T) {
+	tables := docKeyTables(t)
+	presses := map[string]tea.KeyPressMsg{}
+	for _, p := range probes() {
+		presses[p.String()] = p
+	}
+	maps := []*keyMap{newKeyMap(false), newKeyMap(true)}
+	acts := func(modes keyMode, p tea.KeyPressMsg) bool {
+		for bit := keyMode(1); bit != 0 && bit <= modes; bit <<= 1 {
+			for _, k := range maps {
+				if modes&bit != 0 && k.lookup(bit, p) != nil {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for i, s := range keySections {
+		if len(tables[i]) == 0 {
+			t.Errorf("docs/keys.md has no keys under %q", s.lead)
+		}
+		for _, k := range tables[i] {
+			p, ok := presses[k]
+			switch {
+			case !ok:
+				t.Errorf("docs/keys.md, %q: %q is no key press a terminal sends (tea names none so)", s.lead, k)
+			case !acts(s.modes, p):
+				t.Errorf("docs/keys.md, %q: %q does nothing there", s.lead, k)
+			}
+		}
+		for name, p := range presses {
+			if acts(s.modes, p) && !slices.Contains(tables[i], name) {
+				t.Errorf("%q acts %s, and docs/keys.md's table there (%q) does not list it", name, modeName(s.modes), s.lead)
+			}
+		}
+	}
 }
