@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
 log=bin/build.log
-echo "building gputop into bin/ (the first time takes about a minute)"
+echo "building gputop into bin/ (the first time takes a minute or two)"
 # go-nvml's header marks NVML calls deprecated that gputop never calls:
 # gcc's warnings about them are noise (see docs/install.md)
 if ! CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations" go build -trimpath -o bin/gputop . >"$log" 2>&1; then
