@@ -167,3 +167,43 @@ func TestColumnsReadTheContext(t *testing.T) {
 		t.Fatalf("text table %q", tbl[1])
 	}
 }
+
+// docs/recordings.md's table of the CSV's columns and the columns, both
+// ways: each column of the list is in a row of the table (by name, or by
+// a `prefix_*` that covers it), and each name the table gives is a column
+// or a prefix of some.
+func TestCSVColumnsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/recordings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(doc), "\n## Summary CSV\n")
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	code := regexp.MustCompile("`([a-z_]+\\*?)`")
+	var names []string
+	for _, line := range strings.Split(sec, "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 2 {
+			continue
+		}
+		for _, m := range code.FindAllStringSubmatch(cells[0], -1) {
+			names = append(names, m[1])
+		}
+	}
+	covers := func(name, col string) bool {
+		if p, ok := strings.CutSuffix(name, "*"); ok {
+			return strings.HasPrefix(col, p)
+		}
+		return name == col
+	}
+	for _, c := range Columns {
+		if !slices.ContainsFunc(names, func(n string) bool { return covers(n, c.Name) }) {
+			t.Errorf("column %s is in no row of docs/recordings.md's table of the CSV's columns", c.Name)
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(Columns, func(c Column) bool { return covers(n, c.Name) }) {
+			t.Errorf("docs/recordings.md's table of the CSV's columns names %s, which is no column", n)
+		}
+	}
+}
