@@ -11,28 +11,32 @@ import (
 	"testing"
 )
 
-// readmeBuild is the README's build command: `go build FLAGS -o gputop .`.
-var readmeBuild = regexp.MustCompile("(?m)^CGO_ENABLED=1 go build ((?:-[^ ]+ )*)-o gputop \\.")
+// docBuild is docs/install.md's build command: `go build FLAGS -o gputop .`.
+var docBuild = regexp.MustCompile("(?m)^CGO_ENABLED=1 go build ((?:-[^ ]+ )*)-o gputop \\.")
 
-// TestReproducibleBuild builds the binary the way the README says, in two
+// TestReproducibleBuild builds the binary the way docs/install.md says, in two
 // copies of the tree at different paths, and wants the same bytes: no
 // checkout path in the Go or the C parts' debug info (go-nvml and
 // sampler/native are cgo).
 func TestReproducibleBuild(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	doc, err := os.ReadFile("docs/install.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := readmeBuild.FindSubmatch(readme)
+	m := docBuild.FindSubmatch(doc)
 	if m == nil {
-		t.Fatal("README.md has no line `CGO_ENABLED=1 go build FLAGS -o gputop .`")
+		t.Fatal("docs/install.md has no line `CGO_ENABLED=1 go build FLAGS -o gputop .`")
 	}
 	flags := strings.Fields(string(m[1]))
 	wheels, err := os.ReadFile("scripts/build-wheels.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range [][]byte{m[0], wheels} {
+	demo, err := os.ReadFile("scripts/demo.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range [][]byte{m[0], wheels, demo} {
 		if !bytes.Contains(s, []byte("go build -trimpath")) {
 			t.Errorf("a build without -trimpath keeps the checkout's path in the binary: %.80q", s)
 		}

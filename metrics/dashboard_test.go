@@ -75,7 +75,7 @@ func readDashboard(t *testing.T) dashboard {
 	return d
 }
 
-// Every series the collector describes, and every one README's metrics
+// Every series the collector describes, and every one docs/clusters.md's metrics
 // table names, is queried by a panel or an annotation of the Grafana
 // dashboard, or listed in absentFromDashboard with why (and then not
 // queried, and still a series).
@@ -110,7 +110,7 @@ func TestDashboardCoversEverySeries(t *testing.T) {
 			names[m[1]] = "the collector"
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/clusters.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +122,11 @@ func TestDashboardCoversEverySeries(t *testing.T) {
 		}
 		for _, m := range regexp.MustCompile("`(gputop_[a-z0-9_]+)[`{]").FindAllStringSubmatch(section, -1) {
 			if _, ok := names[m[1]]; !ok {
-				names[m[1]] = "README's metrics table"
+				names[m[1]] = "docs/clusters.md's metrics table"
 			}
 		}
 	} else {
-		t.Error(`README.md has no "## Prometheus metrics" section`)
+		t.Error(`docs/clusters.md has no "## Prometheus metrics" section`)
 	}
 	if len(names) < 20 {
 		t.Fatalf("only %d series found", len(names))

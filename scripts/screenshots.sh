@@ -23,7 +23,7 @@ shot() { # name [session]
 }
 
 # the demo opens on its whole run, just after its last end row: the same
-# moment at the two sizes the README shows
+# moment at the two sizes the README and docs/keys.md show
 tmux new-session -d -s gputop-shot -x 160 -y 50 -- bin/gputop --demo
 sleep 1
 shot demo

@@ -30,8 +30,8 @@ const layoutHeader = ",free_in_segments_bytes,largest_free_bytes,segments,graph_
 const ledgerHeader = ",params_bytes,grads_bytes,optimizer_bytes,activations_bytes,other_tensors_bytes,workspace_bytes," +
 	"cached_free_bytes,outside_torch_bytes,unattributed_bytes"
 
-// The CSV a file gets starts with the header README's "Summary CSV"
-// documents, byte for byte, and that header keeps the columns it had.
+// The CSV a file gets starts with the header docs/recordings.md's
+// "Summary CSV" documents, byte for byte, and that header keeps the columns it had.
 func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
 	snaps, devs := sample()
 	path := filepath.Join(t.TempDir(), "out.csv")
@@ -42,18 +42,18 @@ func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/recordings.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, sec, _ := strings.Cut(string(readme), "\n## Summary CSV\n")
+	_, sec, _ := strings.Cut(string(doc), "\n## Summary CSV\n")
 	_, block, _ := strings.Cut(sec, "```\n")
-	doc, _, _ := strings.Cut(block, "\n")
-	if first, _, _ := strings.Cut(string(b), "\n"); first != doc {
-		t.Fatalf("CSV header\n%s\nREADME's Summary CSV documents\n%s", first, doc)
+	header, _, _ := strings.Cut(block, "\n")
+	if first, _, _ := strings.Cut(string(b), "\n"); first != header {
+		t.Fatalf("CSV header\n%s\ndocs/recordings.md's Summary CSV documents\n%s", first, header)
 	}
-	if had := csvHeader + layoutHeader + ledgerHeader; doc != had && !strings.HasPrefix(doc, had+",") {
-		t.Fatalf("the header\n%s\ndoes not start with the columns it had\n%s", doc, had)
+	if had := csvHeader + layoutHeader + ledgerHeader; header != had && !strings.HasPrefix(header, had+",") {
+		t.Fatalf("the header\n%s\ndoes not start with the columns it had\n%s", header, had)
 	}
 }
 
@@ -165,5 +165,45 @@ func TestColumnsReadTheContext(t *testing.T) {
 	}
 	if tbl := Table(snaps, devs); !strings.Contains(tbl[1], " "+strconv.Itoa(key)+" ") {
 		t.Fatalf("text table %q", tbl[1])
+	}
+}
+
+// docs/recordings.md's table of the CSV's columns and the columns, both
+// ways: each column of the list is in a row of the table (by name, or by
+// a `prefix_*` that covers it), and each name the table gives is a column
+// or a prefix of some.
+func TestCSVColumnsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/recordings.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(doc), "\n## Summary CSV\n")
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	code := regexp.MustCompile("`([a-z_]+\\*?)`")
+	var names []string
+	for _, line := range strings.Split(sec, "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 2 {
+			continue
+		}
+		for _, m := range code.FindAllStringSubmatch(cells[0], -1) {
+			names = append(names, m[1])
+		}
+	}
+	covers := func(name, col string) bool {
+		if p, ok := strings.CutSuffix(name, "*"); ok {
+			return strings.HasPrefix(col, p)
+		}
+		return name == col
+	}
+	for _, c := range Columns {
+		if !slices.ContainsFunc(names, func(n string) bool { return covers(n, c.Name) }) {
+			t.Errorf("column %s is in no row of docs/recordings.md's table of the CSV's columns", c.Name)
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(Columns, func(c Column) bool { return covers(n, c.Name) }) {
+			t.Errorf("docs/recordings.md's table of the CSV's columns names %s, which is no column", n)
+		}
 	}
 }

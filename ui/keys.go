@@ -1,11 +1,11 @@
 // The key table: each key, where it acts, what the help and the key bar
-// call it, what it does, and the README's line for it. The help (?), the
-// key bar, the output pane's title and README.md's "Keys" section are all
+// call it, what it does, and the docs' line for it. The help (?), the
+// key bar, the output pane's title and docs/keys.md's key tables are all
 // drawn from it.
 
 package ui
 
-//go:generate go test -run TestREADMEKeysAreCurrent -update-readme .
+//go:generate go test -run TestKeysDocIsCurrent -update-keys-doc .
 
 import (
 	"math"
@@ -57,7 +57,7 @@ type keyAction struct {
 	// live: the key needs a live process; in a replay it does nothing
 	// but say this in the status line, and leaves the key bar
 	live string
-	// doc is its line in README.md's key table; "" shares the line of the
+	// doc is its line in docs/keys.md's key table; "" shares the line of the
 	// entry before (r beside x, d beside D)
 	doc string
 	// what it does: do acts on the screen's model, run on gputop run's

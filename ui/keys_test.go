@@ -31,7 +31,7 @@ func modeName(mode keyMode) string {
 // handler its mode calls (the screen's model, or the output pane's); in
 // each mode (and gputop run's pane with its command running), live and in
 // replay, a key and a place in the key bar belong to one entry; and each
-// README table's first entry has its line.
+// docs/keys.md table's first entry has its line.
 func TestKeyTableHoldsTogether(t *testing.T) {
 	names := map[string]bool{}
 	for _, a := range keyTable {
@@ -84,7 +84,7 @@ func TestKeyTableHoldsTogether(t *testing.T) {
 		for _, a := range keyTable {
 			if a.mode&s.modes != 0 {
 				if a.doc == "" {
-					t.Errorf("%s opens README's table %q, and has no line for it", a.name, s.lead)
+					t.Errorf("%s opens docs/keys.md's table %q, and has no line for it", a.name, s.lead)
 				}
 				break
 			}
@@ -96,7 +96,7 @@ func TestKeyTableHoldsTogether(t *testing.T) {
 	}
 	for mode, mname := range modeNames {
 		if mode&all == 0 {
-			t.Errorf("mode %s has no table in README", mname)
+			t.Errorf("mode %s has no table in docs/keys.md", mname)
 		}
 	}
 }

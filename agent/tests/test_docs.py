@@ -120,7 +120,8 @@ def units(text: str) -> list[str]:
     return out + text[at:].split("\n\n")
 
 
-@pytest.mark.parametrize("name", ["README.md", "agent/README.md"])
+@pytest.mark.parametrize("name", ["README.md", "agent/README.md",
+                                  *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))])
 def test_install_says_what_works_today(name: str):
     """Nothing is on PyPI yet, and PyPI's `gputop` is an unrelated project
     with the same command and import name: a doc may name `pip install

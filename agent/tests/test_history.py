@@ -471,7 +471,7 @@ def test_dumps_through_gputop_record_to_the_csv(gputop_bin: str, tmp_path, sock_
     assert r.returncode == 0, r.stderr
     with open(out, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert "dump" in rows[0]  # the column after the first 32 (README's "Summary CSV")
+    assert "dump" in rows[0]  # the column after the first 32 (docs/recordings.md's "Summary CSV")
     assert {r["label"]: r["dump"] for r in rows} == {"Epoch 2": labelled, "OOM": oom}
 
 
