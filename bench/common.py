@@ -10,6 +10,7 @@ where a helper needs it.
   timing             call_times_ns, quantile, pcts
   shared load        setup_cpu (the reference model's training step),
                      Bare (the least a sampling thread can do)
+  agents' frames     Listener (a socket the children's agents connect to)
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import math
 import os
 import select
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -282,3 +284,62 @@ class Bare(threading.Thread):
             nxt += self.period
             if nxt <= mono():
                 nxt = mono() + self.period
+
+
+# ---------------------------------------------------------------- agents' frames
+
+
+class Listener:
+    """A Unix socket the children's agents connect to: every frame each sends,
+    by the pid of its hello."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.frames: dict[int, list[dict]] = {}
+        self.lock = threading.Lock()
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(c,), daemon=True).start()
+
+    def _read(self, c: socket.socket) -> None:
+        buf, pid = b"", None
+        with c:
+            while True:
+                try:
+                    d = c.recv(1 << 16)
+                except OSError:
+                    return
+                if not d:
+                    return
+                buf += d
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    try:
+                        f = json.loads(line)
+                    except ValueError:
+                        continue
+                    if f.get("type") == "hello":
+                        pid = f.get("pid")
+                    if pid is not None:
+                        with self.lock:
+                            self.frames.setdefault(pid, []).append(f)
+
+    def of(self, pid: int, typ: str) -> list[dict]:
+        with self.lock:
+            return [f for f in self.frames.get(pid, []) if f.get("type") == typ]
+
+    def close(self) -> None:
+        self.srv.close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass

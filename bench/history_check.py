@@ -23,10 +23,19 @@ Four parts, each a child process with the agent attached:
             and step 50 (`gputop.snapshot(label, dump=True)`): in both the
             top frame must be the `losses.append(...)` line, its block count
             grown between them (the top grower), labelled with the steps'
-            snapshot labels, and memory_viz must read the dump.
+            snapshot labels, and memory_viz must read the dump;
+  run       issue #29's OOM: a script with no gputop in it keeps 8 GiB
+            blocks until CUDA runs out, under `gputop run --no-tui
+            --history 100000` (the agent attached at its first CUDA use,
+            history asked for from the start): the dump of a short history
+            must take at most 1 s and hold the GIL at most 200 ms at 136 GiB
+            in use, and the first block must carry the stack that allocated
+            it; the dump's phases (the wait, torch's snapshot and the
+            thread's CPU time in it, pickle, write, fsync, place) are
+            printed to show where the time went.
 
 Results: 95-history-overhead-cpu, 95-history-overhead-gpu (INFO),
-96-history-oom-dump, 97-history-labelled-dump.
+96-history-oom-dump, 97-history-labelled-dump, 98-history-run-oom-dump.
 """
 from __future__ import annotations
 
@@ -34,6 +43,7 @@ import argparse
 import csv
 import json
 import os
+import pickle
 import re
 import statistics
 import subprocess
@@ -148,6 +158,28 @@ time.sleep(0.5)
 st = gputop.status()
 print(json.dumps({"dumps": st["dumps"], "history": st["history"], "losses": len(losses)}))
 """ % ENTRIES
+
+
+# issue #29's OOM, with no gputop in the script: gputop run attaches the
+# agent at its first CUDA use, history asked for from the start
+RUN_OOM = r"""
+import json, time
+import torch
+hold = []
+err = ""
+try:
+    while True:
+        hold.append(torch.empty(8 << 30, dtype=torch.uint8, device="cuda"))  # RUN_OOM_LINE
+        time.sleep(0.2)  # a step's worth between blocks: the agent samples, gputop forecasts
+except torch.OutOfMemoryError as e:
+    err = str(e).splitlines()[0]
+first = hold[0].untyped_storage().data_ptr() if hold else 0
+n = len(hold)
+del hold
+time.sleep(0.5)
+print(json.dumps({"error": err, "held": n, "first": first}))
+"""
+RUN_GOALS = (1000.0, 200.0)  # a dump of few entries: wall ms, GIL ms (issue #29)
 
 
 def line_of(code: str, marker: str) -> int:
@@ -312,6 +344,84 @@ def check_oom(a, work: str, env: dict, log) -> None:
                  frames=frames[:5])
 
 
+def phases_text(d: dict) -> str:
+    """A dump's phases as the log line gives them."""
+    ph = d.get("phases") or {}
+    if not ph:
+        return "no phases (an agent from before them)"
+    return (f"wait {ph.get('wait_ms', 0):.1f}, torch {ph.get('take_ms', 0):.1f} (CPU {ph.get('take_cpu_ms', 0):.1f}), "
+            f"pickle {ph.get('pickle_ms', 0):.1f}, write {ph.get('write_ms', 0):.1f}, "
+            f"fsync {ph.get('fsync_ms', 0):.1f}, place {ph.get('place_ms', 0):.1f} ms")
+
+
+def first_block(path: str, addr: int) -> tuple[int, str]:
+    """(the dump's history entries, the top frame of the block at addr, or
+    why there is none)."""
+    with open(path, "rb") as f:
+        state = pickle.load(f)  # the agent's own file, written by this run
+    entries = sum(len(t) for t in state.get("device_traces") or [])
+    for seg in state.get("segments") or []:
+        for b in seg.get("blocks") or []:
+            if b.get("address") == addr:
+                fr = b.get("frames") or []
+                if not fr:
+                    return entries, "no stack (allocated before history was on)"
+                return entries, f"{os.path.basename(fr[0].get('filename', '?'))}:{fr[0].get('line')} {fr[0].get('name')}"
+    return entries, f"no block at {addr:#x} in the dump"
+
+
+def check_run(a, work: str, env: dict, log) -> None:
+    name = "98-history-run-oom-dump"
+    path = os.path.join(work, "run_oom_child.py")
+    with open(path, "w") as f:
+        f.write(RUN_OOM)
+    rec, csv_path = os.path.join(work, "run_oom.gputop"), os.path.join(work, "run_oom.csv")
+    # as a user runs it: no PYTHONPATH of ours, bin/gputop finds ../agent itself
+    run_env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "GPUTOP_SOCKET", "GPUTOP", "GPUTOP_HISTORY")}
+    cmd = [a.gputop, "run", "--no-tui", "--history", str(ENTRIES), "--record", rec, "--force", "--csv", csv_path,
+           "--", sys.executable, path]
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    try:
+        p = subprocess.run(cmd, cwd=work, env=run_env, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        write_result(a.results_dir, name, "FAIL", "gputop run timed out after 240 s (history_check.log)")
+        return
+    log.write(p.stderr[-6000:] + p.stdout[-2000:])
+    try:
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        write_result(a.results_dir, name, "FAIL", f"gputop run exited {p.returncode} without the child's JSON "
+                                                  "(history_check.log)")
+        return
+    ooms = oom_frames(rec)
+    d = ooms[-1].get("dump", {}) if ooms else {}
+    if not d.get("path"):
+        write_result(a.results_dir, name, "FAIL", f"no dump at the OOM: {d.get('error') or 'no oom frame'}",
+                     child=r, dump=d)
+        return
+    entries, top = first_block(d["path"], r["first"])
+    want = f"run_oom_child.py:{line_of(RUN_OOM, 'RUN_OOM_LINE')} <module>"
+    problems = []
+    if not r["error"]:
+        problems.append("torch raised no OutOfMemoryError")
+    took, gil = d.get("took_ms", 0.0), d.get("gil_ms", 0.0)
+    if took > RUN_GOALS[0]:
+        problems.append(f"the dump took {took:.0f} ms (goal <= {RUN_GOALS[0]:.0f})")
+    if gil > RUN_GOALS[1]:
+        problems.append(f"the dump held the GIL {gil:.0f} ms (goal <= {RUN_GOALS[1]:.0f})")
+    if top != want:
+        problems.append(f"the first block's stack: {top} (want {want})")
+    summary = (f"OOM after {r['held']} x 8 GiB ({r['held'] * 8} GiB in use) under gputop run --history {ENTRIES}: "
+               f"dump of {entries} entries ({d.get('bytes', 0) / 1024:.1f} KiB), took {took:.0f} ms, GIL held "
+               f"{gil:.0f} ms (goals {RUN_GOALS[0]:.0f} / {RUN_GOALS[1]:.0f}); phases: {phases_text(d)}; "
+               f"first block's stack: {top}")
+    print(summary)
+    write_result(a.results_dir, name, "FAIL" if problems else "PASS",
+                 "; ".join(problems) + " -- " + summary if problems else summary,
+                 problems=problems, dump=d, child=r, entries=entries, first_block=top)
+
+
 def check_labelled(a, work: str, env: dict, log) -> None:
     name = "97-history-labelled-dump"
     rec, sock = os.path.join(work, "labelled.gputop"), os.path.join(work, "labelled.sock")
@@ -363,13 +473,14 @@ def main() -> int:
     ap.add_argument("--gputop", default="bin/gputop")
     ap.add_argument("--results-dir")
     ap.add_argument("--workdir", help="for the children, recordings and dumps (default: a temp dir)")
-    ap.add_argument("--only", nargs="*", choices=["oom", "labelled", "overhead"], help="run only these parts")
+    ap.add_argument("--only", nargs="*", choices=["oom", "labelled", "overhead", "run"], help="run only these parts")
     ap.add_argument("--dry-run", action="store_true",
                     help="without a GPU: compile the children and show where their marked lines are")
     a = ap.parse_args()
     if a.dry_run:
         # without a GPU: the children compile, their markers are where the checks look
-        for code, marker in ((OVERHEAD, None), (OOM, "OOM_LINE"), (LABELLED, "LOSSES_LINE")):
+        for code, marker in ((OVERHEAD, None), (OOM, "OOM_LINE"), (LABELLED, "LOSSES_LINE"),
+                             (RUN_OOM, "RUN_OOM_LINE")):
             compile(code, "child", "exec")
             if marker:
                 print(f"{marker} on line {line_of(code, marker)}")
@@ -380,7 +491,7 @@ def main() -> int:
                                                       os.environ.get("PYTHONPATH", "")) if p))
     env.pop("GPUTOP_HISTORY", None)
     with open(os.path.join(work, "history_check.log"), "w") as log:
-        for part in (check_oom, check_labelled, check_overhead):
+        for part in (check_run, check_oom, check_labelled, check_overhead):
             if a.only and part.__name__.removeprefix("check_") not in a.only:
                 continue
             try:

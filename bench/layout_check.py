@@ -51,14 +51,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from common import start_gputop, stop_proc, write_result  # noqa: E402
+from common import Listener, start_gputop, stop_proc, write_result  # noqa: E402
 
 MIB = 1 << 20
 PARTS = ("oom", "explained", "graphs", "expandable", "cost", "overhead")
@@ -272,62 +271,6 @@ def child(part: str, sock: str) -> dict:
 
 
 # ---------------------------------------------------------------- the socket
-
-
-class Listener:
-    """A Unix socket the children's agents connect to: every frame each sends,
-    by the pid of its hello."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.frames: dict[int, list[dict]] = {}
-        self.lock = threading.Lock()
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.srv.bind(path)
-        self.srv.listen(16)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._read, args=(c,), daemon=True).start()
-
-    def _read(self, c: socket.socket) -> None:
-        buf, pid = b"", None
-        with c:
-            while True:
-                try:
-                    d = c.recv(1 << 16)
-                except OSError:
-                    return
-                if not d:
-                    return
-                buf += d
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    try:
-                        f = json.loads(line)
-                    except ValueError:
-                        continue
-                    if f.get("type") == "hello":
-                        pid = f.get("pid")
-                    if pid is not None:
-                        with self.lock:
-                            self.frames.setdefault(pid, []).append(f)
-
-    def of(self, pid: int, typ: str) -> list[dict]:
-        with self.lock:
-            return [f for f in self.frames.get(pid, []) if f.get("type") == typ]
-
-    def close(self) -> None:
-        self.srv.close()
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
 
 
 def run_child(a: argparse.Namespace, part: str, srv: Listener, work: str, env: dict | None = None,

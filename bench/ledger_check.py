@@ -47,13 +47,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from common import write_result  # noqa: E402
+from common import Listener, write_result  # noqa: E402
 
 MIB = 1 << 20
 PARTS = ("params", "grads", "optimizer", "activations", "other_tensors", "workspace")
@@ -312,63 +311,9 @@ def child(part: str, sock: str) -> dict:
 # ---------------------------------------------------------------- the socket
 
 
-class Listener:
-    """A Unix socket the children's agents connect to: every frame each sends,
-    by the pid of its hello."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.frames: dict[int, list[dict]] = {}
-        self.lock = threading.Lock()
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.srv.bind(path)
-        self.srv.listen(16)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._read, args=(c,), daemon=True).start()
-
-    def _read(self, c: socket.socket) -> None:
-        buf, pid = b"", None
-        with c:
-            while True:
-                try:
-                    d = c.recv(1 << 16)
-                except OSError:
-                    return
-                if not d:
-                    return
-                buf += d
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    try:
-                        f = json.loads(line)
-                    except ValueError:
-                        continue
-                    if f.get("type") == "hello":
-                        pid = f.get("pid")
-                    if pid is not None:
-                        with self.lock:
-                            self.frames.setdefault(pid, []).append(f)
-
-    def ledgers(self, pid: int) -> dict[str, dict | None]:
-        """label -> the first device's ledger of that row's mark (None: none)."""
-        with self.lock:
-            marks = [f for f in self.frames.get(pid, []) if f.get("type") == "mark"]
-        return {m.get("label", ""): ((m.get("devs") or [{}])[0].get("ledger")) for m in marks}
-
-    def close(self) -> None:
-        self.srv.close()
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
-
+def ledgers(srv: Listener, pid: int) -> dict[str, dict | None]:
+    """label -> the first device's ledger of that row's mark (None: none)."""
+    return {m.get("label", ""): ((m.get("devs") or [{}])[0].get("ledger")) for m in srv.of(pid, "mark")}
 
 def run(a: argparse.Namespace, argv: list[str], srv: Listener, log: str) -> str:
     """Run a child with the agent from agent/ (stdout returned, stderr to log)."""
@@ -400,7 +345,7 @@ def check_article(a, srv, work) -> list[tuple[str, str, str, dict]]:
             got = json.load(f)
     except (OSError, ValueError):
         return [("article", "FAIL", f"the article's program failed ({log})", {})]
-    leds = srv.ledgers(got["pid"])
+    leds = ledgers(srv, got["pid"])
     problems, worst, said = [], (0.0, "", 0), {}
     for r in got["rows"]:
         led = leds.get(r["label"])
@@ -429,7 +374,7 @@ def check_transformer(a, srv, work) -> list[tuple[str, str, str, dict]]:
     if got is None:
         return [(n, "FAIL", f"the transformer's child failed ({log})", {})
                 for n in ("exact", "activations", "unattributed", "cost", "overhead")]
-    return judge_transformer(got, srv.ledgers(got["pid"]))
+    return judge_transformer(got, ledgers(srv, got["pid"]))
 
 
 def judge_transformer(got: dict, leds: dict[str, dict | None]) -> list[tuple[str, str, str, dict]]:
@@ -524,9 +469,9 @@ def dry_run() -> int:
               + b"\n")
     c.close()
     t0 = time.time()
-    while not srv.ledgers(7) and time.time() - t0 < 5:
+    while not ledgers(srv, 7) and time.time() - t0 < 5:
         time.sleep(0.01)
-    got = srv.ledgers(7).get("Epoch 5")
+    got = ledgers(srv, 7).get("Epoch 5")
     ok = got == led and not compare("dry", got, want, 100 * MIB)  # 4 KiB unattributed: under 1%
     ok = ok and compare("dry", got, dict(want, grads=1), 100 * MIB) != []
     ok = ok and compare("dry", dict(led, allocated=24 * MIB), want, 100 * MIB) != []  # 8 MiB: over 1%

@@ -39,7 +39,12 @@
 #               CPU-bound and the large GPU-bound loop; an OOM's dump (top frame
 #               the allocating line, read by gputop dump-info and by torch's
 #               memory_viz loader, named by the recording and the CSV); dumps
-#               of a growing `losses` list name its append line as top grower
+#               of a growing `losses` list name its append line as top grower;
+#               issue #29's OOM under `gputop run --history 100000` (17 x 8
+#               GiB, a script with no gputop in it): the dump's wall and GIL
+#               ms against 1 s / 200 ms, its phases, the first block's stack
+#               (alone: GPU_CHECK_STEPS=history, or
+#               bench/history_check.py --only run)
 #   run         bench/run_check.py: `gputop run --no-tui --record --csv` around
 #               a script with no gputop in it (bench/workloads/plain.py, with a
 #               real OOM), train_mlp.py --no-agent, a Lightning fit and an HF
@@ -446,7 +451,7 @@ step_baseline() {
 
 step_history() {
 	have_gputop || return 1
-	timeout 330 "$PY" bench/history_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/history"
+	timeout 420 "$PY" bench/history_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/history"
 }
 
 step_run() {
@@ -624,7 +629,7 @@ step overhead 260 40-overhead-cpu 40-overhead-gpu 40-overhead-compiled 40-snapsh
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step baseline 330 50-resource-tui-baseline
 step holders 25 60-holders_scenarios
-step history 130 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-dump 97-history-labelled-dump
+step history 160 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-dump 97-history-labelled-dump 98-history-run-oom-dump
 step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics

@@ -28,10 +28,25 @@ func DumpLine(pid int, label string, d *wire.Dump) string {
 	if d.Path == "" {
 		return fmt.Sprintf("pid %d: no memory dump at %q: %s", pid, label, d.Error)
 	}
-	line := fmt.Sprintf("pid %d: memory dump at %q: %s (%.1f MiB; %.0f ms, GIL held %.0f ms)",
+	line := fmt.Sprintf("pid %d: memory dump at %q: %s (%.1f MiB; %.0f ms, GIL held %.0f ms",
 		pid, label, d.Path, float64(d.Bytes)/(1<<20), d.TookMS, d.GILMS)
+	if p := d.Phases; p != nil {
+		line += fmt.Sprintf(": wait %s, torch %s (CPU %s), pickle %s, write %s, fsync %s, place %s",
+			phaseMS(p.WaitMS), phaseMS(p.TakeMS), phaseMS(p.TakeCPUMS), phaseMS(p.PickleMS),
+			phaseMS(p.WriteMS), phaseMS(p.FsyncMS), phaseMS(p.PlaceMS))
+	}
+	line += ")"
 	if n := len(d.Removed); n > 0 {
 		line += fmt.Sprintf("; %d older removed to stay within the bounds: %s", n, listClipped(d.Removed, 3))
 	}
 	return line
+}
+
+// phaseMS is one phase of a dump's time: whole milliseconds from 10 on,
+// else one decimal (a phase of a fast dump is a fraction of one).
+func phaseMS(ms float64) string {
+	if ms >= 10 {
+		return fmt.Sprintf("%.0f ms", ms)
+	}
+	return fmt.Sprintf("%.1f ms", ms)
 }

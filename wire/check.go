@@ -218,10 +218,24 @@ func checkLayout(field string, l *Layout) error {
 	return nil
 }
 
-// checkDump: a dump names its file or says why there is none.
+// checkDump: a dump names its file or says why there is none; its times
+// are not negative.
 func checkDump(d *Dump) error {
-	if d != nil && d.Path == "" && d.Error == "" {
+	if d == nil {
+		return nil
+	}
+	if d.Path == "" && d.Error == "" {
 		return errors.New(`"dump" has neither a "path" nor an "error"`)
+	}
+	if d.TookMS < 0 || d.GILMS < 0 {
+		return errors.New(`"dump": "took_ms" and "gil_ms" must be >= 0`)
+	}
+	if p := d.Phases; p != nil {
+		for _, v := range []float64{p.WaitMS, p.TakeMS, p.TakeCPUMS, p.PickleMS, p.WriteMS, p.FsyncMS, p.PlaceMS} {
+			if v < 0 {
+				return errors.New(`"dump.phases": every time must be >= 0`)
+			}
+		}
 	}
 	return nil
 }

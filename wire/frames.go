@@ -216,16 +216,32 @@ type Mark struct {
 // torch.cuda.memory._snapshot() returns (its allocation history with the
 // stacks of every live block), pickled as pytorch.org/memory_viz opens it.
 // Error says why none was written (Path empty then). The cost is the
-// training process's: TookMS from asking torch to the file in place, GILMS
-// of it with the GIL held (torch's call and the pickling; the write lets it
-// go).
+// training process's: TookMS from the call to the file in place (the sum
+// of Phases' wall times), GILMS of it with the GIL held (the CPU time of
+// the threads that took and pickled it; the write lets the GIL go).
 type Dump struct {
-	Path    string   `json:"path,omitempty"`
-	Bytes   uint64   `json:"bytes,omitempty"`
-	TookMS  float64  `json:"took_ms,omitempty"`
-	GILMS   float64  `json:"gil_ms,omitempty"`
-	Error   string   `json:"error,omitempty"`
-	Removed []string `json:"removed,omitempty"` // older dumps removed to stay within the bounds
+	Path    string      `json:"path,omitempty"`
+	Bytes   uint64      `json:"bytes,omitempty"`
+	TookMS  float64     `json:"took_ms,omitempty"`
+	GILMS   float64     `json:"gil_ms,omitempty"`
+	Error   string      `json:"error,omitempty"`
+	Removed []string    `json:"removed,omitempty"` // older dumps removed to stay within the bounds
+	Phases  *DumpPhases `json:"phases,omitempty"`  // where TookMS went; absent from agents before it
+}
+
+// DumpPhases is where a dump's time went, in milliseconds, in order: the
+// wait for another dump being written, torch's _snapshot() (TakeCPUMS of
+// it the calling thread's CPU time: a TakeMS far above it is time spent
+// waiting, for the GIL or a lock, not torch working), the pickling, the
+// write, the fsync, and placing the file (its link, the run's bounds).
+type DumpPhases struct {
+	WaitMS    float64 `json:"wait_ms"`
+	TakeMS    float64 `json:"take_ms"`
+	TakeCPUMS float64 `json:"take_cpu_ms"`
+	PickleMS  float64 `json:"pickle_ms"`
+	WriteMS   float64 `json:"write_ms"`
+	FsyncMS   float64 `json:"fsync_ms"`
+	PlaceMS   float64 `json:"place_ms"`
 }
 
 // OOM reports a CUDA out-of-memory error seen by the allocator.

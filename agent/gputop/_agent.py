@@ -172,11 +172,11 @@ class Agent:
         except Exception:
             pass
 
-    def post_dump(self, frame: dict[str, Any], state: Any, take_ms: float) -> None:
-        """Queue a mark whose dump (state, taken by the caller in take_ms)
-        the agent thread writes before the mark goes out."""
+    def post_dump(self, frame: dict[str, Any], state: Any, taken: _dumps.Taken) -> None:
+        """Queue a mark whose dump (state, taken by the caller at the cost
+        taken) the agent thread writes before the mark goes out."""
         try:
-            job = {"state": state, "ms": take_ms, "frame": frame}
+            job = {"state": state, "taken": taken, "frame": frame}
             frame["_dump"] = job
             self._dump_jobs.append(job)
             self.post(frame, urgent=False)
@@ -335,7 +335,9 @@ class Agent:
                                                                                NO_DEVICE_TICK_S)
                         if next_tick <= now:  # fell behind: skip, never burst
                             next_tick = now + 1.0 / self.rate_hz
-                    if self._devs and now >= self.layouts.next_at:
+                    # not beside a dump being taken (an OOM's, in the
+                    # failing thread): that moment is torch's alone
+                    if self._devs and now >= self.layouts.next_at and not _dumps.taking():
                         for f in self.layouts.periodic(self._devs, now):
                             self.post(f)
                     if self._marks or now >= next_send or self.stopping:
@@ -558,7 +560,7 @@ class Agent:
             job = self._dump_jobs[0]
             f = job["frame"]
             try:
-                res = _dumps.write(job["state"], f.get("label", "dump"), f.get("t", time.time_ns()), job["ms"])
+                res = _dumps.write(job["state"], f.get("label", "dump"), f.get("t", time.time_ns()), job["taken"])
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}
             finally:

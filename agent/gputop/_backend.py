@@ -208,9 +208,11 @@ class Backend:
         fn, inside the framework's initialisation."""
         return False
 
-    def history(self) -> History | None:
+    def history(self, initialising: bool = False) -> History | None:
         """Allocation history and dumps, once the devices are
-        initialised; None where there are none (yet)."""
+        initialised; None where there are none (yet). initialising: called
+        from at_init's fn, inside the framework's initialisation, before
+        its first allocation (where devices() may not list them yet)."""
         return None
 
     def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
@@ -263,10 +265,12 @@ class Backend:
         from it. None where the framework does not count them."""
         return None
 
-    def layouts(self, devs: Sequence[int]) -> dict[int, dict[str, Any]] | None:
+    def layouts(self, devs: Sequence[int], state: Any = None) -> dict[int, dict[str, Any]] | None:
         """The allocator's layout of each device of devs, read at once
         (wire.Layout without t and took_ms; settings included where the
         framework reports them); None where the framework has none.
+        state: dump data taken already (History.dump_state()), which holds
+        the layout: read from it instead of asking the framework again.
         Raises Unsupported when this installation cannot read it."""
         return None
 

@@ -26,19 +26,30 @@ dump, and one whose data was taken already, wait for it instead
 Every failure (a full disk, a file-size limit, a directory that cannot be
 made, torch's _snapshot() failing) is reported in the result, never raised.
 
-The cost is measured: torch's _snapshot() and the pickling hold the GIL
-(``gil_ms``); the write lets it go (``took_ms`` is the whole).
+The cost is measured phase by phase (``phases``, wire.DumpPhases): the
+wait for a dump being written, torch's _snapshot() (its wall time and the
+calling thread's CPU time in it: a wall far above the CPU is time spent
+waiting, for the GIL or a lock, not torch working), the pickling, the
+write, the fsync, and placing the file (its link, the run's bounds).
+``took_ms`` is the whole, from the call to the file in place; ``gil_ms``
+the CPU time of the thread(s) that took and pickled it, the time they held
+the GIL (the write, the fsync and a wait let it go).
+
+While a dump's data is being taken nothing of gputop's runs beside it:
+a holders walk asked for meanwhile waits for it (taking(), wait_taken());
+the agent thread's periodic layout reading skips that moment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import pickle
 import re
 import threading
 import time
-from typing import Any
+from typing import Any, Callable, Iterator, NamedTuple
 
 from . import _links
 from ._backend import History
@@ -60,6 +71,49 @@ _writing = ""  # the path being written
 _run_dir: str | None = None
 _written: list[tuple[str, int]] = []  # this run's dumps, oldest first: (path, bytes)
 last_error = ""
+_taking = 0  # the thread taking a dump's data now (0: none)
+_taken = threading.Event()  # set while no dump's data is being taken
+_taken.set()
+
+
+class Taken(NamedTuple):
+    """What taking a dump's data cost the thread that took it: torch's
+    _snapshot() wall time, the thread's CPU time in it, and the wait for
+    another dump (ms)."""
+
+    ms: float
+    cpu_ms: float
+    wait_ms: float = 0.0
+
+
+def taking() -> int:
+    """The thread taking a dump's data now, or at an OOM writing it in the
+    failing thread (its ident); 0 when none is."""
+    return _taking
+
+
+def wait_taken(timeout: float) -> bool:
+    """Wait until no dump's data is being taken (at most timeout s); True
+    when none is."""
+    return _taken.wait(timeout)
+
+
+@contextlib.contextmanager
+def _taking_here() -> Iterator[None]:
+    """taking() names this thread meanwhile (nested: the outermost ends it)."""
+    global _taking
+    me = threading.get_ident()
+    if _taking == me:
+        yield
+        return
+    _taken.clear()
+    _taking = me
+    try:
+        yield
+    finally:
+        if _taking == me:
+            _taking = 0
+            _taken.set()
 
 
 def directory() -> str:
@@ -93,18 +147,21 @@ def file_name(pid: int, label: str, t_ns: int) -> str:
     return f"{pid}-{safe}-{time.strftime('%Y%m%d-%H%M%S', lt)}.{ms:03d}.pickle"
 
 
-def take(hist: History | None) -> tuple[Any, float]:
-    """The backend's dump data (torch's _snapshot()) and how long it took (ms,
-    the GIL held)."""
+def take(hist: History | None) -> tuple[Any, Taken]:
+    """The backend's dump data (torch's _snapshot()) and what taking it
+    cost; taking() names this thread meanwhile."""
     if hist is None:
         raise RuntimeError("CUDA is not initialised in this process")
-    t0 = time.perf_counter()
-    state = hist.dump_state()
-    return state, (time.perf_counter() - t0) * 1e3
+    with _taking_here():
+        c0, t0 = time.thread_time(), time.perf_counter()
+        state = hist.dump_state()
+        return state, Taken((time.perf_counter() - t0) * 1e3, (time.thread_time() - c0) * 1e3)
 
 
-def dump(hist: History | None, label: str, *, wait: float = 0.0) -> dict[str, Any]:
-    """Take a dump here and now and write it (wire.Dump)."""
+def dump(hist: History | None, label: str, *, wait: float = 0.0,
+         seen: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """Take a dump here and now and write it (wire.Dump); seen, when
+    given, is handed the dump's data once taken."""
     if hist is None:
         return {"error": "CUDA is not initialised in this process: nothing to dump"}
     t = time.time_ns()
@@ -113,23 +170,31 @@ def dump(hist: History | None, label: str, *, wait: float = 0.0) -> dict[str, An
     if not got:
         return _busy()
     try:
-        try:
-            state, take_ms = take(hist)
-        except Exception as e:
-            return _failed(f"torch.cuda.memory._snapshot() failed: {type(e).__name__}: {e}")
-        return _write(state, label, t, take_ms, t0)
+        waited = (time.perf_counter() - t0) * 1e3
+        with _taking_here():  # taken and written here: nothing of gputop's beside it
+            try:
+                state, taken = take(hist)
+            except Exception as e:
+                return _failed(f"torch.cuda.memory._snapshot() failed: {type(e).__name__}: {e}")
+            if seen is not None:
+                seen(state)
+            return _write(state, label, t, taken._replace(wait_ms=waited))
     finally:
         _lock.release()
 
 
-def write(state: Any, label: str, t_ns: int, take_ms: float, *, wait: float = DUMP_WAIT_S) -> dict[str, Any]:
-    """Write dump data taken earlier (at t_ns, in take_ms) (wire.Dump),
-    after the one being written, if any (up to wait seconds)."""
+def write(state: Any, label: str, t_ns: int, taken: Taken | float, *,
+          wait: float = DUMP_WAIT_S) -> dict[str, Any]:
+    """Write dump data taken earlier (at t_ns, at the cost taken: a Taken,
+    or its wall ms) (wire.Dump), after the one being written, if any (up
+    to wait seconds)."""
+    if not isinstance(taken, Taken):
+        taken = Taken(float(taken), float(taken))
     t0 = time.perf_counter()
     if not _lock.acquire(timeout=wait):
         return _busy()
     try:
-        return _write(state, label, t_ns, take_ms, t0)
+        return _write(state, label, t_ns, taken._replace(wait_ms=taken.wait_ms + (time.perf_counter() - t0) * 1e3))
     finally:
         _lock.release()
 
@@ -159,20 +224,26 @@ def _failed(why: str) -> dict[str, Any]:
     return {"error": why}
 
 
-def _write(state: Any, label: str, t_ns: int, take_ms: float, t0: float) -> dict[str, Any]:
+def _ms(since: float) -> float:
+    return (time.perf_counter() - since) * 1e3
+
+
+def _write(state: Any, label: str, t_ns: int, taken: Taken) -> dict[str, Any]:
     global _writing, last_error
     d = directory()
     name = file_name(os.getpid(), label, t_ns)
     tmp = os.path.join(d, f".{name}.{os.getpid()}.tmp")
     try:
-        tp = time.perf_counter()
+        c0, tp = time.thread_time(), time.perf_counter()
         data = pickle.dumps(state, protocol=PROTOCOL)
-        pickle_ms = (time.perf_counter() - tp) * 1e3
+        pickle_ms, pickle_cpu = _ms(tp), (time.thread_time() - c0) * 1e3
     except Exception as e:
         return _failed(f"the dump could not be pickled: {type(e).__name__}: {e}")
+    write_ms = fsync_ms = 0.0
     fd = -1
     _writing = os.path.join(d, name)
     try:
+        tw = time.perf_counter()
         # links checked before makedirs (which would make directories
         # through one) and after (one planted meanwhile); what passed then
         # stays: in a sticky directory only its owner can move it
@@ -184,9 +255,11 @@ def _write(state: Any, label: str, t_ns: int, take_ms: float, t0: float) -> dict
         while view:
             n = os.write(fd, view[:WRITE_CHUNK])
             view = view[n:]
+        write_ms, tw = _ms(tw), time.perf_counter()
         os.fsync(fd)
         os.close(fd)
         fd = -1
+        fsync_ms, tw = _ms(tw), time.perf_counter()
         path = _place(tmp, d, name)
     except _links.Refused as e:
         return _failed(str(e))
@@ -205,14 +278,16 @@ def _write(state: Any, label: str, t_ns: int, take_ms: float, t0: float) -> dict
             pass
         _writing = ""
     del data
-    out: dict[str, Any] = {
-        "path": os.path.abspath(path), "bytes": os.path.getsize(path),
-        "took_ms": round(take_ms + (time.perf_counter() - t0) * 1e3, 3),
-        "gil_ms": round(take_ms + pickle_ms, 3),
-    }
+    out: dict[str, Any] = {"path": os.path.abspath(path), "bytes": os.path.getsize(path)}
     removed = _keep_within(out["path"], out["bytes"])
     if removed:
         out["removed"] = removed
+    phases = {"wait_ms": taken.wait_ms, "take_ms": taken.ms, "take_cpu_ms": taken.cpu_ms,
+              "pickle_ms": pickle_ms, "write_ms": write_ms, "fsync_ms": fsync_ms, "place_ms": _ms(tw)}
+    # took_ms: the phases in order, so that they add up to it
+    out["took_ms"] = round(sum(v for k, v in phases.items() if k != "take_cpu_ms"), 3)
+    out["gil_ms"] = round(taken.cpu_ms + pickle_cpu, 3)
+    out["phases"] = {k: round(v, 3) for k, v in phases.items()}
     last_error = ""
     return out
 
@@ -273,8 +348,11 @@ def _reset() -> None:
     """Forget this run's dumps (tests; a forked child, whose run is its own:
     it must not remove its parent's dumps, nor wait for a lock the parent's
     agent thread held at the fork)."""
-    global _lock, _run_dir, last_error, _writing
+    global _lock, _run_dir, last_error, _writing, _taking, _taken
     _lock = threading.Lock()
+    _taking = 0
+    _taken = threading.Event()
+    _taken.set()
     _written.clear()
     _run_dir = None
     last_error = _writing = ""

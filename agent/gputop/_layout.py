@@ -358,9 +358,10 @@ class Layouts:
                 pass
         return {d: lay for d, (at, lay) in list(self._last.items()) if d in devs and now - at <= STALE_S}
 
-    def at_oom(self, dev: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    def at_oom(self, dev: int, state: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """(the device's layout now, or a layout frame saying why not) at
-        an out-of-memory error."""
+        an out-of-memory error; from state, the dump's data taken at that
+        error, when there is one (the framework is not asked twice)."""
         if not self.rate or self.stopped:
             return None, None
         now = time.monotonic()
@@ -378,12 +379,31 @@ class Layouts:
                        frames)
             return None, frames[0]
         try:
-            got, took = self._read([dev], blocks)
+            got, took = self._read([dev], blocks) if state is None else self._of_state([dev], state)
         except Exception as e:
             self._skip([dev], f"at the out-of-memory error: the reading failed: {_why(e)}", frames)
             return None, frames[0]
         self._oom_debt.spend(took, now)
         return got.get(dev), None
+
+    def _of_state(self, devs: Sequence[int], state: Any) -> tuple[dict[int, dict[str, Any]], float]:
+        """The layout of devs from dump data taken already, as _read's
+        (kept as each device's latest; its cost is not learnt from: it
+        has no call to the framework in it)."""
+        t = time.time_ns()
+        c0 = time.thread_time()
+        got = self.backend.layouts(devs, state) or {}
+        cost = time.thread_time() - c0
+        now = time.monotonic()
+        out = {}
+        for d in devs:
+            lay = got.get(d)
+            if lay is None:
+                continue
+            lay = dict(lay, t=t, took_ms=round(cost * 1e3, 3))
+            out[d] = lay
+            self._last[d] = (now, lay)
+        return out, cost
 
     def status(self) -> dict[str, Any]:
         """What status() says of the layout readings."""

@@ -56,17 +56,36 @@ def attach(rate_hz: float = DEFAULT_RATE_HZ, socket: str | None = None,
     return ag
 
 
+_history_hooked = False  # history is turned on at the framework's initialisation
+
+
 def _ask_history(ag: Agent, history: int | None) -> None:
     """attach(history=N), else GPUTOP_HISTORY: on at once when the devices
     are up (in the caller: the first allocations after attach() are
-    recorded), else by the agent thread when it sees a device."""
+    recorded), else inside the framework's initialisation, before its first
+    allocation (Backend.at_init: torch's lazy CUDA init); the agent thread
+    turns it on when it sees a device where that cannot be."""
+    global _history_hooked
     try:
         n = history if history is not None else _history.from_env()
         if n is None:
             return
-        _history.request(n, ag.backend.history())
+        hist = ag.backend.history()
+        _history.request(n, hist)
+        if hist is None and n and not _history_hooked:
+            backend = ag.backend
+            _history_hooked = not backend.at_init(lambda: _history_at_init(backend))
         ag.wake()
     except Exception:
+        pass
+
+
+def _history_at_init(backend: _backend.Backend) -> None:
+    """Inside the framework's initialisation: history as asked, before the
+    first allocation (nothing raises into torch's init)."""
+    try:
+        _history.apply(backend.history(initialising=True))
+    except BaseException:
         pass
 
 
@@ -112,10 +131,11 @@ def watch_ooms(initialising: bool = False) -> None:
 
 def reset() -> None:
     """Forget the process's agent, as a forked child must (and tests)."""
-    global _lock, _current, _detached
+    global _lock, _current, _detached, _history_hooked
     _lock = threading.Lock()
     _current = None
     _detached = False
+    _history_hooked = False
 
 
 def _at_exit() -> None:

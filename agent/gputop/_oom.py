@@ -9,7 +9,8 @@ With allocation history on (_history) it first writes a memory dump
 (_dumps), here in the failing thread: torch calls the observer before it
 raises, so the dump shows the memory as it was when the allocation failed,
 before the exception unwinds anything; and it is written before the
-exception can end the process, which it often does.
+exception can end the process, which it often does. The layout is then
+summed from the dump's data: torch is asked for its snapshot once.
 """
 
 from __future__ import annotations
@@ -64,17 +65,27 @@ def observer(current: Callable[[], Any]) -> Callable[[int, int, int, int], None]
                 "requested": int(alloc), "free": int(device_free), "limit": int(device_limit),
                 "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
             }
-            try:
-                frame["layout"], why_not = ag.layouts.at_oom(int(device))
-                if why_not is not None:
-                    ag.post(why_not)
-            except Exception:
-                pass
+            layout: list[Any] = []  # (layout, why not), once read
+
+            def read_layout(state: Any = None) -> None:
+                try:
+                    layout.append(ag.layouts.at_oom(int(device), state))
+                except Exception:
+                    pass
+
             if _history.on:
                 try:
-                    frame["dump"] = _dumps.dump(backend.history(), "OOM", wait=_dumps.DUMP_WAIT_S)
+                    # the layout from the dump's data as soon as it is taken
+                    frame["dump"] = _dumps.dump(backend.history(), "OOM", wait=_dumps.DUMP_WAIT_S,
+                                                seen=read_layout)
                 except Exception as e:
                     frame["dump"] = {"error": f"the dump failed: {type(e).__name__}: {e}"}
+            if not layout:
+                read_layout()
+            if layout:
+                frame["layout"], why_not = layout[0]
+                if why_not is not None:
+                    ag.post(why_not)
             ag.post(frame, urgent=True)
         except BaseException:
             pass

@@ -480,8 +480,10 @@ class TorchBackend(Backend):
         _observing = True
         return True
 
-    def history(self) -> History | None:
-        t = self._initialized()
+    def history(self, initialising: bool = False) -> History | None:
+        # inside torch's lazy init torch.cuda.is_initialized() is still
+        # false, but the allocators are there (torch._C._cuda_init has run)
+        t = _torch(False) if initialising else self._initialized()
         return TorchHistory(t.cuda.memory) if t is not None else None
 
     def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
@@ -538,14 +540,14 @@ class TorchBackend(Backend):
     def layout_size(self, index: int) -> tuple[int, int] | None:
         return _torchlayout.size(self.read_raw(index))
 
-    def layouts(self, devs: Sequence[int]) -> dict[int, dict[str, Any]] | None:
+    def layouts(self, devs: Sequence[int], state: Any = None) -> dict[int, dict[str, Any]] | None:
         r = self._layout
         if r is None:
             t = self._initialized()
             if t is None:
                 return {}
             r = self._layout = layout_reader(t)
-        return r.read(devs)
+        return r.read(devs, state)
 
     def layout_note(self) -> str:
         return self._layout.note if self._layout is not None else ""

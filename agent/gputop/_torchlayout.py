@@ -262,8 +262,11 @@ class Reader:
         self._made_from: Any = None
         self._settings: dict[str, Any] | None = None
 
-    def read(self, devs: Sequence[int]) -> dict[int, dict[str, Any]]:
-        state = self.call()
+    def read(self, devs: Sequence[int], state: Any = None) -> dict[int, dict[str, Any]]:
+        """The layout of each device of devs, from torch's snapshot taken
+        now, or from state (a snapshot taken already: a dump's data)."""
+        if state is None:
+            state = self.call()
         if isinstance(state, Mapping):
             segments, raw = state.get("segments") or (), state.get("allocator_settings")
         else:

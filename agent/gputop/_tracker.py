@@ -97,7 +97,7 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
             running = _lifecycle.current(auto=False)
             dump_error = _dumps.busy(running.pending_dumps if running is not None else 0)
             if not dump_error:
-                state, take_ms = _dumps.take(backend.history())
+                state, taken = _dumps.take(backend.history())
         except Exception as e:
             dump_error = f"torch.cuda.memory._snapshot() failed: {type(e).__name__}: {e}"
     peak: tuple[Any, dict[int, int], str] | None = None
@@ -129,13 +129,13 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
             elif peak is not None:
                 frame["_peaklines"] = (peak[0], peak[1])  # replayed by the agent thread (_agent)
             if state is not None:
-                ag.post_dump(frame, state, take_ms)
+                ag.post_dump(frame, state, taken)
             else:
                 if dump_error:
                     frame["dump"] = {"error": dump_error}
                 ag.post(frame)
         elif state is not None:
-            _dumps.write(state, label, t, take_ms)  # no agent thread: written here
+            _dumps.write(state, label, t, taken)  # no agent thread: written here
     except Exception:
         pass
     return _Taken(vals, t, held, ledgers)

@@ -36,6 +36,15 @@ HELD = (
     ("skipped", "s", True, None),
     ("took_ms", "f", True, None),
 )
+DUMP_PHASES = (
+    ("wait_ms", "f", False, None),
+    ("take_ms", "f", False, None),
+    ("take_cpu_ms", "f", False, None),
+    ("pickle_ms", "f", False, None),
+    ("write_ms", "f", False, None),
+    ("fsync_ms", "f", False, None),
+    ("place_ms", "f", False, None),
+)
 DUMP = (
     ("path", "s", True, None),
     ("bytes", "i", True, None),
@@ -43,6 +52,7 @@ DUMP = (
     ("gil_ms", "f", True, None),
     ("error", "s", True, None),
     ("removed", "ls", True, None),
+    ("phases", "O", True, DUMP_PHASES),
 )
 POOL = (
     ("kind", "s", False, None),

@@ -342,6 +342,7 @@ class FakeBackend(_backend.Backend):
         self.limits: dict[int, int] = {}  # by device: what limit() says (set_per_process_memory_fraction's cap)
         self._layout: _torchlayout.Reader | None = None
         self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
+        self.init_calls: list[Callable[[], None]] = []  # at_init's, until FakeGPU.init_cuda
         # the direct reading, over memory the test laid out as torch's
         self.direct = (_direct.Direct(allocator_root, lambda: len(self._list()), stats)
                        if allocator_root is not None else None)
@@ -418,8 +419,20 @@ class FakeBackend(_backend.Backend):
         self.oom_callbacks.append(cb)
         return True
 
-    def history(self) -> _backend.History | None:
-        return _torch.TorchHistory(self._memory) if self._memory is not None and self._list() else None
+    def at_init(self, fn: Callable[[], None]) -> str:
+        """As torch's: now when the devices are up, else queued for
+        FakeGPU.init_cuda (torch's lazy init) to run before the first
+        allocation."""
+        if self._list():
+            fn()
+        else:
+            self.init_calls.append(fn)
+        return ""
+
+    def history(self, initialising: bool = False) -> _backend.History | None:
+        if self._memory is None or not (initialising or self._list()):
+            return None
+        return _torch.TorchHistory(self._memory)
 
     def held_at(self, dev: int) -> dict[str, Any] | None:
         return _torch.held_at(dev)
@@ -436,12 +449,12 @@ class FakeBackend(_backend.Backend):
     def layout_size(self, index: int) -> tuple[int, int] | None:
         return _torchlayout.size(self._stats(index)) if self._layout_torch is not None else None
 
-    def layouts(self, devs: Sequence[int]) -> dict[int, dict[str, Any]] | None:
+    def layouts(self, devs: Sequence[int], state: Any = None) -> dict[int, dict[str, Any]] | None:
         if self._layout_torch is None:
             return None
         if self._layout is None:
             self._layout = _torch.layout_reader(self._layout_torch)
-        return self._layout.read(devs)
+        return self._layout.read(devs) if state is None else self._layout.read(devs, state)
 
     def layout_note(self) -> str:
         return self._layout.note if self._layout is not None else ""
@@ -719,7 +732,10 @@ class FakeGPU:
     def init_cuda(self) -> None:
         """What torch.cuda._lazy_init does once CUDA is up, before the first
         allocation: run the calls queued with torch.cuda._lazy_call (a real
-        torch, CPU-only here, keeps them queued for ever)."""
+        torch, CPU-only here, keeps them queued for ever), and those queued
+        with the fake backend's at_init meanwhile; then the devices are
+        listed (a FakeGPU made with initialised=0 lists none before, as
+        torch's backend lists none inside its lazy init)."""
         import torch
 
         cuda = torch.cuda
@@ -727,8 +743,13 @@ class FakeGPU:
         try:
             for call, _ in list(cuda._queued_calls):
                 call()
+            queued = self.source.init_calls if self.source is not None else []
+            while queued:
+                queued.pop(0)()
         finally:
             del cuda._tls.is_initializing
+        if not self.initialised:
+            self.initialised = self.ndev
 
     def oom(self, dev: int, requested: int, limit: int = TOTAL) -> None:
         """What torch does when an allocation fails: count it, call observers

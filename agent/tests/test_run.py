@@ -142,6 +142,33 @@ def test_run_script_that_attaches_itself_has_one_agent(gputop_bin: str, tmp_path
     assert {l["rate_hz"] for l in lines if l.get("type") == "hello"} == {50}
 
 
+def test_run_history_records_from_the_first_allocation(gputop_bin: str, tmp_path: Path) -> None:
+    """gputop run --history N (issue #29): torch's history is turned on
+    inside its lazy CUDA init, before the first allocation, so an OOM's
+    dump gives the first 8 GiB block the stack that allocated it."""
+    code = FAKE_GPU_PRELUDE.replace("FakeGPU(1)", "FakeGPU(1, initialised=0)") + textwrap.dedent(
+        """
+        import json, pickle, gputop
+        gpu.init_cuda()                          # torch's lazy init: the agent attaches here
+        first = gpu.block(0, 8 << 30)            # FIRST_BLOCK
+        rest = [gpu.block(0, 8 << 30) for _ in range(16)]
+        gpu.oom(0, 8 << 30)                      # the dump is on disk when the observer returns
+        path = gputop.status()["dumps"]["written"][0]
+        blocks = {b["address"]: b for s in pickle.load(open(path, "rb"))["segments"] for b in s["blocks"]}
+        print(json.dumps({"first": blocks[first]["frames"][:1], "rest": all(blocks[a]["frames"] for a in rest),
+                          "calls": gpu.memory.calls}))
+        """)
+    r = gputop_run(gputop_bin, sys.executable, "-c", code, flags=("--source", "agent", "--history", "1000"),
+                   env=run_env(GPUTOP_DUMP_DIR=str(tmp_path / "dumps")))
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [c["max_entries"] for c in got["calls"]] == [1000]
+    line = next(i for i, l in enumerate(code.splitlines(), 1) if "FIRST_BLOCK" in l)
+    assert [(f["filename"], f["line"]) for f in got["first"]] == [("<string>", line)], got
+    assert got["rest"]
+    assert "memory dump at \"OOM\"" in r.stderr and "torch " in r.stderr.split("memory dump at")[1]
+
+
 def test_run_chains_to_a_sitecustomize_in_a_read_only_pythonpath_dir(gputop_bin: str, tmp_path: Path) -> None:
     ro = tmp_path / "ro"
     ro.mkdir()

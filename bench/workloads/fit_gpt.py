@@ -14,11 +14,9 @@ exit 0 when the batch fit, 3 when it ran out of memory.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import sys
-import time
+
+import fitloop
 
 
 def model_of(torch, layers: int, heads: int, width: int, block: int, vocab: int):
@@ -63,53 +61,28 @@ def model_of(torch, layers: int, heads: int, width: int, block: int, vocab: int)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--batch-size", type=int, help="the batch (required but with --dry-run, which takes 2 by default)")
-    ap.add_argument("--steps", type=int, default=0, help="0: until stopped")
-    ap.add_argument("--cap", type=int, default=0, help="cap torch's allocator at BYTES first (0: none)")
-    ap.add_argument("--block", type=int, default=1024)
-    ap.add_argument("--dry-run", action="store_true", help="a tiny model, two steps on the CPU")
-    a = ap.parse_args()
-    if a.batch_size is None:
-        if not a.dry_run:
-            ap.error("--batch-size is required")
-        a.batch_size = 2
+    a = fitloop.parse(__doc__, "a tiny model, two steps on the CPU",
+                      lambda ap: ap.add_argument("--block", type=int, default=1024))
     import torch
 
     if a.dry_run:
-        dev, shape = "cpu", dict(layers=2, heads=2, width=64, block=32, vocab=128)
+        shape = dict(layers=2, heads=2, width=64, block=32, vocab=128)
     else:
-        dev, shape = "cuda", dict(layers=12, heads=12, width=768, block=a.block, vocab=50304)
-        if a.cap:
-            torch.cuda.init()
-            total = torch.cuda.get_device_properties(0).total_memory
-            torch.cuda.set_per_process_memory_fraction(min(1.0, (a.cap + 0.5) / total))
+        shape = dict(layers=12, heads=12, width=768, block=a.block, vocab=50304)
+    dev = fitloop.device(torch, a)
     model = model_of(torch, **shape).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=dev == "cuda")
-    steps = 2 if a.dry_run else a.steps
-    t0, done = time.monotonic(), 0
-    try:
-        for step in range(steps or sys.maxsize):
-            idx = torch.randint(0, shape["vocab"], (a.batch_size, shape["block"]), device=dev)
-            with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
-                loss = model(idx, torch.roll(idx, -1, 1))
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            done = step + 1
-        fit = True
-    except torch.OutOfMemoryError:
-        fit = False
-    if dev == "cuda":
-        torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() if dev == "cuda" else 0
-    print("RESULT " + json.dumps({"fit": fit, "peak": peak, "steps": done, "batch_size": a.batch_size,
-                                  "seconds": round(time.monotonic() - t0, 2), "loss": None if not fit or math.isnan(loss.item()) else round(loss.item(), 3)}),
-          flush=True)
-    if a.dry_run:
-        print("fit_gpt.py: dry run ok")
-    return 0 if fit else 3
 
+    def step():
+        idx = torch.randint(0, shape["vocab"], (a.batch_size, shape["block"]), device=dev)
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
+            loss = model(idx, torch.roll(idx, -1, 1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return fitloop.train(torch, a, dev, step, "fit_gpt.py", loss=True)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,26 +13,16 @@ exit 0 when the batch fit, 3 when it ran out of memory.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
+
+import fitloop
 
 NO_TORCHVISION = 4
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--batch-size", type=int, help="the batch (required but with --dry-run, which takes 2 by default)")
-    ap.add_argument("--steps", type=int, default=0, help="0: until stopped")
-    ap.add_argument("--cap", type=int, default=0, help="cap torch's allocator at BYTES first (0: none)")
-    ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--dry-run", action="store_true", help="a small ResNet-18, two steps on the CPU")
-    a = ap.parse_args()
-    if a.batch_size is None:
-        if not a.dry_run:
-            ap.error("--batch-size is required")
-        a.batch_size = 2
+    a = fitloop.parse(__doc__, "a small ResNet-18, two steps on the CPU",
+                      lambda ap: ap.add_argument("--size", type=int, default=224))
     import torch
 
     try:
@@ -43,41 +33,25 @@ def main() -> int:
             print("fit_resnet.py: dry run ok (without torchvision)")
             return 0
         return NO_TORCHVISION
+    dev = fitloop.device(torch, a)
     if a.dry_run:
-        dev, model, size = "cpu", torchvision.models.resnet18(num_classes=10), 32
+        model, size, classes = torchvision.models.resnet18(num_classes=10), 32, 10
     else:
-        dev, model, size = "cuda", torchvision.models.resnet50(), a.size
-        if a.cap:
-            torch.cuda.init()
-            total = torch.cuda.get_device_properties(0).total_memory
-            torch.cuda.set_per_process_memory_fraction(min(1.0, (a.cap + 0.5) / total))
+        model, size, classes = torchvision.models.resnet50(), a.size, 1000
     model = model.to(dev, memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    classes = 10 if a.dry_run else 1000
-    steps = 2 if a.dry_run else a.steps
-    t0, done = time.monotonic(), 0
-    try:
-        for step in range(steps or sys.maxsize):
-            x = torch.randn(a.batch_size, 3, size, size, device=dev).to(memory_format=torch.channels_last)
-            y = torch.randint(0, classes, (a.batch_size,), device=dev)
-            with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            done = step + 1
-        fit = True
-    except torch.OutOfMemoryError:
-        fit = False
-    if dev == "cuda":
-        torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() if dev == "cuda" else 0
-    print("RESULT " + json.dumps({"fit": fit, "peak": peak, "steps": done, "batch_size": a.batch_size,
-                                  "seconds": round(time.monotonic() - t0, 2)}), flush=True)
-    if a.dry_run:
-        print("fit_resnet.py: dry run ok")
-    return 0 if fit else 3
 
+    def step():
+        x = torch.randn(a.batch_size, 3, size, size, device=dev).to(memory_format=torch.channels_last)
+        y = torch.randint(0, classes, (a.batch_size,), device=dev)
+        with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda"):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return fitloop.train(torch, a, dev, step, "fit_resnet.py")
 
 if __name__ == "__main__":
     sys.exit(main())
