@@ -149,8 +149,12 @@ def test_run_history_records_from_the_first_allocation(gputop_bin: str, tmp_path
     code = FAKE_GPU_PRELUDE.replace("FakeGPU(1)", "FakeGPU(1, initialised=0)") + textwrap.dedent(
         """
         import json, pickle, gputop
+        import time
         gpu.init_cuda()                          # torch's lazy init: the agent attaches here
         first = gpu.block(0, 8 << 30)            # FIRST_BLOCK
+        t0 = time.monotonic()                    # connected, as a run is long before its OOM
+        while not gputop.status()["connected"] and time.monotonic() - t0 < 10:
+            time.sleep(0.01)
         rest = [gpu.block(0, 8 << 30) for _ in range(16)]
         gpu.oom(0, 8 << 30)                      # the dump is on disk when the observer returns
         path = gputop.status()["dumps"]["written"][0]
