@@ -38,7 +38,7 @@ func (f *tuiFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.demo, "demo", false, "play the recording embedded in the binary")
 	fs.StringVar(&f.replay, "replay", "", "play the recording `FILE`")
 	fs.StringVar(&f.csv, "csv", "", "write the summary CSV to `PATH` on the e key and on quitting (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on e, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
-	fs.IntVar(&f.fps, "fps", 30, "at most `N` screen redraws per second")
+	fs.IntVar(&f.fps, "fps", defaultFPS, "at most `N` screen redraws per second")
 	fs.StringVar(&f.record, "record", "", "live: also write a recording to `FILE`, as gputop record does, with the rows renamed and deleted in the TUI (a FILE that holds data is refused)")
 }
 

@@ -36,8 +36,7 @@ const gib = 1 << 30
 func main() {
 	rate := flag.Float64("rate", 1000, "device samples per second")
 	flat := flag.Bool("flat", false, "every sample the same (an idle GPU)")
-	fps := flag.Int("fps", 30, "the TUI's --fps")
-	tfps := flag.Int("tfps", 0, "exp")
+	fps := flag.Int("fps", 15, "the TUI's --fps")
 	flag.Parse()
 	// what the live commands set (sources.go's liveRuntime)
 	if os.Getenv("GOMAXPROCS") == "" {
@@ -61,7 +60,7 @@ func main() {
 	in.Device(store.Device{Index: 0, UUID: "GPU-fake", Name: "NVIDIA H200", Total: 141 * gib, Source: "nvml"})
 	go feed(ctx, in, *rate, *flat)
 	m := ui.New(in, ui.Options{Now: time.Now, FPS: *fps})
-	if _, err := tea.NewProgram(m, tea.WithContext(ctx), tea.WithFPS(max(*tfps, *fps))).Run(); err != nil && ctx.Err() == nil {
+	if _, err := tea.NewProgram(m, tea.WithContext(ctx), tea.WithFPS(*fps)).Run(); err != nil && ctx.Err() == nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
 }
