@@ -4,7 +4,8 @@
 // process list 10 times a second, the achieved rate once a second. What it
 // costs is the Go side of the live TUI but NVML's calls: run it in a
 // terminal (tmux at 160x50) and read its CPU time and RSS from /proc, or
-// set GPUTOP_CPUPROFILE=FILE for a profile of the run.
+// set GPUTOP_CPUPROFILE=FILE for a profile of the run (GPUTOP_MEMPROFILE=FILE:
+// the heap at its end).
 //
 //	go build -o bin/tuiload ./bench/cmd/tuiload
 //	tmux new -d -x 160 -y 50 bin/tuiload -rate 1000
@@ -53,6 +54,14 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
+	}
+	if path := os.Getenv("GPUTOP_MEMPROFILE"); path != "" {
+		defer func() {
+			if f, err := os.Create(path); err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer cancel()
