@@ -51,7 +51,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.record, "record", "", "also write a recording of the run to `FILE`")
 	fs.BoolVar(&f.force, "force", false, "with --record: replace a file that already holds data")
 	fs.StringVar(&f.csv, "csv", "", "write the summary CSV to `PATH` when the run ends (a file, FIFO or device; not -)")
-	fs.IntVar(&f.fps, "fps", 30, "redraw the screen at most `N` times a second")
+	fs.IntVar(&f.fps, "fps", defaultFPS, "redraw the screen at most `N` times a second")
 	fs.IntVar(&f.history, "history", 0, "record torch's allocation history, the last `N` entries, so dumps (at an OOM, key M) say who allocated each block; 0: off")
 }
 

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -37,7 +38,7 @@ func (f *tuiFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.demo, "demo", false, "play the recording embedded in the binary")
 	fs.StringVar(&f.replay, "replay", "", "play the recording `FILE`")
 	fs.StringVar(&f.csv, "csv", "", "write the summary CSV to `PATH` on the e key and on quitting (default ./gputop-summary-YYYYmmdd-HHMMSS.csv on e, nothing on quit); a file (replaced atomically), FIFO or device, not - (the TUI draws on standard output)")
-	fs.IntVar(&f.fps, "fps", 30, "at most `N` screen redraws per second")
+	fs.IntVar(&f.fps, "fps", defaultFPS, "at most `N` screen redraws per second")
 	fs.StringVar(&f.record, "record", "", "live: also write a recording to `FILE`, as gputop record does, with the rows renamed and deleted in the TUI (a FILE that holds data is refused)")
 }
 
@@ -100,7 +101,8 @@ func cmdTUI(args []string, stderr io.Writer) int {
 	if src.load != nil {
 		model = ui.NewLoading(src.in, opt, src.load.ui())
 	}
-	_, err = tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(f.fps)).Run()
+	final, err := tea.NewProgram(model, tea.WithContext(ctx), tea.WithFPS(f.fps)).Run()
+	writeFrameStats(final)
 	signalled := ctx.Err() != nil
 	cancel() // stops a load still running
 	code := 0
@@ -221,4 +223,19 @@ func replayOptions() store.Options {
 	o.RawCapacity = 2_000_000
 	o.KeepGone, o.KeepEnded = 0, 0 // a recording is shown whole
 	return o
+}
+
+// writeFrameStats writes how many ticks the TUI handled and frames it drew
+// to the file GPUTOP_FRAMESTATS names, if any: the e2e tests hold a still
+// screen to drawing nothing by it.
+func writeFrameStats(m tea.Model) {
+	path := os.Getenv("GPUTOP_FRAMESTATS")
+	s, ok := m.(interface{ Stats() ui.Stats })
+	if path == "" || !ok {
+		return
+	}
+	st := s.Stats()
+	if err := os.WriteFile(path, fmt.Appendf(nil, "ticks %d\nframes %d\n", st.Ticks, st.Frames), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "gputop: GPUTOP_FRAMESTATS:", err)
+	}
 }

@@ -343,3 +343,112 @@ class Listener:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def _pb_fields(buf: bytes):
+    """The fields of one protocol-buffer message: (number, wire type, value),
+    value an int for varints and fixed ints, bytes for length-delimited."""
+    i, n = 0, len(buf)
+
+    def varint() -> int:
+        nonlocal i
+        v = shift = 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            if b < 0x80:
+                return v
+            shift += 7
+
+    while i < n:
+        key = varint()
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            yield num, wt, varint()
+        elif wt == 1:
+            yield num, wt, int.from_bytes(buf[i:i + 8], "little")
+            i += 8
+        elif wt == 2:
+            ln = varint()
+            yield num, wt, buf[i:i + ln]
+            i += ln
+        elif wt == 5:
+            yield num, wt, int.from_bytes(buf[i:i + 4], "little")
+            i += 4
+        else:
+            raise ValueError(f"protobuf wire type {wt} at byte {i}")
+
+
+def _pb_ints(wt: int, v) -> list[int]:
+    """A repeated integer field's values: packed (bytes) or one."""
+    if wt != 2:
+        return [v]
+    out, i = [], 0
+    while i < len(v):
+        x = shift = 0
+        while True:
+            b = v[i]
+            i += 1
+            x |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        out.append(x)
+    return out
+
+
+def pprof_top(path: str, n: int = 15) -> tuple[float, list[tuple[str, float, float]]]:
+    """A Go CPU profile (runtime/pprof's gzipped profile.proto) as `go tool
+    pprof -top` reads it, where Go is missing: the seconds sampled, and the n
+    functions with the most CPU of their own (flat), each with its flat and
+    cumulative seconds (inlined frames count as their own functions)."""
+    import gzip
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    strings: list[str] = []
+    funcs: dict[int, int] = {}  # function id -> name's string index
+    locs: dict[int, list[int]] = {}  # location id -> function ids, innermost first
+    samples: list[tuple[list[int], list[int]]] = []
+    for num, wt, v in _pb_fields(data):
+        if num == 2:  # Sample: location_id (1), value (2)
+            ids, vals = [], []
+            for f, w, x in _pb_fields(v):
+                if f == 1:
+                    ids += _pb_ints(w, x)
+                elif f == 2:
+                    vals += _pb_ints(w, x)
+            samples.append((ids, vals))
+        elif num == 4:  # Location: id (1), line (4) with function_id (1)
+            lid, fids = 0, []
+            for f, w, x in _pb_fields(v):
+                if f == 1:
+                    lid = x
+                elif f == 4:
+                    fids += [y for g, _, y in _pb_fields(x) if g == 1]
+            locs[lid] = fids
+        elif num == 5:  # Function: id (1), name (2)
+            fid = name = 0
+            for f, _, x in _pb_fields(v):
+                if f == 1:
+                    fid = x
+                elif f == 2:
+                    name = x
+            funcs[fid] = name
+        elif num == 6:
+            strings.append(v.decode("utf-8", "replace"))
+    flat: dict[str, float] = {}
+    cum: dict[str, float] = {}
+    total = 0.0
+    for ids, vals in samples:
+        secs = (vals[-1] if vals else 0) / 1e9  # the last value: CPU nanoseconds
+        total += secs
+        names = [strings[funcs.get(f, 0)] for lid in ids for f in locs.get(lid, [])]
+        if names:
+            flat[names[0]] = flat.get(names[0], 0.0) + secs
+        for nm in set(names):
+            cum[nm] = cum.get(nm, 0.0) + secs
+    top = sorted(flat, key=lambda k: -flat[k])[:n]
+    return total, [(k, flat[k], cum[k]) for k in top]

@@ -6,7 +6,7 @@
 Beside a training job (bench/workloads/train_mlp.py, attached to the TUI so
 that it draws allocator series and markers as it would for a user), one
 after the other, each for --seconds (60):
-  1. gputop's TUI at its defaults (1 kHz sampling, 30 fps) in a real
+  1. gputop's TUI at its defaults (1 kHz sampling, --fps at its default) in a real
      terminal: a tmux session of 160x50 on a private tmux server, alone, as
      a user runs it;
   2. then, together: `gputop record` headless (default rate), and nvtop
@@ -26,6 +26,18 @@ on both.
 After --warmup seconds it reads each monitor's /proc/PID/stat (utime +
 stime) and /proc/PID/status (VmRSS, VmHWM) once a second for --seconds.
 CPU% is of one core. The TUI's last screen is saved.
+
+With --tools it makes issue #29's table instead, in one run beside one
+training job with the agent attached: the gputop TUI at 1 kHz and at
+--rate 100, `gputop record` at 1 kHz, `nvidia-smi -lms 1` (text),
+nvtop -d 1, nvitop at its default interval and at 0.25 s, each alone in a
+--size pty (tmux; record headless), for --seconds after --warmup,
+--rounds times in alternating order (forward, then backward); the mean
+CPU % of one core and RSS of each (tools not installed are skipped and
+said so), gputop's split into its sampling thread (gputop-nvml) and the
+Go side; then a CPU profile of the TUI at 1 kHz (GPUTOP_CPUPROFILE, in a
+run of its own so that profiling costs none of the measured runs) with
+its top --top entries, read without Go.
 """
 from __future__ import annotations
 
@@ -43,7 +55,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import rec as recording  # noqa: E402
-from common import (CLK_TCK, children, comm, cpu_ticks, status_kib, stop_proc,  # noqa: E402
+from common import (CLK_TCK, children, comm, cpu_ticks, pprof_top, status_kib, stop_proc,  # noqa: E402
                     thread_ticks, write_result)
 
 TMUX_SOCKET = "gputop-bench"  # a private tmux server: the user's sessions are not touched
@@ -295,6 +307,145 @@ def baseline_compare(a: argparse.Namespace, width: int, height: int) -> int:
     return 0 if ok else 1
 
 
+def tool_programs(a: argparse.Namespace, sock: str, work: str) -> list[tuple[str, str, str, bool]]:
+    """The programs of issue #29's table: (label, command, process name to
+    find, in a pty)."""
+    g = f"{a.gputop} --socket {sock} --source {a.source}"
+    return [
+        ("gputop TUI, NVML at 1 kHz", g, "gputop", True),
+        ("gputop TUI, --rate 100", f"{g} --rate 100", "gputop", True),
+        ("gputop record, 1 kHz", f"{a.gputop} record --socket {sock} --source {a.source} -o {work}/tools-REC.gputop",
+         "gputop", False),
+        ("nvidia-smi -lms 1 (1 kHz, text)",
+         "nvidia-smi --query-gpu=timestamp,memory.used,memory.total --format=csv -lms 1", "nvidia-smi", True),
+        ("nvtop -d 1 (10 Hz)", "nvtop -d 1", "nvtop", True),
+        ("nvitop default", "nvitop", "nvitop", True),
+        ("nvitop --interval 0.25", "nvitop --interval 0.25", "nvitop", True),
+    ]
+
+
+def tools_table(a: argparse.Namespace, width: int, height: int) -> int:
+    """Issue #29's table: each program alone beside one training job, in
+    alternating order, and a profile of the TUI last."""
+    name = f"{a.prefix}resource-tools"
+    if not shutil.which("tmux"):
+        write_result(a.results_dir, name, "FAIL", "tmux not installed")
+        return 1
+    work = a.workdir or tempfile.mkdtemp(prefix="gputop-resource-")
+    os.makedirs(work, exist_ok=True)
+    sock = os.path.join(work, "res-tools.sock")
+    progs = tool_programs(a, sock, work)
+    missing = {label for label, cmd, _, _ in progs if not shutil.which(cmd.split()[0])}
+    runs: dict[str, list[dict]] = {label: [] for label, _, _, _ in progs}
+    log = open(os.path.join(work, f"{name}.log"), "a")
+    profile = os.path.join(work, "tui-1khz.pprof")
+    job = None
+    try:
+        if not a.no_job:
+            env = dict(os.environ, GPUTOP_SOCKET=sock, PYTHONUNBUFFERED="1")
+            env["PYTHONPATH"] = os.path.join(REPO, "agent") + (
+                os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            n = (len(progs) - len(missing)) * a.rounds + 1
+            job = subprocess.Popen(
+                [sys.executable, os.path.join(HERE, "workloads", "train_mlp.py"),
+                 "--seconds", str(n * (a.seconds + a.warmup + 3) + 30), "--idle", "0",
+                 "--out", os.path.join(work, f"{name}-train.json")],
+                env=env, stdout=log, stderr=subprocess.STDOUT)
+            time.sleep(5)  # the job's first step
+        order = [p for p in progs if p[0] not in missing]
+        plan = [(r, p) for r in range(a.rounds) for p in (order if r % 2 == 0 else order[::-1])]
+        plan.append((-1, order[0]))  # the profiled run of the TUI
+        for r, (label, cmd, want, pty) in plan:
+            env_prefix = f"GPUTOP_CPUPROFILE={profile} " if r < 0 else ""
+            cmd = cmd.replace("REC", str(r))
+            proc = None
+            if pty:
+                pid = None
+                for _ in range(3):  # the private tmux server may still be exiting
+                    pid = start_in_tmux("tool", f"env {env_prefix}{cmd} 2>>{work}/tools.stderr", want, width, height)
+                    if pid:
+                        break
+                    time.sleep(1.0)
+            else:
+                proc = subprocess.Popen(cmd.split(), stdout=log, stderr=subprocess.STDOUT)
+                pid = proc.pid
+            probe = Probe(label, pid, "profiled" if r < 0 else f"round {r + 1}")
+            time.sleep(a.warmup)
+            probe.begin()
+            t_end = time.monotonic() + a.seconds
+            while time.monotonic() < t_end:
+                probe.sample()
+                time.sleep(1.0)
+            probe.end()
+            if proc:
+                stop_proc(proc)
+            else:
+                tmux("kill-session", "-t", "tool")  # SIGHUP: gputop ends as on q (the profile written)
+            for _ in range(100):
+                if not pid or not os.path.exists(f"/proc/{pid}"):
+                    break
+                time.sleep(0.1)
+            res = dict(probe.result, round=r + 1)
+            if r >= 0:
+                runs[label].append(res)
+            print(f"resource.py: {probe.note}, {label}: {res.get('cpu_pct_of_one_core')}% of a core, "
+                  f"RSS {res.get('rss_mib_mean')} MiB", flush=True)
+    finally:
+        tmux("kill-server")
+        stop_proc(job, signal.SIGTERM)
+        log.close()
+
+    def mean(xs: list[float]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
+
+    rows = []
+    for label, _, _, _ in progs:
+        ok = [x for x in runs[label] if x.get("status") == "ok"]
+        row = {"program": label, "rounds": len(ok),
+               "cpu_pct": mean([x["cpu_pct_of_one_core"] for x in ok]),
+               "rss_mib": mean([x["rss_mib_mean"] for x in ok if x.get("rss_mib_mean") is not None]),
+               "runs": runs[label]}
+        if label.startswith("gputop"):
+            row["nvml_thread_pct"] = mean([x["cpu_pct_by_thread"].get("gputop-nvml", 0.0) for x in ok])
+        if label in missing:
+            row["note"] = "not installed"
+        rows.append(row)
+    print(f"\n| program | CPU of one core | RSS |\n| --- | --- | --- |")
+    for row in rows:
+        if row["cpu_pct"] is None:
+            print(f"| {row['program']} | {row.get('note', 'not measured')} | |")
+            continue
+        split = ""
+        if row.get("nvml_thread_pct") is not None:
+            split = f" (sampling thread {row['nvml_thread_pct']:.2f}%, Go {row['cpu_pct'] - row['nvml_thread_pct']:.2f}%)"
+        print(f"| {row['program']} | {row['cpu_pct']:.2f}%{split} | {row['rss_mib']:.1f} MiB |")
+    print(f"\n{a.rounds} rounds of {a.seconds:g} s after {a.warmup:g} s, alternating order, "
+          f"{'beside bench/workloads/train_mlp.py with the agent attached' if not a.no_job else 'no job'}, "
+          f"{width}x{height} pty")
+    top = None
+    if os.path.exists(profile):
+        total, top = pprof_top(profile, a.top)
+        print(f"\nCPU profile of the TUI at 1 kHz ({profile}): {total:.2f} s sampled; top {a.top} by flat")
+        print(f"{'flat s':>8} {'flat%':>6} {'cum s':>8} {'cum%':>6}  function")
+        for fn, flat, cum in top:
+            pct = (lambda x: 100 * x / total if total else 0.0)
+            print(f"{flat:8.3f} {pct(flat):5.1f}% {cum:8.3f} {pct(cum):5.1f}%  {fn}")
+    else:
+        print(f"\nno CPU profile written at {profile}")
+    with open(a.out or os.path.join(work, f"{name}.json"), "w") as fh:
+        json.dump({"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "seconds": a.seconds, "warmup": a.warmup,
+                   "rounds": a.rounds, "size": a.size, "job": not a.no_job, "rows": rows,
+                   "profile": profile if top is not None else None,
+                   "profile_top": [{"function": f, "flat_s": fl, "cum_s": c} for f, fl, c in (top or [])]},
+                  fh, indent=1)
+    gputop_ok = all(r["cpu_pct"] is not None for r in rows if r["program"].startswith("gputop"))
+    write_result(a.results_dir, name, "INFO" if gputop_ok else "FAIL",
+                 "; ".join(f"{r['program']}: " + (f"{r['cpu_pct']:.2f}% / {r['rss_mib']:.1f} MiB"
+                                                  if r["cpu_pct"] is not None else r.get("note", "not measured"))
+                           for r in rows), rows=rows)
+    return 0 if gputop_ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 2)[2],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -329,19 +480,34 @@ def main(argv: list[str] | None = None) -> int:
                     help="--baseline: points of a core this build may add")
     ap.add_argument("--baseline-rss-limit-mib", type=float, default=0.5,
                     help="--baseline: MiB of anonymous RSS this build may add")
+    ap.add_argument("--tools", action="store_true",
+                    help="issue #29's table: gputop beside nvidia-smi, nvtop and nvitop, and a profile (see above)")
+    ap.add_argument("--top", type=int, default=15, help="--tools: the profile's entries printed")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="print the top --top entries of a gputop CPU profile (GPUTOP_CPUPROFILE) and exit")
     ap.add_argument("--dry-run", action="store_true", help="check arguments and tools, then exit")
     a = ap.parse_args(argv)
     width, height = (int(x) for x in a.size.lower().split("x"))
     tools = {t: shutil.which(t) for t in ("tmux", "nvtop", "nvitop", "nvidia-smi")}
+    if a.profile:
+        total, top = pprof_top(a.profile, a.top)
+        print(f"{a.profile}: {total:.2f} s sampled")
+        for fn, flat, cum in top:
+            print(f"{flat:8.3f} {cum:8.3f}  {fn}")
+        return 0
     if a.dry_run:
         print(f"resource.py: tools: {tools}; gputop {a.gputop}: "
               f"{'ok' if os.access(a.gputop, os.X_OK) else 'missing'}")
+        for label, cmd, _, pty in tool_programs(a, "SOCK", "WORK"):
+                print(f"resource.py: --tools would run {label}: {cmd}{' (in a pty)' if pty else ''}")
         print("resource.py: dry run ok")
         return 0
     if not os.access(a.gputop, os.X_OK):
         write_result(a.results_dir, f"{a.prefix}resource-tui" + ("-metrics" if a.metrics_compare else ""),
                      "FAIL", f"{a.gputop} not found")
         return 1
+    if a.tools:
+        return tools_table(a, width, height)
     if a.metrics_compare:
         return metrics_compare(a, width, height)
     if a.baseline:
@@ -393,10 +559,10 @@ def main(argv: list[str] | None = None) -> int:
             pid = start_in_tmux("gputop", f"{a.gputop} --socket {sock_tui} --source {a.source} "
                                           f"2>{work}/tui.stderr",
                                 "gputop", width, height)
-            tui = Probe("gputop TUI (1 kHz, 30 fps)", pid,
+            tui = Probe("gputop TUI (1 kHz)", pid,
                         f"tmux {width}x{height}" + ("" if a.together else ", alone") if pid else "did not start")
         else:
-            tui = Probe("gputop TUI (1 kHz, 30 fps)", None, "tmux not installed")
+            tui = Probe("gputop TUI (1 kHz)", None, "tmux not installed")
         probes.append(tui)
         if not a.together:
             measure([tui], a.warmup)

@@ -15,7 +15,7 @@ import (
 
 // busyStore is an 8-GPU node after 30 s at 1 kHz with one agent per GPU
 // (ranks 0-7) sampling at 100 Hz.
-func busyStore(b *testing.B) (*store.Store, int64) {
+func busyStore(_ testing.TB) (*store.Store, int64) {
 	st := store.New(store.DefaultOptions())
 	for d := 0; d < 8; d++ {
 		st.SetDevice(store.Device{Index: d, UUID: "GPU-" + string(rune('a'+d)), Name: "NVIDIA H200", Total: 150 << 30, Source: "nvml"})

@@ -80,6 +80,7 @@ var (
 	// not supported: the system's memory, from /proc/meminfo; empty (so
 	// absent: the series are those of earlier versions) for the GPU's own
 	nvmlLabels = append(append([]string(nil), gpuLabels...), "memory")
+	snapLabels = []string{"label"}
 )
 
 func desc(name, help string, labels []string) *prometheus.Desc {
@@ -114,7 +115,7 @@ var (
 	descSecsToOOM  = desc("gputop_torch_forecast_seconds_to_oom", "Seconds until the process's memory reaches what it can have at its present growth: a forecast in time, or one in steps or epochs whose rows' times say how long one takes; absent when stable or without enough data.", procLabels)
 
 	descRows     = desc("gputop_snapshots_total", "Rows taken (keys, code, gputop snap, OOMs).", nil)
-	descSnapTime = desc("gputop_snapshot_timestamp_seconds", "When the newest snapshot of each label was taken (the newest few labels), for annotations.", []string{"label"})
+	descSnapTime = desc("gputop_snapshot_timestamp_seconds", "When the newest snapshot of each label was taken (the newest few labels), for annotations.", snapLabels)
 )
 
 // Collector is a prometheus.Collector over a store. It keeps nothing
@@ -165,12 +166,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	from := c.opt.Now().Add(-c.opt.Window).UnixNano()
 	extremes := func(k store.Key) store.Extremes { return c.st.ExtremesFrom(k, from) }
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
+	gauge := func(d *prometheus.Desc, v float64, l labelSet) { ch <- constMetric{d, true, v, l} }
+	counter := func(d *prometheus.Desc, v float64, l labelSet) { ch <- constMetric{d, false, v, l} }
 
 	devs := c.st.Devices()
 	devLabels := make(map[int][]string, len(devs))
@@ -182,20 +179,21 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if d.Host != "" {
 			host = labelText(d.Host) // a remote host's GPU (--ssh)
 		}
-		l := []string{strconv.Itoa(d.Index), labelText(d.UUID), labelText(d.Name), host}
-		devLabels[d.Index] = l
+		gl := []string{strconv.Itoa(d.Index), labelText(d.UUID), labelText(d.Name), host}
+		devLabels[d.Index] = gl
 		if d.Source != "nvml" {
 			continue // known only through an agent: NVML says nothing of it
 		}
-		nl := append(append(make([]string, 0, len(l)+1), l...), d.Memory)
-		gauge(descNVMLTotal, float64(d.Total), nl...)
+		l := labelsOf(gpuLabels, gl)
+		nl := labelsOf(nvmlLabels, append(append(make([]string, 0, len(gl)+1), gl...), d.Memory))
+		gauge(descNVMLTotal, float64(d.Total), nl)
 		if d.Rate > 0 {
-			gauge(descRate, d.Rate, l...)
+			gauge(descRate, d.Rate, l)
 		}
 		if e := extremes(store.Key{Dev: d.Index, Metric: store.NVMLUsed}); e.OK {
-			gauge(descNVMLUsed, float64(e.Last), nl...)
-			gauge(c.usedMax, float64(e.Max), nl...)
-			gauge(c.usedMin, float64(e.Min), nl...)
+			gauge(descNVMLUsed, float64(e.Last), nl)
+			gauge(c.usedMax, float64(e.Max), nl)
+			gauge(c.usedMin, float64(e.Min), nl)
 		}
 	}
 
@@ -220,31 +218,32 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			// a remote host's process: its own pid, its host in Hostname;
 			// one in a pid namespace gputop cannot see: "ns3:1", as no two
 			// such processes may share a label set
-			l := append(append(make([]string, 0, len(procLabels)), gl...), store.PIDText(pid), rank, local, labelText(p.Job))
+			pv := append(append(make([]string, 0, len(procLabels)), gl...), store.PIDText(pid), rank, local, labelText(p.Job))
+			l := labelsOf(procLabels, pv)
 			if smp, ok := a.Last[dev]; ok {
-				gauge(descAllocated, float64(smp.Allocated), l...)
-				gauge(descReserved, float64(smp.Reserved), l...)
-				gauge(descPeak, float64(smp.Peak), l...)
-				gauge(descInactive, float64(smp.Inactive), l...)
-				counter(descRetries, float64(smp.AllocRetries), l...)
-				counter(descOOMs, float64(smp.OOMs), l...)
+				gauge(descAllocated, float64(smp.Allocated), l)
+				gauge(descReserved, float64(smp.Reserved), l)
+				gauge(descPeak, float64(smp.Peak), l)
+				gauge(descInactive, float64(smp.Inactive), l)
+				counter(descRetries, float64(smp.AllocRetries), l)
+				counter(descOOMs, float64(smp.OOMs), l)
 			}
 			if e := extremes(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}); e.OK {
-				gauge(c.allocatedMax, float64(e.Max), l...)
+				gauge(c.allocatedMax, float64(e.Max), l)
 			}
 			if at := c.st.LatestLayout(pid, dev); at.OK {
-				gauge(descFreeInSegs, float64(at.Layout.FreeInSegments), l...)
-				gauge(descLargestFree, float64(at.Layout.LargestFree), l...)
-				gauge(descSegments, float64(at.Layout.Segments), l...)
-				pools.add(l, at.Layout)
+				gauge(descFreeInSegs, float64(at.Layout.FreeInSegments), l)
+				gauge(descLargestFree, float64(at.Layout.LargestFree), l)
+				gauge(descSegments, float64(at.Layout.Segments), l)
+				pools.add(pv, at.Layout)
 			}
-			ledgers.emit(c.st, pid, dev, l, gauge)
+			ledgers.emit(c.st, pid, dev, pv, gauge)
 			if a.Connected {
 				c.forecast(gauge, &a, dev, now, l)
 				if procs, _ := c.st.Procs(dev); len(procs) > 0 {
 					for _, pr := range procs {
 						if pr.PID == pid && !pr.UsedUnknown {
-							gauge(descProcUsed, float64(pr.Used), l...)
+							gauge(descProcUsed, float64(pr.Used), l)
 						}
 					}
 				}
@@ -253,28 +252,28 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	for _, p := range pools.kept() {
-		gauge(descPoolReserved, float64(p.reserved), p.labels...)
+		gauge(descPoolReserved, float64(p.reserved), labelsOf(poolLabels, p.labels))
 	}
-	gauge(descPoolsCut, float64(pools.cut))
+	gauge(descPoolsCut, float64(pools.cut), nil)
 
-	counter(descRows, float64(c.st.Shape().RowsMade))
+	counter(descRows, float64(c.st.Shape().RowsMade), nil)
 	for _, s := range newestLabels(c.st.LastRows(rowsRead), RowLabels) {
-		gauge(descSnapTime, float64(s.T)/1e9, labelText(s.Label))
+		gauge(descSnapTime, float64(s.T)/1e9, labelsOf(snapLabels, []string{labelText(s.Label)}))
 	}
 }
 
 // forecast exports a connected process's forecast on dev at now, when it
 // predicts an OOM.
-func (c *Collector) forecast(gauge func(*prometheus.Desc, float64, ...string), a *store.Agent, dev int, now int64, l []string) {
+func (c *Collector) forecast(gauge func(*prometheus.Desc, float64, labelSet), a *store.Agent, dev int, now int64, l labelSet) {
 	f := forecast.For(c.st, a, dev, now, true)
 	if f.Status != forecast.OOM || f.Limit == 0 {
 		return
 	}
 	if f.Unit == forecast.Steps {
-		gauge(descStepsToOOM, f.In, l...)
+		gauge(descStepsToOOM, f.In, l)
 	}
 	if s, ok := f.SecondsToOOM(); ok {
-		gauge(descSecsToOOM, s, l...)
+		gauge(descSecsToOOM, s, l)
 	}
 }
 

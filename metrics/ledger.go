@@ -14,7 +14,9 @@ var descLedger = desc("gputop_torch_ledger_bytes", "What the process's memory on
 	"params, grads, optimizer, activations, other_tensors, workspace (the agent's walk of its live tensors), unattributed (allocated − those), "+
 	"cached_free (torch's reserved − allocated), outside_torch (NVML's figure for the process − reserved; absent when NVML gave none). "+
 	"With outside_torch, the parts add up to NVML's figure for the process.",
-	append(append([]string(nil), procLabels...), "part"))
+	ledgerLabels)
+
+var ledgerLabels = append(append([]string(nil), procLabels...), "part")
 
 // ledgers indexes the newest ledger rows of a scrape by process and device.
 type ledgers map[[2]int]wire.Row
@@ -29,7 +31,7 @@ func newLedgers(st *store.Store) ledgers {
 
 // emit sends the ledger series of pid on dev (labels: the process's),
 // when it has a row with a ledger.
-func (ls ledgers) emit(st *store.Store, pid, dev int, labels []string, gauge func(*prometheus.Desc, float64, ...string)) {
+func (ls ledgers) emit(st *store.Store, pid, dev int, labels []string, gauge func(*prometheus.Desc, float64, labelSet)) {
 	r, ok := ls[[2]int{pid, dev}]
 	if !ok {
 		return
@@ -54,6 +56,6 @@ func (ls ledgers) emit(st *store.Store, pid, dev int, labels []string, gauge fun
 		}
 	}
 	for _, p := range parts {
-		gauge(descLedger, float64(p.v), append(labels[:len(labels):len(labels)], p.name)...)
+		gauge(descLedger, float64(p.v), labelsOf(ledgerLabels, append(labels[:len(labels):len(labels)], p.name)))
 	}
 }

@@ -245,6 +245,7 @@ func (m Model) content() string {
 		return m.frame.out
 	}
 	out := m.draw()
+	m.stats.Frames++
 	*m.frame = frameCache{version: m.version, out: out, ok: true}
 	return out
 }

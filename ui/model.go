@@ -1,5 +1,6 @@
 // Package ui is gputop's terminal interface: a Bubble Tea v2 program that
-// redraws from the store at a frame rate (never one message per sample).
+// redraws from the store when what it draws changed, checked a few times a
+// second (never one message per sample).
 // The root Model owns the layout and the keys; each pane (header, chart,
 // processes, summary, holders, prompt, status) lives in its own file
 // with its own SetSize and View.
@@ -25,7 +26,7 @@ type Options struct {
 	Replay         bool                    // the store holds a whole recording; the UI plays it with a cursor
 	Title          string                  // e.g. "demo: H200 MLP training" or the recording path
 	CSVPath        string                  // --csv; "" means ./gputop-summary-YYYYmmdd-HHMMSS.csv on e
-	FPS            int                     // frame ticks per second (default 30): new rows, markers, replay motion; value-only changes redraw at most every 100 ms
+	FPS            int                     // at most this many frame ticks per second (default 30); the ticks themselves come only as often as what is drawn can change (tick.go)
 	Now            func() time.Time        // clock; default time.Now
 	RequestHolders func(pid int) error     // asks an agent for a holders report; nil when there is no agent server
 	RequestDump    func(pid int) error     // asks an agent for a memory dump; nil when there is no agent server
@@ -44,6 +45,7 @@ const (
 	MinHeight = 10
 )
 
+// tickMsg is a frame tick: the store and the clock looked at again.
 type tickMsg time.Time
 
 // csvMsg reports an export.
@@ -116,6 +118,10 @@ type Model struct {
 	title   string
 	titleK  titleKey // what title was made from
 	frame   *frameCache
+
+	tickSeq   int           // the ticker that counts: older ones stop (tick.go)
+	tickEvery time.Duration // the running ticker's interval
+	stats     *Stats
 }
 
 // New returns the root model over st.
@@ -145,6 +151,7 @@ func New(in *ingest.Ingest, opt Options) Model {
 		prompt:  newPrompt(&styles),
 		status:  newStatus(&styles),
 		frame:   &frameCache{},
+		stats:   &Stats{},
 		bars:    &barCache{},
 		pres:    present.NewPresenter(),
 		geo:     &paneGeo{},
@@ -157,6 +164,7 @@ func New(in *ingest.Ingest, opt Options) Model {
 		// screen at once, paused at its end (space plays it from the start)
 		m.tl.openAt(st.End())
 	}
+	m.tickEvery = m.tickInterval()
 	m.status.SetLog(opt.Log.Last())
 	if opt.LoadErr != "" {
 		m.status.Set(opt.LoadErr, true)
@@ -166,16 +174,19 @@ func New(in *ingest.Ingest, opt Options) Model {
 
 func (m *Model) now() int64 { return m.opt.Now().UnixNano() }
 
-func (m Model) tick() tea.Cmd {
-	return tea.Tick(time.Second/time.Duration(m.opt.FPS), func(t time.Time) tea.Msg { return tickMsg(t) })
-}
-
 // Init starts the frame ticker.
 func (m Model) Init() tea.Cmd { return m.tick() }
 
 // Update handles one message.
 func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if msg, ok := msg.(frameTickMsg); ok {
+		if msg.seq != m.tickSeq {
+			return m, nil // a ticker replaced by a faster one (tick.go)
+		}
+		return m.Update(tickMsg(msg.t))
+	}
 	if _, ok := msg.(tickMsg); ok {
+		m.stats.Ticks++
 		m.tl.advance(m.now(), m.st.End())
 		k := m.titleKey()
 		// live, a new second on the clock redraws the values with it: one
@@ -192,6 +203,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if changed {
 			m.version++
 		}
+		m.tickEvery = m.tickInterval()
 		return m, m.tick()
 	}
 	switch msg.(type) {
@@ -202,7 +214,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	nm.titleK = nm.titleKey()
 	nm.title = nm.titleBar()
 	nm.version++
-	return nm, cmd
+	return nm, nm.rearm(cmd)
 }
 
 func (m Model) update(msg tea.Msg) (Model, tea.Cmd) {

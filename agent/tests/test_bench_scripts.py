@@ -174,3 +174,25 @@ def test_result_links_resolve():
             assert (BENCH / target).exists(), f"{doc.name} names {target}, which is not there"
             links += 1
     assert links >= 20
+
+
+def test_resource_reads_a_go_profile():
+    """resource.py --tools prints the TUI's profile on the GPU machine, where
+    Go is missing: its reader gives what `go tool pprof -top` gave for the
+    stored profiles (bench/results/2026-12-02-tuiload-*.pprof)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        from common import pprof_top
+    finally:
+        sys.path.remove(str(BENCH))
+    # go tool pprof -top: "Total samples = 430ms", first "90ms ... linux.Syscall6";
+    # "Total samples = 280ms", flat 30ms for ingest.(*Ingest).Apply
+    total, top = pprof_top(str(BENCH / "results" / "2026-12-02-tuiload-main.pprof"), 15)
+    assert round(total, 2) == 0.43 and len(top) == 15
+    assert top[0][0] == "internal/runtime/syscall/linux.Syscall6" and round(top[0][1], 2) == 0.09
+    assert any(fn == "main.feed" and round(cum, 2) == 0.09 for fn, _, cum in top)
+    total, top = pprof_top(str(BENCH / "results" / "2026-12-02-tuiload-perf.pprof"), 3)
+    assert round(total, 2) == 0.28 and len(top) == 3
+    assert ("github.com/gputop/gputop/ingest.(*Ingest).Apply", 0.03) in [(f, round(x, 2)) for f, x, _ in top]
+    p = run(BENCH / "resource.py", "--profile", str(BENCH / "results" / "2026-12-02-tuiload-main.pprof"), "--top", "2")
+    assert p.returncode == 0 and "linux.Syscall6" in p.stdout, p.stdout + p.stderr
