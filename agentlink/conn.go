@@ -176,6 +176,10 @@ func (s *Server) handle(nc *net.UnixConn) {
 			if c.known(s, f.Dev, "layout") {
 				s.in.Apply(c.pid, f)
 			}
+		case wire.FrameworkReading:
+			if c.known(s, f.Dev, "framework") {
+				s.in.Apply(c.pid, f)
+			}
 		case wire.Bye:
 			s.finish(c, true, f.T, "bye", c.who()+": detached")
 			return

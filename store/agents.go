@@ -255,6 +255,10 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 		row := wire.Row{
 			Type: wire.TypeRow, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
 			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump, Layout: ds.Layout, Ledger: ds.Ledger, PeakLines: ds.PeakLines,
+			Frameworks: ds.Frameworks,
+		}
+		if ds.NoTorch { // a JAX or CuPy device: no torch figures, never zeros
+			row.Allocated, row.Reserved, row.Peak = nil, nil, nil
 		}
 		if row.Layout == nil {
 			row.Layout = s.rowLayout(pid, dev, m.T) // the mark read none: the newest reading then

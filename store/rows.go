@@ -131,6 +131,12 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 	row.Layout = cleanLayout(row.Layout)
 	row.Ledger = cleanLedger(row.Ledger)
 	row.PeakLines = cleanPeakLines(row.PeakLines)
+	row.Frameworks = cleanFrameworks(row.Frameworks)
+	if !row.End {
+		for i := range row.Frameworks {
+			row.Frameworks[i].Held = nil // only an end row's verdict reads them
+		}
+	}
 	if row.Procs != nil {
 		ps := append([]wire.Proc{}, (*row.Procs)...)
 		for i := range ps {

@@ -170,6 +170,13 @@ type DevStats struct {
 	// torch.cuda.set_per_process_memory_fraction), when the agent can
 	// tell before an OOM does: a forecast's limit
 	Limit uint64 `json:"limit,omitempty"`
+	// NoTorch: torch has not initialised this device in the process
+	// (a JAX or CuPy device); Allocated, Reserved and Peak are then 0
+	// and mean nothing, and its row has no torch figures.
+	NoTorch bool `json:"no_torch,omitempty"`
+	// Frameworks: the other frameworks' figures on the device at the
+	// mark (JAX, CuPy), each in its own names.
+	Frameworks []Framework `json:"frameworks,omitempty"`
 }
 
 // Held is what one process still had allocated on one device at an end
@@ -470,7 +477,9 @@ type Row struct {
 	// allocating line (allocation history on)
 	PeakLines *PeakLines `json:"peak_lines,omitempty"`
 	Limit     *uint64    `json:"limit,omitempty"` // the most torch may hold on the device then (DevStats.Limit)
-	OOM       *OOM       `json:"-"`               // on the row of an oom frame (OOMRow): that frame
+	// the other frameworks' figures on the device at the row (JAX, CuPy)
+	Frameworks []Framework `json:"frameworks,omitempty"`
+	OOM        *OOM        `json:"-"` // on the row of an oom frame (OOMRow): that frame
 }
 
 // Requests an agent answers, and the label of the row a dump request makes.

@@ -1,0 +1,131 @@
+// The other frameworks' figures on a row (JAX, CuPy): the CSV's
+// framework cell and what an end row's verdict says of them.
+
+package summary
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gputop/gputop/units"
+	"github.com/gputop/gputop/wire"
+)
+
+// FrameworksText is a row's frameworks in one cell, each in its own
+// names, exact bytes: `jax bytes_in_use=1024 pool_bytes=2048; cupy used_bytes=0`.
+func FrameworksText(fs []wire.Framework) string {
+	var parts []string
+	for _, f := range fs {
+		s := f.Name
+		for _, g := range f.Figures {
+			s += " " + g.Native + "=" + strconv.FormatUint(g.Value, 10)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// FigureName is a figure as the UI labels it: the framework's own name
+// ("bytes_in_use"), never torch's words.
+func FigureName(f wire.Framework, of string) (string, uint64, bool) {
+	g, ok := f.Get(of)
+	return g.Native, g.Value, ok
+}
+
+// CuPyCleanup is what returns CuPy's free pool to the device.
+const CuPyCleanup = "cupy.get_default_memory_pool().free_all_blocks()"
+
+// judgeFramework says whether framework f still holds memory at an end
+// row, from its own figures and what it could tell of its holders.
+func judgeFramework(f wire.Framework) Verdict {
+	v := Verdict{Basis: f.Name + "'s allocator"}
+	inUse, ok := f.Get(wire.FigInUse)
+	if !ok {
+		v.Status = Unknown
+		v.Text = f.Name + " gave no in-use figure: gputop cannot tell what holds its memory"
+		return v
+	}
+	pool, hasPool := f.Get(wire.FigReserved)
+	free := uint64(0)
+	if hasPool && pool.Value > inUse.Value {
+		free = pool.Value - inUse.Value
+	}
+	switch {
+	case inUse.Value == 0:
+		v.Status = Released
+		v.Text = fmt.Sprintf("nothing of yours holds %s memory (%s 0 B)", f.Name, inUse.Native)
+		if free > 0 {
+			v.Text += "; " + poolNote(f, pool, free)
+		}
+		return v
+	case len(f.Held) > 0:
+		v.Status = Leaked
+		v.Top = f.Held[0].Name
+		v.Text = fmt.Sprintf("%s still in use (%s): %s", units.Bytes(inUse.Value), inUse.Native, frameworkHolders(f))
+	default:
+		v.Status = Unknown
+		v.Text = fmt.Sprintf("%s still in use (%s) that no live array of %s accounts for", units.Bytes(inUse.Value), inUse.Native, f.Name)
+	}
+	if f.Name == wire.FrameworkCuPy {
+		v.Text += "; del them, then " + CuPyCleanup + " returns the pool"
+	} else if free > 0 {
+		v.Text += "; " + poolNote(f, pool, free)
+	}
+	return v
+}
+
+func poolNote(f wire.Framework, pool wire.Figure, free uint64) string {
+	if f.Name == wire.FrameworkCuPy {
+		return fmt.Sprintf("%s free in CuPy's pool (%s %s): %s returns it to the device", units.Bytes(free), pool.Native, units.Bytes(pool.Value), CuPyCleanup)
+	}
+	return fmt.Sprintf("%s's pool keeps %s free (%s %s)", f.Name, units.Bytes(free), pool.Native, units.Bytes(pool.Value))
+}
+
+// frameworkHolders names the largest groups of a framework's holders.
+func frameworkHolders(f wire.Framework) string {
+	var names []string
+	for i, g := range f.Held {
+		if i == 3 {
+			break
+		}
+		what := plural(g.Tensors, "array")
+		if len(g.Examples) > 0 && g.Examples[0] != g.Name {
+			what += " " + g.Examples[0]
+		}
+		names = append(names, fmt.Sprintf("%s (%s) %s", g.Name, what, units.Bytes(g.Bytes)))
+	}
+	s := strings.Join(names, ", ")
+	if h := f.Held[0].Hint; h != "" {
+		s += ": " + h
+	}
+	return s
+}
+
+// withFrameworks adds the verdicts of row r's frameworks to v (the
+// torch or NVML verdict; none when ok is false): the worst status wins,
+// each framework's text follows.
+func withFrameworks(r wire.Row, v Verdict, ok bool) Verdict {
+	for _, f := range r.Frameworks {
+		fv := judgeFramework(f)
+		if !ok {
+			v, ok = fv, true
+			continue
+		}
+		if worse(fv.Status, v.Status) {
+			v.Status = fv.Status
+		}
+		if v.Top == "" {
+			v.Top = fv.Top
+		}
+		v.Basis += ", " + fv.Basis
+		v.Text += "; " + f.Name + ": " + fv.Text
+	}
+	return v
+}
+
+// worse orders statuses: held, then unknown, then released.
+func worse(a, b Status) bool {
+	rank := func(s Status) int { return [...]int{0, 3, 2, 1}[s] }
+	return rank(a) > rank(b)
+}
