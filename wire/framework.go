@@ -5,60 +5,6 @@ import (
 	"fmt"
 )
 
-// TypeFramework is the frame of another framework's allocator figures
-// (JAX's XLA allocator, CuPy's memory pool) on one device, beside torch's
-// samples.
-const TypeFramework = "framework"
-
-// Frameworks, as an agent names them.
-const (
-	FrameworkJAX  = "jax"
-	FrameworkCuPy = "cupy"
-)
-
-// Figures gputop knows a framework's allocator by; a framework maps its
-// own counters onto them (JAX's bytes_in_use is the in-use figure) and
-// keeps its own name beside each (Figure.Native). A figure the framework
-// does not report is absent, never 0.
-const (
-	FigInUse    = "in_use"   // bytes of live arrays (JAX bytes_in_use, CuPy used_bytes)
-	FigReserved = "reserved" // bytes the allocator holds from the device (JAX pool_bytes / bytes_reserved, CuPy total_bytes)
-	FigPeak     = "peak"     // the most in use so far (JAX peak_bytes_in_use)
-	FigLimit    = "limit"    // the most the allocator may hold (JAX bytes_limit, CuPy get_limit())
-)
-
-// Bounds on what an agent may say of its frameworks (wire.Check).
-const (
-	MaxFrameworks     = 4  // frameworks on one device
-	MaxFigures        = 16 // figures of one framework
-	MaxFrameworkText  = 64 // bytes of a framework's or a figure's name
-	MaxFrameworkHeld  = 16 // holder groups of one framework's end-row attribution
-	MaxFrameworkNotes = 8  // settings of one framework
-)
-
-// Figure is one of a framework's counters: Of is gputop's figure it
-// stands for (FigInUse ...), "" for one only the framework has
-// (largest_alloc_size, num_allocs, the pinned pool); Native the
-// framework's own name for it.
-type Figure struct {
-	Of     string `json:"of,omitempty"`
-	Native string `json:"native"`
-	Value  uint64 `json:"value"`
-}
-
-// Framework is one framework's allocator on one device of a process, in
-// its own figures. Settings are those of its allocator in force in the
-// process (JAX: the XLA_PYTHON_CLIENT_* variables as the process had
-// them). Held, on an end row only, is what holds its memory as the
-// framework can tell (JAX: its live arrays grouped by shape and dtype,
-// or by the variable that holds them; CuPy: its arrays in use).
-type Framework struct {
-	Name     string        `json:"name"`
-	Figures  []Figure      `json:"figures"`
-	Settings []Setting     `json:"settings,omitempty"`
-	Held     []HolderGroup `json:"held,omitempty"`
-}
-
 // Get returns the figure standing for gputop's figure of.
 func (f Framework) Get(of string) (Figure, bool) {
 	for _, g := range f.Figures {
@@ -77,18 +23,6 @@ func (f Framework) Setting(name string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// FrameworkReading is the frame an agent sends with the figures of each
-// framework other than torch on device Dev (torch's index; the device's
-// own ordinal where torch has not initialised it), at the agent's send
-// interval.
-type FrameworkReading struct {
-	Type       string      `json:"type"`
-	PID        int         `json:"pid,omitempty"`
-	T          int64       `json:"t"`
-	Dev        int         `json:"dev"`
-	Frameworks []Framework `json:"frameworks"`
 }
 
 func checkFrameworkReading(v *FrameworkReading) error {
