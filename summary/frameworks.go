@@ -129,3 +129,80 @@ func worse(a, b Status) bool {
 	rank := func(s Status) int { return [...]int{0, 3, 2, 1}[s] }
 	return rank(a) > rank(b)
 }
+
+// The XLA settings a JAX process's preallocation follows.
+const (
+	XLAPreallocate = "XLA_PYTHON_CLIENT_PREALLOCATE"
+	XLAMemFraction = "XLA_PYTHON_CLIENT_MEM_FRACTION"
+	XLAAllocator   = "XLA_PYTHON_CLIENT_ALLOCATOR"
+)
+
+// FrameworkText is a framework's figures on one device in words, each by
+// the framework's own name: for JAX, its in-use beside the pool XLA
+// preallocated and which XLA settings decide it; for CuPy, its pool's
+// used and free and what returns the free part.
+func FrameworkText(f wire.Framework) string {
+	var parts []string
+	inUse, hasIn := f.Get(wire.FigInUse)
+	pool, hasPool := f.Get(wire.FigReserved)
+	switch {
+	case hasIn && hasPool && pool.Value > 0:
+		parts = append(parts, fmt.Sprintf("%s %s in use of the %s %s it holds (%.0f%%)",
+			inUse.Native, units.Bytes(inUse.Value), pool.Native, units.Bytes(pool.Value), 100*float64(inUse.Value)/float64(pool.Value)))
+	case hasIn:
+		parts = append(parts, inUse.Native+" "+units.Bytes(inUse.Value)+" in use")
+	}
+	for _, of := range []string{wire.FigPeak, wire.FigLimit} {
+		if g, ok := f.Get(of); ok {
+			parts = append(parts, g.Native+" "+units.Bytes(g.Value))
+		}
+	}
+	s := f.Name + ": " + strings.Join(parts, ", ")
+	switch f.Name {
+	case wire.FrameworkJAX:
+		s += "; " + XLASettingsText(f)
+	case wire.FrameworkCuPy:
+		if hasIn && hasPool && pool.Value > inUse.Value {
+			s += fmt.Sprintf("; %s free in the pool until %s", units.Bytes(pool.Value-inUse.Value), CuPyCleanup)
+		}
+	}
+	return s
+}
+
+// XLASettingsText says which XLA allocator settings a JAX process has
+// and what they make of its memory: why NVML counts a JAX process at 75%
+// of the GPU whatever it does.
+func XLASettingsText(f wire.Framework) string {
+	pre, _ := f.Setting(XLAPreallocate)
+	frac, _ := f.Setting(XLAMemFraction)
+	alloc, _ := f.Setting(XLAAllocator)
+	var set []string
+	for _, n := range []string{XLAPreallocate, XLAMemFraction, XLAAllocator} {
+		if v, ok := f.Setting(n); ok && v != "" {
+			set = append(set, n+"="+v)
+		}
+	}
+	in := "XLA settings: none set"
+	if len(set) > 0 {
+		in = "XLA settings: " + strings.Join(set, " ")
+	}
+	if len(f.Settings) == 0 {
+		return "XLA settings not reported"
+	}
+	share := "75%"
+	if frac != "" {
+		share = frac + " of the GPU"
+	}
+	switch strings.ToLower(alloc) {
+	case "platform":
+		return in + ": no pool, each array allocated and freed on its own (slow; NVML's figure is what is in use)"
+	case "cuda_async":
+		return in + ": CUDA's stream-ordered allocator"
+	}
+	switch strings.ToLower(pre) {
+	case "false", "0":
+		return in + ": no preallocation, the pool grows as arrays need it (and keeps what it took)"
+	}
+	return in + ": XLA preallocated " + share + " at its start, which NVML counts as used; " +
+		XLAPreallocate + "=false grows the pool as needed, " + XLAMemFraction + " sets its size"
+}
