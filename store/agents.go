@@ -307,6 +307,8 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Row, bool) {
 	}
 	o.Row = 0
 	o.Layout = cleanLayout(o.Layout)
+	o.Framework, o.Error = clipText(CleanText(o.Framework), wire.MaxFrameworkText), clipText(CleanText(o.Error), wire.MaxOOMErrorBytes)
+	o.Frameworks = cleanFrameworks(o.Frameworks)
 	r := wire.OOMRow(o, dev)
 	if r.Layout == nil {
 		// torch's OOM observer read none: the newest reading before it

@@ -206,3 +206,71 @@ func XLASettingsText(f wire.Framework) string {
 	return in + ": XLA preallocated " + share + " at its start, which NVML counts as used; " +
 		XLAPreallocate + "=false grows the pool as needed, " + XLAMemFraction + " sets its size"
 }
+
+// explainFrameworkOOM explains an OOM of a framework other than torch
+// (oom frame o, its row r, on a device of total bytes): JAX's XLA
+// (RESOURCE_EXHAUSTED: the pool it preallocated, or its limit, full) or
+// CuPy's pool (OutOfMemoryError), from the figures it sent with it.
+func explainFrameworkOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
+	var e OOMExplanation
+	what := o.Framework + "'s allocator"
+	switch o.Framework {
+	case wire.FrameworkJAX:
+		what = "XLA (JAX): RESOURCE_EXHAUSTED"
+	case wire.FrameworkCuPy:
+		what = "CuPy's memory pool: cupy.cuda.memory.OutOfMemoryError"
+	}
+	e.Asked = what
+	if o.Requested > 0 {
+		e.Asked += ", asked for " + units.Bytes(o.Requested)
+	}
+	e.Asked += "."
+	var f *wire.Framework
+	for i := range o.Frameworks {
+		if o.Frameworks[i].Name == o.Framework {
+			f = &o.Frameworks[i]
+		}
+	}
+	if f == nil {
+		e.Cause = "The process sent no figures of " + o.Framework + " with the error"
+		if o.Error != "" {
+			e.Cause += ": " + clip(o.Error)
+		}
+		e.Cause += "."
+		return e
+	}
+	e.Where = FrameworkText(*f) + "."
+	inUse, _ := f.Get(wire.FigInUse)
+	limit, hasLimit := f.Get(wire.FigLimit)
+	pool, hasPool := f.Get(wire.FigReserved)
+	switch {
+	case total > 0 && o.Requested > total:
+		e.Cause = "That is more than the whole GPU (" + units.Bytes(total) + "): the size itself is wrong, or the work must be split."
+	case o.Framework == wire.FrameworkJAX && hasLimit && inUse.Value+o.Requested > limit.Value:
+		e.Cause = fmt.Sprintf("%s in use (%s) and the %s asked pass XLA's limit, %s %s.",
+			units.Bytes(inUse.Value), inUse.Native, units.Bytes(o.Requested), limit.Native, units.Bytes(limit.Value))
+		frac, _ := f.Setting(XLAMemFraction)
+		pre, _ := f.Setting(XLAPreallocate)
+		if frac == "" && !strings.EqualFold(pre, "false") {
+			e.Fix = "Suggestion: XLA takes 75% of the GPU by default; " + XLAMemFraction + "=.9 gives it more, or live arrays (jax.live_arrays()) can be dropped."
+		} else {
+			e.Fix = "Suggestion: " + XLAMemFraction + " sets the limit; or drop live arrays (jax.live_arrays() lists them), or use a smaller batch."
+		}
+	case o.Framework == wire.FrameworkJAX:
+		e.Cause = fmt.Sprintf("XLA's pool had %s in use (%s) and could not find %s: its free memory is in pieces, or the GPU's memory outside the pool is held by other processes.",
+			units.Bytes(inUse.Value), inUse.Native, units.Bytes(o.Requested))
+		e.Fix = "Suggestion: the process pane names who else holds the GPU; " + XLAPreallocate + "=false leaves the rest of the GPU to them."
+	case o.Framework == wire.FrameworkCuPy && hasLimit && inUse.Value+o.Requested > limit.Value:
+		e.Cause = fmt.Sprintf("The pool's limit (%s %s) is below %s in use (%s) plus the %s asked.",
+			limit.Native, units.Bytes(limit.Value), units.Bytes(inUse.Value), inUse.Native, units.Bytes(o.Requested))
+		e.Fix = "Suggestion: raise cupy.get_default_memory_pool().set_limit(), or free arrays."
+	case o.Framework == wire.FrameworkCuPy && hasPool && pool.Value > inUse.Value:
+		e.Cause = fmt.Sprintf("CuPy's pool held %s free (%s − %s) in blocks it keeps for reuse, which the device could not give back for this request.",
+			units.Bytes(pool.Value-inUse.Value), pool.Native, inUse.Native)
+		e.Fix = "Suggestion: " + CuPyCleanup + " before the large allocation returns the pool's free blocks to the device."
+	default:
+		e.Cause = fmt.Sprintf("Live arrays fill the GPU: %s in use (%s).", units.Bytes(inUse.Value), inUse.Native)
+		e.Fix = "Suggestion: free arrays, or a smaller batch."
+	}
+	return e
+}

@@ -153,7 +153,7 @@ func checkMark(m *Mark) error {
 }
 
 func checkOOM(v *OOM) error {
-	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkDump(v.Dump), checkLayout("layout", v.Layout))
+	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkDump(v.Dump), checkLayout("layout", v.Layout), checkFrameworkOOM(v))
 }
 
 func checkLayoutReading(v *LayoutReading) error {

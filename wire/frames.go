@@ -269,6 +269,15 @@ type OOM struct {
 	// the allocator's structure read in torch's OOM observer, before the
 	// error reached the program: what the failed request did not fit in
 	Layout *Layout `json:"layout,omitempty"`
+	// Framework, where the OOM was another framework's (FrameworkJAX:
+	// XLA's RESOURCE_EXHAUSTED; FrameworkCuPy: its pool's
+	// OutOfMemoryError), not torch's: Allocated, Reserved and Peak are
+	// then 0 and mean nothing; Error is the framework's message (at most
+	// MaxOOMErrorBytes), Frameworks its figures when the error reached the
+	// agent.
+	Framework  string      `json:"framework,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	Frameworks []Framework `json:"frameworks,omitempty"`
 	// Row is the id of the table row the store made of this frame (see
 	// Row.ID): filled in by gputop, so that a recording's row_edit of
 	// that row names it. An agent's is ignored.
@@ -503,8 +512,12 @@ const (
 // dev, with the allocator state the frame reported.
 func OOMRow(o OOM, dev int) Row {
 	al, re, pk := o.Allocated, o.Reserved, o.Peak
-	return Row{Type: TypeRow, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
+	r := Row{Type: TypeRow, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
 		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, Dump: o.Dump, Layout: o.Layout, OOM: &o}
+	if o.Framework != "" { // JAX's or CuPy's: no torch figures, its own
+		r.Allocated, r.Reserved, r.Peak, r.Frameworks = nil, nil, nil, o.Frameworks
+	}
+	return r
 }
 
 // IsOOMRowOf reports whether s is the row OOMRow makes of pid's oom frame at

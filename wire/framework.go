@@ -25,6 +25,19 @@ func (f Framework) Setting(name string) (string, bool) {
 	return "", false
 }
 
+// MaxOOMErrorBytes bounds a framework's OOM message in an oom frame.
+const MaxOOMErrorBytes = 1024
+
+func checkFrameworkOOM(v *OOM) error {
+	if len(v.Framework) > MaxFrameworkText {
+		return fmt.Errorf(`"framework" is %d bytes, more than %d`, len(v.Framework), MaxFrameworkText)
+	}
+	if len(v.Error) > MaxOOMErrorBytes {
+		return fmt.Errorf(`"error" is %d bytes, more than %d`, len(v.Error), MaxOOMErrorBytes)
+	}
+	return checkFrameworks("frameworks", v.Frameworks)
+}
+
 func checkFrameworkReading(v *FrameworkReading) error {
 	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkFrameworks("frameworks", v.Frameworks))
 }

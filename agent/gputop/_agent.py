@@ -42,7 +42,7 @@ import time
 import warnings
 from typing import Any, Callable
 
-from . import _backend, _dumps, _env, _history, _layout, _peaklines, _requests, _wire
+from . import _backend, _dumps, _env, _fwoom, _history, _layout, _peaklines, _requests, _wire
 from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection  # noqa: F401  (the backoff's bounds, named here too)
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
@@ -438,9 +438,13 @@ class Agent:
             return  # keep what we had rather than announce a flapping device list
         fw = _backend.framework_devices()
         if (devs or fw) and not (self._devs or self._fw) and self._on_devices is not None:
-            self._fw = fw  # what the hook's Process start row reads
             try:
                 self._on_devices(self, sorted(set(devs) | set(fw)))
+            except Exception:
+                pass
+        if fw and not self._fw:
+            try:
+                _fwoom.install()  # JAX's and CuPy's OOMs, as they end the program
             except Exception:
                 pass
         self._fw = fw

@@ -401,6 +401,9 @@ SCHEMAS: dict[str, tuple] = {
         ("peak", "i", False, None),
         ("dump", "O", True, DUMP),
         ("layout", "O", True, LAYOUT),
+        ("framework", "s", True, None),
+        ("error", "s", True, None),
+        ("frameworks", "L", True, FRAMEWORK),
         ("row", "i", True, None),
     ),
     "holders": (

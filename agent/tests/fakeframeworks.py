@@ -32,6 +32,21 @@ def fake_describe(index: int) -> dict[str, Any]:
     return {"index": index, "uuid": UUIDS[index % len(UUIDS)], "name": "Fake H200", "total": TOTAL}
 
 
+class XlaRuntimeError(RuntimeError):
+    """jaxlib's error, as JAX raises it when XLA runs out of memory."""
+
+
+XlaRuntimeError.__module__ = "jaxlib.xla_extension"
+
+
+class CuPyOutOfMemoryError(MemoryError):
+    pass
+
+
+CuPyOutOfMemoryError.__name__ = CuPyOutOfMemoryError.__qualname__ = "OutOfMemoryError"
+CuPyOutOfMemoryError.__module__ = "cupy.cuda.memory"
+
+
 class FakeDevice:
     platform = "gpu"
     device_kind = "NVIDIA H200"

@@ -100,6 +100,14 @@ def main() -> None:
             say({"ok": ok})
         elif cmd == "inits":
             say({"inits": jax.inits if jax is not None else 0})
+        elif cmd == "jax_oom":  # uncaught: the program ends with it
+            say({"ok": True})
+            from fakeframeworks import XlaRuntimeError
+            raise XlaRuntimeError(f"RESOURCE_EXHAUSTED: Out of memory while trying to allocate {a[0]} bytes.")
+        elif cmd == "cupy_oom":
+            say({"ok": True})
+            from fakeframeworks import CuPyOutOfMemoryError
+            raise CuPyOutOfMemoryError(f"Out of memory allocating {int(a[0]):,} bytes (allocated so far: 10,000,384 bytes).")
         elif cmd == "exit":
             say({"ok": True})
             return

@@ -258,3 +258,40 @@ def test_frameworks_on_the_metrics_endpoint(gputop_bin: str, tmp_path: Path, soc
         srv.terminate()
         assert srv.wait(20) == 0, (tmp_path / "serve.log").read_text()
         log.close()
+
+
+@pytest.mark.parametrize("kind", ["jax", "cupy"])
+def test_a_framework_oom_is_explained(fw, kind):
+    """XLA's RESOURCE_EXHAUSTED (jaxlib's XlaRuntimeError) and CuPy's
+    OutOfMemoryError, ending the program: an OOM row with the framework's
+    figures then, and `gputop export` explains it in the framework's terms."""
+    rec = fw.recorder()
+    c = fw.child(kind)
+    c("attach")
+    assert c("wait_connects 1 10")["ok"]
+    if kind == "jax":
+        c("jinit")
+        c("jarray params 1024 1024")
+    else:
+        c("calloc 10000000")
+        c("cfree 4000000")
+    assert c("wait_devices 10")["ok"]
+    asked = 128849018880 if kind == "jax" else 17179869184  # JAX: 120 GiB, past XLA's 75% of 140.4 GiB
+    c(f"{kind}_oom {asked}")
+    assert c.p.wait(15) == 1, c.logpath.read_text()
+    assert ("XlaRuntimeError" if kind == "jax" else "OutOfMemoryError") in c.logpath.read_text()  # the program's own hook ran
+    time.sleep(0.3)
+    rec.stop()
+    rows = {r["label"]: r for r in fw.export(rec.rec)}
+    oom = rows["OOM"]
+    assert oom["allocated_bytes"] == "" and oom["oom_requested_bytes"] == str(asked), oom
+    found = fw.stdout
+    if kind == "jax":
+        assert oom["framework"].startswith("jax bytes_in_use=4194304 pool_bytes=113066115072"), oom
+        assert "XLA (JAX): RESOURCE_EXHAUSTED, asked for 120.0 GiB." in found, found
+        assert ("4.0 MiB in use (bytes_in_use) and the 120.0 GiB asked pass XLA's limit, bytes_limit 105.3 GiB. "
+                "Suggestion: XLA takes 75% of the GPU by default; XLA_PYTHON_CLIENT_MEM_FRACTION=.9 gives it more") in found, found
+    else:
+        assert oom["framework"].startswith("cupy used_bytes=6000000 total_bytes=10000384"), oom
+        assert "CuPy's memory pool: cupy.cuda.memory.OutOfMemoryError, asked for 16.00 GiB." in found, found
+        assert "cupy.get_default_memory_pool().free_all_blocks() before the large allocation" in found, found
