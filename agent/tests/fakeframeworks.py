@@ -81,13 +81,13 @@ class FakeArray:
 
 
 class FakeJax:
-    def __init__(self, ndev: int = 1) -> None:
+    def __init__(self, ndev: int = 1, adopt: types.ModuleType | None = None) -> None:
         self.preallocate = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() not in ("false", "0")
         self.fraction = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
         self.devs = [FakeDevice(self, i) for i in range(ndev)]
         self.arrays: list[Any] = []  # weak in JAX; here the tests free them
         self.lock = threading.Lock()
-        jax = types.ModuleType("jax")
+        jax = adopt if adopt is not None else types.ModuleType("jax")
         jax.__version__ = "0.11.0"
         jax.local_devices = self.local_devices
         jax.live_arrays = self.live_arrays
@@ -98,6 +98,9 @@ class FakeJax:
         jax._src = src
         src.xla_bridge = xb
         self.inits = 0  # backend creations: the agent must cause none
+        jax.block_until_ready = lambda x: x
+        if adopt is not None:  # imported as jax: the rest of it in place
+            self.install()
 
     def limit(self) -> int:
         return int(TOTAL * self.fraction)
@@ -152,10 +155,10 @@ class FakePool:
 
 
 class FakeCuPy:
-    def __init__(self) -> None:
+    def __init__(self, adopt: types.ModuleType | None = None) -> None:
         self.pools: dict[int, FakePool] = {}
         self.local = threading.local()
-        cp = types.ModuleType("cupy")
+        cp = adopt if adopt is not None else types.ModuleType("cupy")
         cp.__version__ = "14.2.0"
         cuda = types.ModuleType("cupy.cuda")
         outer = self
@@ -202,6 +205,8 @@ class FakeCuPy:
 
         self.pool_api, self.pinned_api = PoolAPI(), PinnedAPI()
         self.cp, self.cuda = cp, cuda
+        if adopt is not None:
+            self.install()
 
     def current(self) -> int:
         return getattr(self.local, "dev", 0)

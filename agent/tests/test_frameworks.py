@@ -295,3 +295,33 @@ def test_a_framework_oom_is_explained(fw, kind):
         assert oom["framework"].startswith("cupy used_bytes=6000000 total_bytes=10000384"), oom
         assert "CuPy's memory pool: cupy.cuda.memory.OutOfMemoryError, asked for 16.00 GiB." in found, found
         assert "cupy.get_default_memory_pool().free_all_blocks() before the large allocation" in found, found
+
+
+def test_gputop_run_attaches_to_a_jax_program_with_no_code_change(gputop_bin: str, tmp_path: Path):
+    """`gputop run -- python train.py`: a program that imports jax (the
+    fake one, imported as the real one is) and never gputop gets its
+    Process start row once JAX has a GPU and its Process end row with a
+    verdict, JAX's figures in both."""
+    from test_run import run_env
+
+    out = tmp_path / "rows.csv"
+    code = (
+        "import jax\n"
+        "import time\n"
+        "jax.fake.backend_init()\n"
+        "w = jax.fake.array(0, (1024, 1024))\n"
+        "time.sleep(0.5)\n"
+        "print('in use', jax.local_devices()[0].memory_stats()['bytes_in_use'], flush=True)\n"
+    )
+    env = run_env(PYTHONPATH=str(TESTS / "fakemodules"))
+    r = subprocess.run([gputop_bin, "run", "--no-tui", "--source", "agent", "--csv", str(out), "--",
+                        sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "in use 4194304\n"
+    import csv
+    with open(out, newline="") as f:
+        got = {row["label"]: row for row in csv.DictReader(f)}
+    assert set(got) == {"Process start", "Process end"}, got
+    assert got["Process end"]["framework"].startswith("jax bytes_in_use=4194304 pool_bytes=113066115072"), got
+    assert got["Process end"]["allocated_bytes"] == ""  # no torch figures, never torch's words
+    assert got["Process end"]["verdict"] == "held" and got["Process end"]["top_holder"] == "w", got
