@@ -35,13 +35,13 @@ def _uuid(raw: bytes) -> str:
 
 
 def describe(index: int) -> dict[str, Any]:
-    """{index, uuid, name, total} of CUDA device index; uuid "" and total 0
-    where the driver cannot say (gputop then shows it as a device of its
-    own)."""
+    """{index, uuid, name, total} of CUDA device index; where the driver
+    cannot say, uuid "unknown-cuda:INDEX" and total 0 (gputop then shows
+    it as a device of its own, which every process on this ordinal shares)."""
     got = _cache.get(index)
     if got is not None:
         return dict(got)
-    out: dict[str, Any] = {"index": index, "uuid": "", "name": f"cuda:{index}", "total": 0}
+    out: dict[str, Any] = {"index": index, "uuid": f"unknown-cuda:{index}", "name": f"cuda:{index}", "total": 0}
     lib = _driver()
     if lib is not None:
         dev = ctypes.c_int()

@@ -48,6 +48,9 @@ def pool_figures(pool: Any, pinned: Any = None) -> list[dict[str, Any]]:
 class CuPyBackend(_backend.FrameworkBackend):
     name = "cupy"
 
+    def __init__(self) -> None:
+        self._seen: set[int] = set()  # the devices whose pool has held memory
+
     def _cupy(self) -> Any:
         return sys.modules.get("cupy")
 
@@ -64,14 +67,18 @@ class CuPyBackend(_backend.FrameworkBackend):
         cp = self._cupy()
         if cp is None or "cupy.cuda" not in sys.modules:
             return []
-        out = []
         # device 0 is the agent thread's own; another only where a framework is up
-        cands = {0} | set(_backend.get().devices())
+        cands = ({0} | set(_backend.get().devices())) - self._seen
         for i in sorted(cands):
             with cp.cuda.Device(i):
                 if cp.get_default_memory_pool().total_bytes() > 0:
-                    out.append(i)
-        return out
+                    self._seen.add(i)
+        # a device once used stays: after free_all_blocks() its end row
+        # still says what the pool holds (nothing)
+        return sorted(self._seen)
+
+    def forget(self) -> None:
+        self._seen = set()
 
     def info(self, index: int) -> dict[str, Any]:
         return super().info(index)

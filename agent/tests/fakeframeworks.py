@@ -22,7 +22,10 @@ import threading
 import types
 from typing import Any
 
-from gputop import _cudadev
+try:  # the UUIDs the fakes' devices have; a program gputop run starts imports gputop after them
+    from gputop import _cudadev
+except ImportError:
+    _cudadev = types.SimpleNamespace()
 
 TOTAL = 150754820096  # an H200's bytes
 UUIDS = ["GPU-6b8e2f1c-3a4d-4e5f-8a9b-0c1d2e3f4a5b", "GPU-d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6"]
