@@ -92,6 +92,11 @@ func (s *Store) frameworksDropped() {
 func (s *Store) FrameworksAt(pid, dev int, t int64) FrameworksAt {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.frameworksAt(pid, dev, t)
+}
+
+// frameworksAt is FrameworksAt; the caller holds the lock.
+func (s *Store) frameworksAt(pid, dev int, t int64) FrameworksAt {
 	h := s.frameworks[layoutKey{pid, dev}]
 	if h == nil {
 		return FrameworksAt{}

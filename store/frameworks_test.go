@@ -60,3 +60,19 @@ func TestAMarkOfAFrameworkDeviceHasNoTorchFigures(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 }
+
+// A row taken with a key (or gputop snap) carries each process's newest
+// framework figures then; a JAX-only process gets a row of its own,
+// without torch figures and without a torch walk asked for.
+func TestAKeyRowCarriesTheFrameworks(t *testing.T) {
+	st := layoutAgent(t, DefaultOptions())
+	st.AgentFramework(7, jaxReading(2*sec, 1234))
+	st.AgentFramework(7, jaxReading(4*sec, 5678))
+	rows, asks := st.TakeSnapshot("look", 1, 3*sec, "key", nil, true)
+	if len(rows) != 1 || rows[0].PID != 7 || rows[0].Allocated != nil || len(asks) != 0 {
+		t.Fatalf("rows %+v, asks %+v", rows, asks)
+	}
+	if f := rows[0].Frameworks; len(f) != 1 || f[0].Figures[0].Value != 1234 {
+		t.Fatalf("frameworks %+v: want the reading of 2 s", f)
+	}
+}

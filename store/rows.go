@@ -291,13 +291,20 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 			return nil
 		}
 		al := get(Allocated)
-		if al == nil {
+		fw := s.frameworksAt(p, dev, t) // JAX's, CuPy's: their newest reading then
+		if al == nil && !fw.OK {
 			continue
 		}
 		agents[p] = true
 		row := wire.Row{T: t, Label: label, Dev: dev, PID: p, Source: source,
 			Allocated: al, Reserved: get(Reserved), Peak: get(Peak), End: isEnd, Layout: s.rowLayout(p, dev, t)}
+		if fw.OK {
+			row.Frameworks = fw.Frameworks
+		}
 		switch {
+		case al == nil:
+			// a JAX or CuPy process: no torch walk to ask for; its verdict
+			// is its frameworks' figures
 		case !isEnd && (!a.Connected || !ask):
 			// no ledger: no agent to ask for one
 		case !a.Connected:

@@ -56,6 +56,7 @@ def fw(gputop_bin: str, tmp_path: Path, sock_path: str):
     class Env:
         bin = gputop_bin
         dir = tmp_path
+        sock = sock_path
 
         def recorder(self) -> Recorder:
             r = Recorder(gputop_bin, tmp_path / "rec.ndjson", sock_path, tmp_path / "rec.log")
@@ -99,6 +100,10 @@ def test_jax_rows_carry_memory_stats_to_the_byte(fw):
     c("jarray params 1024 1024")
     c("jarray opt_state 1024 2048")
     got = {"Training start": c("snap Training start")}
+    time.sleep(0.4)  # a framework frame or more since the arrays came
+    shell = c("stats")["jax"]
+    r = subprocess.run([fw.bin, "snap", "from the shell", "--socket", fw.sock], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
     c("jarray activations 4096 1024")
     got["Epoch 1"] = c("snap Epoch 1")
     c("jdel activations")
@@ -124,6 +129,9 @@ def test_jax_rows_carry_memory_stats_to_the_byte(fw):
         assert r["framework"] == cell(fws), label
         # never torch's: a JAX process's row has no torch figures
         assert r["allocated_bytes"] == r["reserved_bytes"] == r["peak_bytes"] == "", r
+    # a row taken from outside (gputop snap, the s key): the newest reading then
+    assert rows["from the shell"]["framework"].startswith(f"jax bytes_in_use={shell['bytes_in_use']} pool_bytes={shell['pool_bytes']} "), rows["from the shell"]
+    assert rows["from the shell"]["allocated_bytes"] == ""
     assert rows["Training start"]["framework"].startswith("jax bytes_in_use=12582912 pool_bytes=113066115072 peak_bytes_in_use=12582912 bytes_limit=113066115072")
     # the end rows' verdicts: live arrays by the variable holding them; then nothing
     assert rows["Training end"]["verdict"] == "held", rows["Training end"]
