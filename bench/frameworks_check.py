@@ -157,6 +157,38 @@ def have(a: argparse.Namespace, *mods: str) -> str:
     return "" if p.returncode == 0 else p.stderr.strip().splitlines()[-1]
 
 
+PROBE = r"""
+import json, sys
+out = {"python": sys.version.split()[0]}
+for name in ("jax", "jaxlib", "flax", "optax", "cupy", "torch"):
+    try:
+        out[name] = __import__(name).__version__
+    except Exception as e:
+        out[name] = "missing: %s" % type(e).__name__
+try:
+    import jax
+    from jax._src import xla_bridge as xb
+    out["xla_bridge._backends before any use"] = repr(getattr(xb, "_backends", "NO SUCH ATTRIBUTE"))
+    d = jax.local_devices()[0]
+    out["device"] = "%s %s local_hardware_id=%s" % (d.platform, getattr(d, "device_kind", "?"), getattr(d, "local_hardware_id", "NONE"))
+    out["memory_stats keys"] = sorted((d.memory_stats() or {}).keys())
+    out["xla_bridge._backends after"] = sorted(getattr(xb, "_backends", {}))
+except Exception as e:
+    out["jax probe"] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(out))
+"""
+
+
+def probe(a: argparse.Namespace) -> None:
+    """What this machine's frameworks are, and what of JAX the agent relies
+    on (xla_bridge's _backends, local_hardware_id, memory_stats' keys): one
+    INFO result, so a failure below can be read against it."""
+    p = subprocess.run([a.python, "-c", PROBE], capture_output=True, text=True, timeout=300)
+    line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr.strip()[-300:]
+    print("probe: " + line)
+    write_result(a.results_dir, "39-frameworks-versions", "INFO", line[:400])
+
+
 def dry(a: argparse.Namespace) -> list[str]:
     return ["--dry-run"] if a.dry_run else []
 
@@ -225,6 +257,8 @@ def main() -> int:
         go = shutil.which("go") or "/usr/local/go/bin/go"
         subprocess.run([go, "build", "-o", a.gputop, "."], cwd=ROOT, check=True,
                        env=dict(os.environ, CGO_ENABLED="1", CGO_CFLAGS="-Wno-deprecated-declarations"))
+    if not a.dry_run:
+        probe(a)
     ok = True
     train = [os.path.join(HERE, "workloads", "jax_train.py"), *dry(a)]
     cupy = [os.path.join(HERE, "workloads", "cupy_work.py"), *dry(a)]

@@ -654,7 +654,7 @@ step ledger 180 36-ledger-article 36-ledger-exact 36-ledger-activations 36-ledge
 step fit 240 38-fit-gpt 38-fit-resnet 38-fit-time
 step peak 120 39-peak
 step status 60 99-status
-step frameworks 240 39-frameworks-jax 39-frameworks-jax-noprealloc 39-frameworks-cupy 39-frameworks-torch-cupy \
+step frameworks 240 39-frameworks-versions 39-frameworks-jax 39-frameworks-jax-noprealloc 39-frameworks-cupy 39-frameworks-torch-cupy \
 	39-frameworks-run 39-frameworks-overhead
 
 # ---------------------------------------------------------------- report

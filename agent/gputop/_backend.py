@@ -311,10 +311,11 @@ def install(backend: Backend) -> Backend:
 
 
 def _after_fork() -> None:
-    try:
-        _current.forget()
-    except Exception:
-        pass
+    for b in (_current, *_frameworks):
+        try:
+            b.forget()
+        except Exception:
+            pass
 
 
 if hasattr(os, "register_at_fork"):
@@ -356,6 +357,9 @@ class FrameworkBackend:
 
     def version(self) -> str:
         return ""
+
+    def forget(self) -> None:
+        """In a forked child: drop what was learnt of the parent's devices."""
 
 
 def figure(of: str, native: str, value: Any) -> dict[str, Any] | None:

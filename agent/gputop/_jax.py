@@ -67,7 +67,17 @@ def settings() -> list[dict[str, str]]:
 class JaxBackend(_backend.FrameworkBackend):
     name = "jax"
 
+    def __init__(self) -> None:
+        # JAX's GPU devices once its backend exists (they do not change
+        # after): the agent's readings skip asking JAX for them each time
+        self._devs: dict[int, Any] = {}
+
+    def forget(self) -> None:
+        self._devs = {}
+
     def _gpus(self) -> dict[int, Any]:
+        if self._devs:
+            return self._devs
         jax = sys.modules.get("jax")
         xb = sys.modules.get("jax._src.xla_bridge")
         if jax is None or xb is None:
@@ -80,6 +90,7 @@ class JaxBackend(_backend.FrameworkBackend):
             if getattr(d, "platform", "") in ("gpu", "cuda", "rocm"):
                 hw = getattr(d, "local_hardware_id", None)  # the CUDA ordinal, as torch numbers it
                 out[int(hw if hw is not None else d.id)] = d
+        self._devs = out
         return out
 
     def present(self) -> bool:
