@@ -73,15 +73,15 @@ func (in *Injection) Env(env []string) []string {
 // Events is what the command's Python processes reported through the
 // sitecustomize.
 type Events struct {
-	Pythons  int      // processes that ran the sitecustomize
-	Torch    int      // of them, those that imported torch
-	CUDA     int      // those that used CUDA and attached the agent
+	Pythons int // processes that ran the sitecustomize
+	Torch   int // of them, those that imported torch
+	CUDA    int // those that used CUDA and attached the agent
 	// those that imported JAX or CuPy (the agent attaches at the import
 	// and reads the framework once it has a GPU)
 	Frameworks int
-	NoAgent  []string // why an agent did not attach, once per distinct reason
-	Caps     []Cap    // the memory caps set (GPUTOP_MEMORY_CAP), at most MaxCaps
-	Problems []string // lines that could not be read
+	NoAgent    []string // why an agent did not attach, once per distinct reason
+	Caps       []Cap    // the memory caps set (GPUTOP_MEMORY_CAP), at most MaxCaps
+	Problems   []string // lines that could not be read
 }
 
 // Cap is what one process said of the memory cap GPUTOP_MEMORY_CAP asked
