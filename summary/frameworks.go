@@ -26,13 +26,6 @@ func FrameworksText(fs []wire.Framework) string {
 	return strings.Join(parts, "; ")
 }
 
-// FigureName is a figure as the UI labels it: the framework's own name
-// ("bytes_in_use"), never torch's words.
-func FigureName(f wire.Framework, of string) (string, uint64, bool) {
-	g, ok := f.Get(of)
-	return g.Native, g.Value, ok
-}
-
 // CuPyCleanup is what returns CuPy's free pool to the device.
 const CuPyCleanup = "cupy.get_default_memory_pool().free_all_blocks()"
 
