@@ -162,7 +162,7 @@ var Columns = []Column{
 	// the other frameworks' figures (JAX, CuPy), each in its own names
 	{Name: "framework", Origin: OriginTorch, Value: text(func(r Row, _ *Context) string {
 		return FrameworksText(r.Frameworks)
-	})},
+	}), Detail: "frameworks:"},
 }
 
 // the values a column may show

@@ -39,6 +39,13 @@ func TestProcessPaneShowsFrameworksInTheirOwnNames(t *testing.T) {
 	if strings.Contains(pane, "torch") {
 		t.Errorf("a JAX process's figures called torch's:\n%s", pane)
 	}
+	// its row: the figures in the selected row's details, in JAX's names
+	st.AgentMark(4100, wire.Mark{T: t0 + 5, Label: "step 1", Devs: []wire.DevStats{{Dev: 0, NoTorch: true,
+		Frameworks: []wire.Framework{{Name: "jax", Figures: []wire.Figure{fig("in_use", "bytes_in_use", 7<<20)}}}}}})
+	m = send(t, newModel(t, st, Options{Title: fixTitle}, 160, 50), press("tab", "g")...)
+	if rows := strings.Join(strings.Fields(stripANSI(m.table.View())), " "); !strings.Contains(rows, "frameworks: jax bytes_in_use=7340032") {
+		t.Errorf("the row's details lack its JAX figures:\n%s", rows)
+	}
 
 	st.AgentFramework(4100, wire.FrameworkReading{T: t0 + 2, Dev: 0, Frameworks: []wire.Framework{{
 		Name: "jax", Figures: []wire.Figure{fig("in_use", "bytes_in_use", 1<<20), fig("reserved", "bytes_reserved", 2<<20)},
