@@ -10,8 +10,8 @@ free_all_blocks() returns it.
 
 Never imports cupy and never makes a CUDA context: the pool's methods
 count in Python, and a device is read from the agent's thread only when
-it needs no cudaSetDevice (device 0, the thread's own) or the program
-has already put a framework on it.
+it is the calling thread's current device, or torch has initialised it,
+or CuPy's pool has held memory on it before.
 """
 
 from __future__ import annotations
@@ -67,8 +67,10 @@ class CuPyBackend(_backend.FrameworkBackend):
         cp = self._cupy()
         if cp is None or "cupy.cuda" not in sys.modules:
             return []
-        # device 0 is the agent thread's own; another only where a framework is up
-        cands = ({0} | set(_backend.get().devices())) - self._seen
+        # the calling thread's current device (cupy.cuda.Device() asks
+        # cudaGetDevice: no context made) and those torch has initialised;
+        # never another, where entering it would create a CUDA context
+        cands = ({cp.cuda.Device().id} | set(_backend.get().devices())) - self._seen
         for i in sorted(cands):
             with cp.cuda.Device(i):
                 if cp.get_default_memory_pool().total_bytes() > 0:

@@ -167,8 +167,8 @@ class FakeCuPy:
         outer = self
 
         class Device:
-            def __init__(self, i: int = 0) -> None:
-                self.id = i
+            def __init__(self, i: int | None = None) -> None:
+                self.id = outer.current() if i is None else i  # cupy.cuda.Device(): the current one
 
             def __enter__(self) -> "Device":
                 self.prev = outer.current()
