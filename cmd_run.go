@@ -444,9 +444,11 @@ func agentSummary(st *store.Store, ag agentInjection) []string {
 		switch {
 		case ev.Pythons == 0:
 			out = append(out, "no agent attached: no Python process ran under CMD with gputop's sitecustomize (CMD is not Python, or runs it with -E, -I or -S, which ignore PYTHONPATH); NVML only")
+		case ev.Torch == 0 && ev.Frameworks == 0:
+			out = append(out, fmt.Sprintf("no agent attached: Python ran (%d process(es)) but none imported torch, jax or cupy", ev.Pythons))
 		case ev.Torch == 0:
-			out = append(out, fmt.Sprintf("no agent attached: Python ran (%d process(es)) but none imported torch", ev.Pythons))
-		case ev.CUDA == 0:
+			out = append(out, "no agent attached: jax or cupy was imported but no agent reached "+inj.Socket)
+		case ev.CUDA == 0 && ev.Frameworks == 0:
 			out = append(out, "no agent attached: torch was imported but CUDA was never used")
 		default:
 			out = append(out, "no agent attached: CUDA was used but no agent reached "+inj.Socket)

@@ -31,7 +31,7 @@ func admit(f any, now time.Time) error {
 		}
 	}
 	switch f.(type) {
-	case wire.Hello, wire.Mark, wire.OOM, wire.Holders, wire.LayoutReading, wire.Snap:
+	case wire.Hello, wire.Mark, wire.OOM, wire.Holders, wire.LayoutReading, wire.FrameworkReading, wire.Snap:
 		b, err := encodeLine(f)
 		if err != nil {
 			return fmt.Errorf("%s: %v", frameType(f), err)
@@ -58,6 +58,8 @@ func frameTime(f any) (int64, bool) {
 	case wire.Holders:
 		return f.T, true
 	case wire.LayoutReading:
+		return f.T, true
+	case wire.FrameworkReading:
 		return f.T, true
 	case wire.Bye:
 		return f.T, true

@@ -165,6 +165,9 @@ func (s *Server) handle(nc *net.UnixConn) {
 			if c.known(s, f.Dev, "oom") {
 				s.in.Apply(c.pid, f)
 				msg := fmt.Sprintf("%s: CUDA out of memory on cuda:%d", c.who(), f.Dev)
+				if f.Framework != "" {
+					msg = fmt.Sprintf("%s: %s out of memory on cuda:%d", c.who(), printable.Clean(wire.Clip(f.Framework, wire.MaxFrameworkText)), f.Dev)
+				}
 				if f.Requested > 0 {
 					msg += fmt.Sprintf(" (asked for %s)", mib(f.Requested))
 				}
@@ -174,6 +177,10 @@ func (s *Server) handle(nc *net.UnixConn) {
 			s.in.Apply(c.pid, f)
 		case wire.LayoutReading:
 			if c.known(s, f.Dev, "layout") {
+				s.in.Apply(c.pid, f)
+			}
+		case wire.FrameworkReading:
+			if c.known(s, f.Dev, "framework") {
 				s.in.Apply(c.pid, f)
 			}
 		case wire.Bye:

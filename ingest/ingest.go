@@ -110,6 +110,10 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Row {
 		if r, ok := st.AgentLayout(pid, v); ok {
 			in.frame(r)
 		}
+	case wire.FrameworkReading:
+		if r, ok := st.AgentFramework(pid, v); ok {
+			in.frame(r)
+		}
 	case wire.Bye:
 		in.ended(pid, v.T, true, "")
 	case wire.Ended:

@@ -81,7 +81,21 @@ var (
 	// absent: the series are those of earlier versions) for the GPU's own
 	nvmlLabels = append(append([]string(nil), gpuLabels...), "memory")
 	snapLabels = []string{"label"}
+	// a framework beside torch (JAX, CuPy): its name, and its own name
+	// for the figure ("bytes_in_use")
+	frameworkLabels = append(append([]string(nil), procLabels...), "framework", "native")
 )
+
+// The frameworks' series, by gputop's figure (wire.FigInUse ...).
+var frameworkDescs = []struct {
+	of   string
+	desc *prometheus.Desc
+}{
+	{wire.FigInUse, desc("gputop_framework_in_use_bytes", "Bytes in use by a framework other than torch, in its own figure (JAX bytes_in_use, CuPy used_bytes; native names it), from its newest reading.", frameworkLabels)},
+	{wire.FigReserved, desc("gputop_framework_reserved_bytes", "Bytes a framework's allocator holds from the device (JAX pool_bytes: the preallocated pool, or bytes_reserved; CuPy total_bytes).", frameworkLabels)},
+	{wire.FigPeak, desc("gputop_framework_peak_bytes", "The most a framework had in use (JAX peak_bytes_in_use).", frameworkLabels)},
+	{wire.FigLimit, desc("gputop_framework_limit_bytes", "The most a framework's allocator may hold (JAX bytes_limit, CuPy's pool limit when set).", frameworkLabels)},
+}
 
 func desc(name, help string, labels []string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)
@@ -159,6 +173,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descFreeInSegs, descLargestFree, descSegments, descPoolReserved, descPoolsCut, descLedger,
 		descStepsToOOM, descSecsToOOM, descRows, descSnapTime} {
 		ch <- d
+	}
+	for _, f := range frameworkDescs {
+		ch <- f.desc
 	}
 }
 
@@ -238,6 +255,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				pools.add(pv, at.Layout)
 			}
 			ledgers.emit(c.st, pid, dev, pv, gauge)
+			if at := c.st.LatestFrameworks(pid, dev); at.OK {
+				emitFrameworks(gauge, pv, at.Frameworks)
+			}
 			if a.Connected {
 				c.forecast(gauge, &a, dev, now, l)
 				if procs, _ := c.st.Procs(dev); len(procs) > 0 {
@@ -383,4 +403,22 @@ func labelText(s string) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// emitFrameworks exports the figures of each framework beside torch on
+// one process-device (proc: its labels); a framework listed twice keeps
+// its first reading, as two would be one series.
+func emitFrameworks(gauge func(*prometheus.Desc, float64, labelSet), proc []string, fs []wire.Framework) {
+	seen := map[string]bool{}
+	for _, f := range fs {
+		if seen[f.Name] {
+			continue
+		}
+		seen[f.Name] = true
+		for _, d := range frameworkDescs {
+			if g, ok := f.Get(d.of); ok {
+				gauge(d.desc, float64(g.Value), labelsOf(frameworkLabels, append(slices.Clip(proc), labelText(f.Name), labelText(g.Native))))
+			}
+		}
+	}
 }

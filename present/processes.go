@@ -5,6 +5,7 @@
 package present
 
 import (
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -40,6 +41,10 @@ type Process struct {
 	// max_entries; 0: off); HistoryError: why history asked for is off.
 	History      int
 	HistoryError string
+	// Frameworks: the other frameworks' figures on the device (JAX,
+	// CuPy), their newest reading at the time asked, read at FrameworksAt
+	Frameworks   []wire.Framework
+	FrameworksAt int64
 }
 
 // agentOn reports whether an agent process uses store device dev.
@@ -137,6 +142,13 @@ func Processes(st *store.Store, dev int, t int64, replay bool) ([]Process, int) 
 			r.EndedAt = a.EndedAt
 		}
 		r.NSLocal = store.NamespaceConn(pid) > 0
+		fwAt := t
+		if !replay {
+			fwAt = math.MaxInt64
+		}
+		if fw := st.FrameworksAt(pid, dev, fwAt); fw.OK {
+			r.Frameworks, r.FrameworksAt = fw.Frameworks, fw.T
+		}
 		if replay {
 			if v, ok := st.ValueAt(store.Key{Dev: dev, PID: pid, Metric: store.Allocated}, t); ok {
 				r.Allocated = &v

@@ -75,3 +75,28 @@ func TestNamespaceLocalProcess(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 }
+
+// A JAX process's figures in the pane are the newest reading at the
+// question's time: live the newest, in a replay the one before the cursor.
+func TestProcessesCarryFrameworksAtTheCursor(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-a", Name: "H200", Source: "nvml"})
+	st.AgentHello(wire.Hello{PID: 9, T: 1000, Argv: []string{"jax_train.py"}, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-a"}}})
+	for i, v := range []uint64{100, 200, 300} {
+		st.AgentFramework(9, wire.FrameworkReading{T: int64(2000 + 1000*i), Dev: 0, Frameworks: []wire.Framework{{
+			Name: "jax", Figures: []wire.Figure{{Of: wire.FigInUse, Native: "bytes_in_use", Value: v}}}}})
+	}
+	in := func(ps []Process) uint64 {
+		if len(ps) != 1 || len(ps[0].Frameworks) != 1 {
+			t.Fatalf("processes %+v", ps)
+		}
+		g, _ := ps[0].Frameworks[0].Get(wire.FigInUse)
+		return g.Value
+	}
+	if live, _ := Processes(st, 0, 2500, false); in(live) != 300 {
+		t.Errorf("live: %d, want the newest, 300", in(live))
+	}
+	if replay, _ := Processes(st, 0, 3500, true); in(replay) != 200 {
+		t.Errorf("replay at 3500: %d, want 200", in(replay))
+	}
+}

@@ -254,13 +254,14 @@ var loadChecks = map[string]func(d *Decoder, f wire.Frame) (wire.Frame, error){
 		}
 		return v, d.check(v.Dev, v.T)
 	},
-	wire.TypeHello:   agentTime(func(v wire.Hello) (int, int64) { return v.PID, v.T }),
-	wire.TypeSample:  agentTime(func(v wire.Sample) (int, int64) { return v.PID, v.T }),
-	wire.TypeOOM:     agentTime(func(v wire.OOM) (int, int64) { return v.PID, v.T }),
-	wire.TypeHolders: agentTime(func(v wire.Holders) (int, int64) { return v.PID, v.T }),
-	wire.TypeLayout:  agentTime(func(v wire.LayoutReading) (int, int64) { return v.PID, v.T }),
-	wire.TypeBye:     agentTime(func(v wire.Bye) (int, int64) { return v.PID, v.T }),
-	wire.TypeEnded:   agentTime(func(v wire.Ended) (int, int64) { return v.PID, v.T }),
+	wire.TypeHello:     agentTime(func(v wire.Hello) (int, int64) { return v.PID, v.T }),
+	wire.TypeSample:    agentTime(func(v wire.Sample) (int, int64) { return v.PID, v.T }),
+	wire.TypeOOM:       agentTime(func(v wire.OOM) (int, int64) { return v.PID, v.T }),
+	wire.TypeHolders:   agentTime(func(v wire.Holders) (int, int64) { return v.PID, v.T }),
+	wire.TypeLayout:    agentTime(func(v wire.LayoutReading) (int, int64) { return v.PID, v.T }),
+	wire.TypeFramework: agentTime(func(v wire.FrameworkReading) (int, int64) { return v.PID, v.T }),
+	wire.TypeBye:       agentTime(func(v wire.Bye) (int, int64) { return v.PID, v.T }),
+	wire.TypeEnded:     agentTime(func(v wire.Ended) (int, int64) { return v.PID, v.T }),
 	wire.TypeRowHeld: func(d *Decoder, f wire.Frame) (wire.Frame, error) {
 		v := f.(wire.RowHeld)
 		if err := d.check(v.Dev, v.T); err != nil {

@@ -73,12 +73,15 @@ func (in *Injection) Env(env []string) []string {
 // Events is what the command's Python processes reported through the
 // sitecustomize.
 type Events struct {
-	Pythons  int      // processes that ran the sitecustomize
-	Torch    int      // of them, those that imported torch
-	CUDA     int      // those that used CUDA and attached the agent
-	NoAgent  []string // why an agent did not attach, once per distinct reason
-	Caps     []Cap    // the memory caps set (GPUTOP_MEMORY_CAP), at most MaxCaps
-	Problems []string // lines that could not be read
+	Pythons int // processes that ran the sitecustomize
+	Torch   int // of them, those that imported torch
+	CUDA    int // those that used CUDA and attached the agent
+	// those that imported JAX or CuPy (the agent attaches at the import
+	// and reads the framework once it has a GPU)
+	Frameworks int
+	NoAgent    []string // why an agent did not attach, once per distinct reason
+	Caps       []Cap    // the memory caps set (GPUTOP_MEMORY_CAP), at most MaxCaps
+	Problems   []string // lines that could not be read
 }
 
 // Cap is what one process said of the memory cap GPUTOP_MEMORY_CAP asked
@@ -151,6 +154,8 @@ func (in *Injection) Events() Events {
 			ev.Torch++
 		case "cuda":
 			ev.CUDA++
+		case "jax", "cupy":
+			ev.Frameworks++
 		case "cap":
 			if len(ev.Caps) < MaxCaps {
 				ev.Caps = append(ev.Caps, parseCap(pid, detail))

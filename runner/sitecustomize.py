@@ -68,29 +68,55 @@ def _gputop_run():
         if run is not None:
             run.on_torch(torch, note)
 
-    class WatchTorch(object):
-        """Finds nothing itself: for torch it asks the other finders and
-        wraps the loader, so torch_imported runs once torch is imported."""
+    def framework_imported(name, module):
+        # JAX or CuPy: the agent attaches now and reads the framework
+        # once it has a GPU (JAX's backend created, CuPy's pool in use)
+        note(name, getattr(module, "__version__", ""))
+        try:
+            run = load_agent()
+        except Exception as e:
+            note("noagent", "gputop's agent could not be imported: %s: %s" % (type(e).__name__, e))
+            return
+        if run is not None and hasattr(run, "on_framework"):
+            run.on_framework(name, module, note)
+
+    imported = {"torch": torch_imported,
+                "jax": lambda m: framework_imported("jax", m),
+                "cupy": lambda m: framework_imported("cupy", m)}
+
+    class WatchImports(object):
+        """Finds nothing itself: for torch, jax and cupy it asks the other
+        finders and wraps the loader, so their hook runs once each is
+        imported."""
+
+        def __init__(self, names):
+            self.names = set(names)
 
         def find_spec(self, name, path=None, target=None):
-            if name != "torch":
+            if name not in self.names:
                 return None
+            self.names.discard(name)
             try:
-                sys.meta_path.remove(self)
+                sys.meta_path.remove(self)  # the other finders answer; so no recursion
             except ValueError:
                 pass
-            import importlib.util
+            try:
+                import importlib.util
 
-            spec = importlib.util.find_spec("torch")
+                spec = importlib.util.find_spec(name)
+            finally:
+                if self.names:
+                    sys.meta_path.insert(0, self)
             loader = getattr(spec, "loader", None)
             if loader is None or not hasattr(loader, "exec_module"):
                 return spec
             inner = loader.exec_module
+            hook = imported[name]
 
             def exec_module(module):
                 inner(module)
                 try:
-                    torch_imported(module)
+                    hook(module)
                 except Exception:
                     pass
 
@@ -98,10 +124,14 @@ def _gputop_run():
             return spec
 
     if os.environ.get("GPUTOP", "").strip().lower() not in ("0", "false", "no", "off"):
-        if "torch" in sys.modules:
-            torch_imported(sys.modules["torch"])
-        else:
-            sys.meta_path.insert(0, WatchTorch())
+        waiting = []
+        for name in ("torch", "jax", "cupy"):
+            if name in sys.modules:
+                imported[name](sys.modules[name])
+            else:
+                waiting.append(name)
+        if waiting:
+            sys.meta_path.insert(0, WatchImports(waiting))
 
     # the sitecustomize this one hides
     import importlib.machinery

@@ -100,6 +100,14 @@
 #               under the same cap, 10% above it does not (or the model's stated
 #               error allowed it); gputop fit's time against a bisection's
 #               (GPU_CHECK_STEPS=fit runs it alone)
+#   frameworks  bench/frameworks_check.py: a flax/optax JAX training loop with
+#               XLA's preallocation and without it, a CuPy workload, torch and
+#               CuPy in one process: every row's framework figures equal the
+#               framework's own (memory_stats(), the pool's) read in the
+#               program at the row, to the byte; `gputop run` on the JAX loop
+#               with no gputop in it; the agent's overhead on the loop, ABBA,
+#               within 0.5% (GPU_CHECK_STEPS=frameworks runs it alone; a check
+#               whose framework is not installed is SKIP)
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
 # results.json (every check's numbers), demo.gputop, logs.tar.gz (all logs,
 # recordings and raw results). Exit status 0 when every check passed or was
@@ -588,6 +596,12 @@ step_fit() {
 	timeout 280 "$PY" bench/fit_check.py --gputop "$GPUTOP" --results-dir "$R" --workdir "$W/fit"
 }
 
+step_frameworks() {
+	have_gputop || return 1
+	timeout 500 "$PY" bench/frameworks_check.py --gputop "$GPUTOP" --python "$PY" --results-dir "$R" \
+		--workdir "$W/frameworks"
+}
+
 step_holders() {
 	local left rc f name
 	# holders_scenarios runs holders_bench itself for the cost figure
@@ -640,6 +654,8 @@ step ledger 180 36-ledger-article 36-ledger-exact 36-ledger-activations 36-ledge
 step fit 240 38-fit-gpt 38-fit-resnet 38-fit-time
 step peak 120 39-peak
 step status 60 99-status
+step frameworks 240 39-frameworks-versions 39-frameworks-jax 39-frameworks-jax-noprealloc 39-frameworks-cupy 39-frameworks-torch-cupy \
+	39-frameworks-run 39-frameworks-overhead
 
 # ---------------------------------------------------------------- report
 

@@ -255,6 +255,10 @@ func (s *Store) AgentMark(pid int, m wire.Mark) []wire.Row {
 		row := wire.Row{
 			Type: wire.TypeRow, T: m.T, Label: label, Dev: dev, PID: pid, Source: "agent",
 			Allocated: &al, Reserved: &re, Peak: &pk, End: end, Dump: dump, Layout: ds.Layout, Ledger: ds.Ledger, PeakLines: ds.PeakLines,
+			Frameworks: ds.Frameworks,
+		}
+		if ds.NoTorch { // a JAX or CuPy device: no torch figures, never zeros
+			row.Allocated, row.Reserved, row.Peak = nil, nil, nil
 		}
 		if row.Layout == nil {
 			row.Layout = s.rowLayout(pid, dev, m.T) // the mark read none: the newest reading then
@@ -303,6 +307,8 @@ func (s *Store) AgentOOM(pid int, o wire.OOM) (wire.OOM, wire.Row, bool) {
 	}
 	o.Row = 0
 	o.Layout = cleanLayout(o.Layout)
+	o.Framework, o.Error = clipText(CleanText(o.Framework), wire.MaxFrameworkText), clipText(CleanText(o.Error), wire.MaxOOMErrorBytes)
+	o.Frameworks = cleanFrameworks(o.Frameworks)
 	r := wire.OOMRow(o, dev)
 	if r.Layout == nil {
 		// torch's OOM observer read none: the newest reading before it

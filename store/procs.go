@@ -49,6 +49,7 @@ func (s *Store) dropSeries(pid int) {
 		}
 	}
 	s.dropLayouts(pid)
+	s.dropFrameworks(pid)
 }
 
 // revive takes a process (back) off the gone list: a pid reused, an agent

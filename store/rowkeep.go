@@ -30,6 +30,8 @@ type Bounds struct {
 	// HoldersDropped counts holders reports past an agent's newest
 	// MaxHoldersPast, no longer kept for a replay's cursor
 	HoldersDropped uint64
+	// framework readings no longer kept (frameworks.go), as layouts
+	FrameworksDropped uint64
 }
 
 // Bounds returns what the bounds on rows and layouts have left out so far.

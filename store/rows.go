@@ -131,6 +131,12 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 	row.Layout = cleanLayout(row.Layout)
 	row.Ledger = cleanLedger(row.Ledger)
 	row.PeakLines = cleanPeakLines(row.PeakLines)
+	row.Frameworks = cleanFrameworks(row.Frameworks)
+	if !row.End {
+		for i := range row.Frameworks {
+			row.Frameworks[i].Held = nil // only an end row's verdict reads them
+		}
+	}
 	if row.Procs != nil {
 		ps := append([]wire.Proc{}, (*row.Procs)...)
 		for i := range ps {
@@ -285,13 +291,20 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 			return nil
 		}
 		al := get(Allocated)
-		if al == nil {
+		fw := s.frameworksAt(p, dev, t) // JAX's, CuPy's: their newest reading then
+		if al == nil && !fw.OK {
 			continue
 		}
 		agents[p] = true
 		row := wire.Row{T: t, Label: label, Dev: dev, PID: p, Source: source,
 			Allocated: al, Reserved: get(Reserved), Peak: get(Peak), End: isEnd, Layout: s.rowLayout(p, dev, t)}
+		if fw.OK {
+			row.Frameworks = fw.Frameworks
+		}
 		switch {
+		case al == nil:
+			// a JAX or CuPy process: no torch walk to ask for; its verdict
+			// is its frameworks' figures
 		case !isEnd && (!a.Connected || !ask):
 			// no ledger: no agent to ask for one
 		case !a.Connected:

@@ -143,6 +143,8 @@ type Store struct {
 	awaiting map[int][]awaitRow
 	// the allocator's layout history of each agent process-device (layouts.go)
 	layouts map[layoutKey]*layoutHist
+	// the other frameworks' readings of each agent process-device (frameworks.go)
+	frameworks map[layoutKey]*frameworkHist
 }
 
 // New returns an empty store.
@@ -165,17 +167,18 @@ func New(opt Options) *Store {
 	sort.SliceStable(tiers, func(i, j int) bool { return tiers[i].Width < tiers[j].Width })
 	opt.Tiers = tiers
 	return &Store{
-		opt:       opt,
-		series:    map[Key]*series{},
-		procs:     map[int][]wire.Proc{},
-		procsAt:   map[int]int64{},
-		procNames: map[int]string{},
-		agents:    map[int]*Agent{},
-		forgotten: map[int]int{},
-		places:    map[int]wire.Place{},
-		awaiting:  map[int][]awaitRow{},
-		rowIndex:  map[uint64]int{},
-		layouts:   map[layoutKey]*layoutHist{},
+		opt:        opt,
+		series:     map[Key]*series{},
+		procs:      map[int][]wire.Proc{},
+		procsAt:    map[int]int64{},
+		procNames:  map[int]string{},
+		agents:     map[int]*Agent{},
+		forgotten:  map[int]int{},
+		places:     map[int]wire.Place{},
+		awaiting:   map[int][]awaitRow{},
+		rowIndex:   map[uint64]int{},
+		layouts:    map[layoutKey]*layoutHist{},
+		frameworks: map[layoutKey]*frameworkHist{},
 	}
 }
 

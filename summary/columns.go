@@ -159,6 +159,10 @@ var Columns = []Column{
 	{Name: wire.PartCachedFree + "_bytes", Origin: OriginTorch, Value: byteCount(ledgerPart(wire.PartCachedFree))},
 	{Name: wire.PartOutsideTorch + "_bytes", Origin: OriginDerived, Value: byteCount(ledgerPart(wire.PartOutsideTorch))},
 	{Name: wire.PartUnattributed + "_bytes", Origin: OriginDerived, Value: byteCount(ledgerPart(wire.PartUnattributed))},
+	// the other frameworks' figures (JAX, CuPy), each in its own names
+	{Name: "framework", Origin: OriginTorch, Value: text(func(r Row, _ *Context) string {
+		return FrameworksText(r.Frameworks)
+	}), Detail: "frameworks:"},
 }
 
 // the values a column may show

@@ -30,6 +30,9 @@ const layoutHeader = ",free_in_segments_bytes,largest_free_bytes,segments,graph_
 const ledgerHeader = ",params_bytes,grads_bytes,optimizer_bytes,activations_bytes,other_tensors_bytes,workspace_bytes," +
 	"cached_free_bytes,outside_torch_bytes,unattributed_bytes"
 
+// the other frameworks' column, after the ledger's
+const frameworkHeader = ",framework"
+
 // The CSV a file gets starts with the header docs/recordings.md's
 // "Summary CSV" documents, byte for byte, and that header keeps the columns it had.
 func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
@@ -125,7 +128,7 @@ func TestAColumnAddedToTheList(t *testing.T) {
 	snaps, devs := sample()
 	recs := Records(snaps, devs)
 	h := recs[0]
-	if got := strings.Join(h, ","); got != csvHeader+layoutHeader+ledgerHeader+",test_cached_free_bytes,test_label_again" {
+	if got := strings.Join(h, ","); got != csvHeader+layoutHeader+ledgerHeader+frameworkHeader+",test_cached_free_bytes,test_label_again" {
 		t.Fatalf("header %s", got)
 	}
 	want := []string{"1048576", "", "7340032", "", "1048576"} // sample's rows: reserved - allocated

@@ -50,6 +50,9 @@ func (e OOMExplanation) Text() string {
 // ExplainOOM explains an OOM row r and its frame o on a device of total
 // bytes (0 when unknown).
 func ExplainOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
+	if o.Framework != "" {
+		return explainFrameworkOOM(r, o, total)
+	}
 	var e OOMExplanation
 	if o.Requested > 0 {
 		e.Asked = "asked for " + units.Bytes(o.Requested)

@@ -50,12 +50,15 @@ func (v Verdict) Line() string {
 // device and process (ok false when r is that row).
 func Judge(r, base wire.Row, ok bool) Verdict {
 	var v Verdict
-	if r.PID != 0 && r.Allocated != nil {
+	if r.PID != 0 && r.Allocated == nil && len(r.Frameworks) > 0 {
+		v = withFrameworks(r, v, false) // a JAX or CuPy process: no torch figures
+	} else if r.PID != 0 && r.Allocated != nil {
 		v = judgeAgent(r)
 		if ok && base.Allocated != nil {
 			v.Baseline = fmt.Sprintf("vs %q: %s MiB allocated (torch)", base.Label,
 				SignedMiB(int64(*r.Allocated)-int64(*base.Allocated)))
 		}
+		v = withFrameworks(r, v, true) // torch and CuPy together: both said
 	} else {
 		v = judgeNVML(r)
 		if ok && base.NVMLUsed != nil && r.NVMLUsed != nil {

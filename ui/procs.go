@@ -62,7 +62,22 @@ func (m *procsModel) Lines() int {
 	if len(m.notes()) > 0 {
 		n++
 	}
-	return n + len(m.forecastLines()) + len(m.cacheLines())
+	return n + len(m.forecastLines()) + len(m.cacheLines()) + len(m.frameworkLines())
+}
+
+// frameworkLines say what the selected process's frameworks beside torch
+// (JAX, CuPy) hold on the GPU, in their own names: JAX's in-use beside
+// the pool XLA preallocated, and the XLA settings in force.
+func (m *procsModel) frameworkLines() []string {
+	r, ok := m.Selected()
+	if !ok || len(r.Frameworks) == 0 {
+		return nil
+	}
+	var out []string
+	for _, f := range r.Frameworks {
+		out = append(out, wrapTo("  "+printable.Clean("pid "+r.Label+", "+summary.FrameworkText(f)), m.w)...)
+	}
+	return out
 }
 
 // cacheLines say what torch's cache of the selected process held at the
@@ -152,7 +167,7 @@ func (m *procsModel) View() string {
 	}
 	// the selected process's forecast and cache in the lines the rows and
 	// notes leave
-	below := append(m.forecastLines(), m.cacheLines()...)
+	below := append(append(m.frameworkLines(), m.forecastLines()...), m.cacheLines()...)
 	room := m.h - 1 - len(m.rows)
 	if len(notes) > 0 {
 		room--

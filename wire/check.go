@@ -142,12 +142,18 @@ func checkMark(m *Mark) error {
 		if err := checkLedger(fmt.Sprintf("devs[%d].ledger", i), d.Ledger); err != nil {
 			return err
 		}
+		if err := checkFrameworks(fmt.Sprintf("devs[%d].frameworks", i), d.Frameworks); err != nil {
+			return err
+		}
+		if d.NoTorch && (d.Allocated != 0 || d.Reserved != 0 || d.Peak != 0) {
+			return fmt.Errorf("devs[%d]: %w", i, errNoTorchFigures)
+		}
 	}
 	return checkDump(m.Dump)
 }
 
 func checkOOM(v *OOM) error {
-	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkDump(v.Dump), checkLayout("layout", v.Layout))
+	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkDump(v.Dump), checkLayout("layout", v.Layout), checkFrameworkOOM(v))
 }
 
 func checkLayoutReading(v *LayoutReading) error {

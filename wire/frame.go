@@ -69,3 +69,7 @@ func (f Ended) FramePID() int             { return f.PID }
 func (f RowHeld) FramePID() int           { return f.PID }
 func (f RowEdit) FramePID() int           { return f.PID }
 func (f LayoutReading) FramePID() int     { return f.PID }
+
+func (f FrameworkReading) FrameType() string { return TypeFramework }
+func (f FrameworkReading) Typed() Frame      { f.Type = TypeFramework; return f }
+func (f FrameworkReading) FramePID() int     { return f.PID }

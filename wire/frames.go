@@ -170,6 +170,13 @@ type DevStats struct {
 	// torch.cuda.set_per_process_memory_fraction), when the agent can
 	// tell before an OOM does: a forecast's limit
 	Limit uint64 `json:"limit,omitempty"`
+	// NoTorch: torch has not initialised this device in the process
+	// (a JAX or CuPy device); Allocated, Reserved and Peak are then 0
+	// and mean nothing, and its row has no torch figures.
+	NoTorch bool `json:"no_torch,omitempty"`
+	// Frameworks: the other frameworks' figures on the device at the
+	// mark (JAX, CuPy), each in its own names.
+	Frameworks []Framework `json:"frameworks,omitempty"`
 }
 
 // Held is what one process still had allocated on one device at an end
@@ -262,6 +269,15 @@ type OOM struct {
 	// the allocator's structure read in torch's OOM observer, before the
 	// error reached the program: what the failed request did not fit in
 	Layout *Layout `json:"layout,omitempty"`
+	// Framework, where the OOM was another framework's (FrameworkJAX:
+	// XLA's RESOURCE_EXHAUSTED; FrameworkCuPy: its pool's
+	// OutOfMemoryError), not torch's: Allocated, Reserved and Peak are
+	// then 0 and mean nothing; Error is the framework's message (at most
+	// MaxOOMErrorBytes), Frameworks its figures when the error reached the
+	// agent.
+	Framework  string      `json:"framework,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	Frameworks []Framework `json:"frameworks,omitempty"`
 	// Row is the id of the table row the store made of this frame (see
 	// Row.ID): filled in by gputop, so that a recording's row_edit of
 	// that row names it. An agent's is ignored.
@@ -470,7 +486,9 @@ type Row struct {
 	// allocating line (allocation history on)
 	PeakLines *PeakLines `json:"peak_lines,omitempty"`
 	Limit     *uint64    `json:"limit,omitempty"` // the most torch may hold on the device then (DevStats.Limit)
-	OOM       *OOM       `json:"-"`               // on the row of an oom frame (OOMRow): that frame
+	// the other frameworks' figures on the device at the row (JAX, CuPy)
+	Frameworks []Framework `json:"frameworks,omitempty"`
+	OOM        *OOM        `json:"-"` // on the row of an oom frame (OOMRow): that frame
 }
 
 // Requests an agent answers, and the label of the row a dump request makes.
@@ -494,8 +512,12 @@ const (
 // dev, with the allocator state the frame reported.
 func OOMRow(o OOM, dev int) Row {
 	al, re, pk := o.Allocated, o.Reserved, o.Peak
-	return Row{Type: TypeRow, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
+	r := Row{Type: TypeRow, T: o.T, Label: LabelOOM, Dev: dev, PID: o.PID, Source: SourceOOM,
 		Kind: MarkOOM, Allocated: &al, Reserved: &re, Peak: &pk, Dump: o.Dump, Layout: o.Layout, OOM: &o}
+	if o.Framework != "" { // JAX's or CuPy's: no torch figures, its own
+		r.Allocated, r.Reserved, r.Peak, r.Frameworks = nil, nil, nil, o.Frameworks
+	}
+	return r
 }
 
 // IsOOMRowOf reports whether s is the row OOMRow makes of pid's oom frame at
@@ -743,4 +765,70 @@ func (l Ledger) OutsideTorch(nvmlProcess uint64) (uint64, bool) {
 		return 0, false
 	}
 	return nvmlProcess - l.Reserved, true
+}
+
+// TypeFramework is the frame of another framework's allocator figures
+// (JAX's XLA allocator, CuPy's memory pool) on one device, beside torch's
+// samples.
+const TypeFramework = "framework"
+
+// Frameworks, as an agent names them.
+const (
+	FrameworkJAX  = "jax"
+	FrameworkCuPy = "cupy"
+)
+
+// Figures gputop knows a framework's allocator by; a framework maps its
+// own counters onto them (JAX's bytes_in_use is the in-use figure) and
+// keeps its own name beside each (Figure.Native). A figure the framework
+// does not report is absent, never 0.
+const (
+	FigInUse    = "in_use"   // bytes of live arrays (JAX bytes_in_use, CuPy used_bytes)
+	FigReserved = "reserved" // bytes the allocator holds from the device (JAX pool_bytes / bytes_reserved, CuPy total_bytes)
+	FigPeak     = "peak"     // the most in use so far (JAX peak_bytes_in_use)
+	FigLimit    = "limit"    // the most the allocator may hold (JAX bytes_limit, CuPy get_limit())
+)
+
+// Bounds on what an agent may say of its frameworks (wire.Check).
+const (
+	MaxFrameworks     = 4  // frameworks on one device
+	MaxFigures        = 16 // figures of one framework
+	MaxFrameworkText  = 64 // bytes of a framework's or a figure's name
+	MaxFrameworkHeld  = 16 // holder groups of one framework's end-row attribution
+	MaxFrameworkNotes = 8  // settings of one framework
+)
+
+// Figure is one of a framework's counters: Of is gputop's figure it
+// stands for (FigInUse ...), "" for one only the framework has
+// (largest_alloc_size, num_allocs, the pinned pool); Native the
+// framework's own name for it.
+type Figure struct {
+	Of     string `json:"of,omitempty"`
+	Native string `json:"native"`
+	Value  uint64 `json:"value"`
+}
+
+// Framework is one framework's allocator on one device of a process, in
+// its own figures. Settings are those of its allocator in force in the
+// process (JAX: the XLA_PYTHON_CLIENT_* variables as the process had
+// them). Held, on an end row only, is what holds its memory as the
+// framework can tell (JAX: its live arrays grouped by shape and dtype,
+// or by the variable that holds them; CuPy: its arrays in use).
+type Framework struct {
+	Name     string        `json:"name"`
+	Figures  []Figure      `json:"figures"`
+	Settings []Setting     `json:"settings,omitempty"`
+	Held     []HolderGroup `json:"held,omitempty"`
+}
+
+// FrameworkReading is the frame an agent sends with the figures of each
+// framework other than torch on device Dev (torch's index; the device's
+// own ordinal where torch has not initialised it), at the agent's send
+// interval.
+type FrameworkReading struct {
+	Type       string      `json:"type"`
+	PID        int         `json:"pid,omitempty"`
+	T          int64       `json:"t"`
+	Dev        int         `json:"dev"`
+	Frameworks []Framework `json:"frameworks"`
 }

@@ -208,6 +208,8 @@ var Frames = []Spec{
 		Doc: "an agent's report of what holds CUDA memory, with `held`, the same walk's attribution of the device"}, checkHolders),
 	FrameOf[LayoutReading](Spec{Type: TypeLayout, Socket: FromAgent, Recorded: true, Also: []string{"pid"},
 		Doc: "the caching allocator's structure on one device of an agent process (`dev`, torch's index), read at the agent's low rate: segments, blocks, free in segments, the largest free block, the pools, the settings in force; or `skipped`, why there is no reading this time"}, checkLayoutReading),
+	FrameOf[FrameworkReading](Spec{Type: TypeFramework, Socket: FromAgent, Recorded: true, Also: []string{"pid"}, Nullable: []string{"frameworks"},
+		Doc: "the allocator figures of the frameworks other than torch (JAX's XLA allocator, CuPy's memory pool) on one device of an agent process, each figure with gputop's name (`of`: `in_use`, `reserved`, `peak`, `limit`) and the framework's own (`native`), at the agent's send interval; `settings`, the framework's allocator settings in force (JAX's `XLA_PYTHON_CLIENT_*`)"}, checkFrameworkReading),
 	FrameOf[RowHeld](Spec{Type: TypeRowHeld, Recorded: true,
 		Doc: "the attribution of an end row that came after the row (its `t` is the row's): the agent's answer to gputop's request, or why there is none (`held.skipped`); `ledger`, the same walk's ledger, which a row taken with a key or `gputop snap` waits for too (its `held` is the walk's, and not the row's: only an end row takes one)"}, nil),
 	FrameOf[RowEdit](Spec{Type: TypeRowEdit, Recorded: true,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from . import _backend, _torch
+from . import _backend, _cupy, _jax, _torch
 from ._agent import Agent
 from ._disabled import Disabled
 from ._env import enabled, socket_path
@@ -35,6 +35,9 @@ from ._tracker import Tracker, cleanup, phase, snapshot
 
 # the framework the agent reads: torch's caching allocator (tests install a fake GPU)
 _backend.install(_torch.TorchBackend())
+# and the frameworks beside it, read once the program has imported them
+_backend.add_framework(_jax.JaxBackend())
+_backend.add_framework(_cupy.CuPyBackend())
 
 __version__ = "0.1.0"
 

@@ -42,7 +42,7 @@ import time
 import warnings
 from typing import Any, Callable
 
-from . import _backend, _dumps, _env, _history, _layout, _peaklines, _requests, _wire
+from . import _backend, _dumps, _env, _fwoom, _history, _layout, _peaklines, _requests, _wire
 from ._connection import BACKOFF_MAX_S, BACKOFF_MIN_S, Connection  # noqa: F401  (the backoff's bounds, named here too)
 
 SAMPLE_QUEUE = 1024  # samples waiting for the socket (~10 s at 100 Hz)
@@ -100,7 +100,9 @@ class Agent:
         self._samples: collections.deque = collections.deque()
         self._raw: list[tuple[int, int, Any]] = []  # (t, dev, stats) since the last send
         self._marks: collections.deque = collections.deque()
-        self._devs: list[int] = []
+        self._devs: list[int] = []  # torch's initialised devices
+        # the devices the frameworks beside torch (JAX, CuPy) have initialised, with those that have
+        self._fw: dict[int, list[_backend.FrameworkBackend]] = {}
         self._hello_devs: frozenset[int] | None = None
         self._hello_history: tuple[int, str] | None = None  # what the last hello said of history
         self._dump_jobs: collections.deque = collections.deque()  # marks whose dump waits to be written
@@ -231,6 +233,8 @@ class Agent:
             "rate_hz": self.rate_hz,
             "pid": self.pid,
             "devices": list(self._devs),
+            # the frameworks beside torch the agent reads, by device
+            "frameworks": {d: [fb.name for fb in fbs] for d, fbs in self._fw.items()},
             # how the tick reads the allocator: "direct" (its counters copied
             # in place), or "stats call" and why not direct
             "reading": self.backend.reading(),
@@ -320,14 +324,14 @@ class Agent:
                         next_tick = next_devcheck = now
                     else:
                         conn.retry_later(now)
-                        if not self._devs:
+                        if not (self._devs or self._fw):
                             # registers the OOM observer once CUDA is up,
                             # so an OOM before gputop starts is still queued
                             self._check_devices()
                 if conn.sock is not None:
                     conn.held(now)
                     if now >= next_tick:
-                        if now >= next_devcheck or not self._devs:
+                        if now >= next_devcheck or not (self._devs or self._fw):
                             self._check_devices()
                             next_devcheck = now + DEVICE_RECHECK_S
                         self._sample()
@@ -340,6 +344,8 @@ class Agent:
                     if self._devs and now >= self.layouts.next_at and not _dumps.taking():
                         for f in self.layouts.periodic(self._devs, now):
                             self.post(f)
+                    if self._fw and now >= next_send:
+                        self._read_frameworks()
                     if self._marks or now >= next_send or self.stopping:
                         self._pump()
                         next_send = now + SEND_INTERVAL_S
@@ -430,11 +436,18 @@ class Agent:
             devs = sorted(set(self.backend.devices()))
         except Exception:
             return  # keep what we had rather than announce a flapping device list
-        if devs and not self._devs and self._on_devices is not None:
+        fw = _backend.framework_devices()
+        if (devs or fw) and not (self._devs or self._fw) and self._on_devices is not None:
             try:
-                self._on_devices(self, devs)
+                self._on_devices(self, sorted(set(devs) | set(fw)))
             except Exception:
                 pass
+        if fw and not self._fw:
+            try:
+                _fwoom.install()  # JAX's and CuPy's OOMs, as they end the program
+            except Exception:
+                pass
+        self._fw = fw
         if devs:
             try:
                 _history.apply(self.backend.history())  # history asked for before CUDA was up
@@ -445,7 +458,7 @@ class Agent:
             self.backend.maintain(devs)
         except Exception:
             pass
-        if self.conn.sock is not None and (frozenset(devs) != self._hello_devs
+        if self.conn.sock is not None and (frozenset(devs) | frozenset(fw) != self._hello_devs
                                        or (_history.on, _history.error) != self._hello_history):
             self._hello()
 
@@ -458,6 +471,12 @@ class Agent:
                 devices.append(self.backend.info(i))
             except Exception:
                 pass
+        for i, fbs in sorted(self._fw.items()):
+            if i not in self._devs:  # a JAX or CuPy device torch has not initialised
+                try:
+                    devices.append(fbs[0].info(i))
+                except Exception:
+                    pass
         frame = {
             "type": "hello", "v": _wire.VERSION, "pid": self.pid,
             "host": _socket.gethostname(), "argv": [str(a) for a in getattr(sys, "argv", [])],
@@ -469,7 +488,7 @@ class Agent:
         self._hello_history = (_history.on, _history.error)
         # what was meant, not what could be described: a device whose
         # properties cannot be read must not trigger a hello every second
-        self._hello_devs = frozenset(self._devs)
+        self._hello_devs = frozenset(self._devs) | frozenset(self._fw)
 
     def _sample(self) -> None:
         # The tick wakes after 10 ms asleep, when every line of Python runs
@@ -503,6 +522,21 @@ class Agent:
             samples.append((t, d, c))
             if observe is not None:
                 observe(t, d, c.allocated)
+
+    def _read_frameworks(self) -> None:
+        """One reading of each framework beside torch on each of its
+        devices, queued as framework frames (at the send interval: a
+        framework's figures are read 10 times a second, not at the tick's
+        rate)."""
+        t = time.time_ns()
+        out = self.conn.out
+        for d, fbs in self._fw.items():
+            fs = _backend.read_frameworks(fbs, d)
+            if fs and len(out) < OUT_LIMIT:
+                try:
+                    out += _wire.encode({"type": "framework", "t": t, "dev": d, "frameworks": fs})
+                except Exception as e:
+                    self.conn.last_error = f"bad framework frame: {e}"
 
     def _encode_mark(self, f: dict[str, Any]) -> bytes:
         pl = f.pop("_peaklines", None)

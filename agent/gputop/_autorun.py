@@ -57,16 +57,55 @@ def on_torch(torch: Any, note: Callable[[str, str], None] | None = None) -> None
                 _note = note
         if not _env.enabled():
             return
-        _lifecycle.first_device_hooks.append(_first_device)
-        # after gputop's own exit handler (gputop is imported by now), so it
-        # runs before the bye; it does nothing in a process with no agent
-        atexit.register(_at_exit)
+        _hook_rows()
         # torch's backend: now when CUDA is up, else at its lazy init
         why = _backend.get().at_init(_at_cuda_init)
         if why:
             _note("noagent", why)
     except Exception as e:
         _note("noagent", f"could not watch for CUDA: {type(e).__name__}: {e}")
+
+
+_hooked = 0  # the pid whose rows are hooked
+
+
+def _hook_rows() -> None:
+    """The Process start row at the first device, the Process end row at
+    exit: once per process, whichever framework came first."""
+    global _hooked
+    with _lock:
+        if _hooked == os.getpid():
+            return
+        _hooked = os.getpid()
+    _lifecycle.first_device_hooks.append(_first_device)
+    # after gputop's own exit handler (gputop is imported by now), so it
+    # runs before the bye; it does nothing in a process with no agent
+    atexit.register(_at_exit)
+
+
+def on_framework(name: str, module: Any, note: Callable[[str, str], None] | None = None) -> None:
+    """JAX or CuPy has just been imported in a process `gputop run`
+    started: attach now (the agent reads nothing until the framework has a
+    GPU: JAX's backend created, CuPy's pool in use; it never creates
+    either), with the Process start row at the framework's first device
+    and the Process end row at exit, as for torch."""
+    global _pid, _note
+    try:
+        with _lock:
+            _pid = os.getpid()
+            if note is not None:
+                _note = note
+        if not _env.enabled():
+            return
+        _hook_rows()
+        if _lifecycle.current(auto=False) is None:
+            ag = _lifecycle.attach()
+            if not isinstance(ag, Agent):
+                _note("noagent", ag.last_error)
+                return
+        _note("framework", name)
+    except Exception as e:
+        _note("noagent", f"could not watch {name}: {type(e).__name__}: {e}")
 
 
 def _at_cuda_init() -> None:
@@ -125,17 +164,23 @@ def _first_device(ag: Any, devs: list[int]) -> None:
         return
     _start_sent = True
     got = _at_init
+    fw = _backend.framework_devices()
     if got is not None and got[1] in devs:
         t, readings = got[0], {got[1]: got[2]}
     else:
         # CUDA came up before gputop could watch it: the counters now
         t, backend = time.time_ns(), _backend.get()
-        readings = {d: backend.read(d) for d in devs}
-    ag.post({
-        "type": "mark", "t": t, "label": START_LABEL, "kind": "snapshot",
-        "devs": [{"dev": d, "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
-                  "held": None} for d, c in readings.items()],
-    }, urgent=True)
+        readings = {d: backend.read(d) for d in devs if d not in fw or d in backend.devices()}
+    rows = [{"dev": d, "allocated": c.allocated, "reserved": c.reserved, "peak": c.peak,
+             "held": None} for d, c in readings.items()]
+    for row in rows:
+        if row["dev"] in fw:
+            row["frameworks"] = _backend.read_frameworks(fw[row["dev"]], row["dev"])
+    for d, fbs in fw.items():
+        if d not in readings:  # JAX's or CuPy's device only: its own figures
+            rows.append({"dev": d, "allocated": 0, "reserved": 0, "peak": 0, "no_torch": True,
+                         "frameworks": _backend.read_frameworks(fbs, d)})
+    ag.post({"type": "mark", "t": t, "label": START_LABEL, "kind": "snapshot", "devs": rows}, urgent=True)
 
 
 def _at_exit() -> None:

@@ -311,11 +311,105 @@ def install(backend: Backend) -> Backend:
 
 
 def _after_fork() -> None:
-    try:
-        _current.forget()
-    except Exception:
-        pass
+    for b in (_current, *_frameworks):
+        try:
+            b.forget()
+        except Exception:
+            pass
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
+
+
+# ---- the frameworks beside torch ----
+
+class FrameworkBackend:
+    """Another framework's allocator in the same process (JAX's XLA
+    allocator: _jax; CuPy's memory pool: _cupy), read beside torch's
+    counters and kept apart from them: its figures go out in its own
+    names (wire.Framework), never as torch's. Nothing here may import
+    the framework: present() looks at sys.modules, and a framework the
+    program has not imported, or has not put on a GPU yet, has no devices.
+    Every method may raise; the agent catches."""
+
+    name = ""
+
+    def present(self) -> bool:
+        """The program has imported the framework."""
+        return False
+
+    def devices(self) -> list[int]:
+        """CUDA ordinals of the GPUs the framework has initialised (never
+        initialising one itself)."""
+        return []
+
+    def info(self, index: int) -> dict[str, Any]:
+        """{index, uuid, name, total} of one device, for hello."""
+        from . import _cudadev
+        return _cudadev.describe(index)
+
+    def read(self, index: int, held: bool = False) -> dict[str, Any]:
+        """The framework's figures on a device now (wire.Framework: name,
+        figures, settings); with held, what holds its memory too (an end
+        row's verdict)."""
+        raise KeyError(f"no device {index}")
+
+    def version(self) -> str:
+        return ""
+
+    def forget(self) -> None:
+        """In a forked child: drop what was learnt of the parent's devices."""
+
+
+def figure(of: str, native: str, value: Any) -> dict[str, Any] | None:
+    """One figure (wire.Figure) of a framework's counter, None when the
+    framework did not report it (absent, never 0)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    f: dict[str, Any] = {"native": native, "value": int(value)}
+    if of:
+        f["of"] = of
+    return f
+
+
+_frameworks: list[FrameworkBackend] = []  # gputop's __init__ adds JAX's and CuPy's
+
+
+def frameworks() -> list[FrameworkBackend]:
+    """The frameworks beside torch the agent looks for."""
+    return list(_frameworks)
+
+
+def add_framework(fb: FrameworkBackend) -> FrameworkBackend:
+    """Look for framework fb too (gputop's __init__: JAX, CuPy)."""
+    with _lock:
+        _frameworks[:] = [f for f in _frameworks if f.name != fb.name] + [fb]
+    return fb
+
+
+def framework_devices() -> dict[int, list[FrameworkBackend]]:
+    """Each device the frameworks beside torch have initialised, with
+    those that have; cheap when none was imported."""
+    out: dict[int, list[FrameworkBackend]] = {}
+    for fb in _frameworks:
+        try:
+            if not fb.present():
+                continue
+            for d in fb.devices():
+                out.setdefault(int(d), []).append(fb)
+        except Exception:
+            continue
+    return out
+
+
+def read_frameworks(fbs: Sequence[FrameworkBackend], index: int, held: bool = False) -> list[dict[str, Any]]:
+    """The figures of each of fbs on a device (wire.Framework); one that
+    raises is left out."""
+    out = []
+    for fb in fbs:
+        try:
+            out.append(fb.read(index, held))
+        except Exception:
+            continue
+    return out

@@ -16,7 +16,7 @@ import os
 import threading
 from typing import Callable
 
-from . import _backend, _env, _history, _oom
+from . import _backend, _env, _fwoom, _history, _oom
 from ._agent import DEFAULT_RATE_HZ, STOP_TIMEOUT_S, Agent
 from ._disabled import Disabled
 
@@ -157,5 +157,6 @@ def _after_fork_in_child() -> None:
 
 
 atexit.register(_at_exit)
+_fwoom.current = lambda: current(auto=False)  # whom a JAX or CuPy OOM is reported to
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

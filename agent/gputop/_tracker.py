@@ -42,6 +42,8 @@ class _Taken(NamedTuple):
     t: int
     held: dict[int, dict[str, Any]]  # end rows: the attribution of each device
     ledgers: dict[int, dict[str, Any]]  # what each device's allocated bytes are made of
+    # the frameworks beside torch (JAX, CuPy) on each device they use (wire.Framework)
+    frameworks: dict[int, list[dict[str, Any]]] = {}
 
 
 def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None = None,
@@ -65,15 +67,27 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
     held: dict[int, dict[str, Any]] = {}
     ledgers: dict[int, dict[str, Any]] = {}
     backend = _backend.get()
+    fwdevs = _backend.framework_devices()
+    fwvals: dict[int, list[dict[str, Any]]] = {}
+    is_end = _wire.is_end_label(label + _ROW_LABEL.get(kind, "")) if end is None else bool(end)
     try:
-        if devs is None:
-            devs = backend.devices()
+        if fwdevs:
+            torch_devs = set(backend.devices())
+            devs = sorted(torch_devs | set(fwdevs)) if devs is None else devs
+            # each framework's own figures, read now too (what holds
+            # them on an end row): torch's are read only where torch is
+            for d in devs:
+                if d in fwdevs:
+                    fwvals[d] = _backend.read_frameworks(fwdevs[d], d, held=is_end and verdict)
+            tdevs = [d for d in devs if d in torch_devs]
+        else:
+            tdevs = backend.devices() if devs is None else devs
         read = backend.read
-        for d in devs:
+        for d in tdevs:
             vals[d] = read(d)
     except Exception:
-        return _Taken(vals, t, held, ledgers)
-    if not vals:
+        return _Taken(vals, t, held, ledgers, fwvals)
+    if not vals and not fwvals:
         return _Taken(vals, t, held, ledgers)
     limits: dict[int, int] = {}
     try:
@@ -107,8 +121,8 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
         except Exception:
             peak = None
     try:
-        is_end = _wire.is_end_label(label + _ROW_LABEL.get(kind, "")) if end is None else bool(end)
-        held, ledgers = _walk(list(vals), is_end, verdict, ledger)
+        if vals:
+            held, ledgers = _walk(list(vals), is_end, verdict, ledger)
         ag = _lifecycle.current(auto=True)
         if ag is not None:
             frame: dict[str, Any] = {
@@ -121,6 +135,12 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
             for dv in frame["devs"]:
                 if dv["dev"] in limits:  # the cap a forecast measures against
                     dv["limit"] = limits[dv["dev"]]
+                if fwvals.get(dv["dev"]):
+                    dv["frameworks"] = fwvals[dv["dev"]]
+            for d, fs in fwvals.items():
+                if d not in vals and fs:  # JAX's or CuPy's device only: no torch figures
+                    frame["devs"].append({"dev": d, "allocated": 0, "reserved": 0, "peak": 0,
+                                          "no_torch": True, "frameworks": fs})
             if end is not None:
                 frame["end"] = bool(end)
             if peak is not None and peak[0] is None:
@@ -138,7 +158,7 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
             _dumps.write(state, label, t, taken)  # no agent thread: written here
     except Exception:
         pass
-    return _Taken(vals, t, held, ledgers)
+    return _Taken(vals, t, held, ledgers, fwvals)
 
 
 def _walk(devs: list[int], is_end: bool, verdict: bool,
@@ -228,6 +248,8 @@ def snapshot(label: str, *, end: bool | None = None, verdict: bool = True,
         out[d]["held"] = h
     for d, led in got.ledgers.items():
         out[d]["ledger"] = led
+    for d, fs in got.frameworks.items():
+        out.setdefault(d, {})["frameworks"] = fs
     return out
 
 

@@ -28,6 +28,8 @@ from ._wire_schema import (  # noqa: F401  (the nested schemas, re-exported)
     HELD,
     HOLDER_GROUP,
     LAYOUT,
+    FIGURE,
+    FRAMEWORK,
     LEDGER,
     POOL,
     PROC,

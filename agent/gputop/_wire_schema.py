@@ -118,6 +118,17 @@ PEAK_LINES = (
     ("skipped", "s", True, None),
     ("took_ms", "f", True, None),
 )
+FIGURE = (
+    ("of", "s", True, None),
+    ("native", "s", False, None),
+    ("value", "i", False, None),
+)
+FRAMEWORK = (
+    ("name", "s", False, None),
+    ("figures", "L", False, FIGURE),
+    ("settings", "L", True, SETTING),
+    ("held", "L", True, HOLDER_GROUP),
+)
 DEV_STATS = (
     ("dev", "i", False, None),
     ("allocated", "i", False, None),
@@ -128,6 +139,8 @@ DEV_STATS = (
     ("ledger", "O", True, LEDGER),
     ("peak_lines", "O", True, PEAK_LINES),
     ("limit", "i", True, None),
+    ("no_torch", "b", True, None),
+    ("frameworks", "L", True, FRAMEWORK),
 )
 STATUS_DEVICE = (
     ("index", "i", False, None),
@@ -373,6 +386,7 @@ SCHEMAS: dict[str, tuple] = {
         ("ledger", "O", True, LEDGER),
         ("peak_lines", "O", True, PEAK_LINES),
         ("limit", "p", True, None),
+        ("frameworks", "L", True, FRAMEWORK),
     ),
     "oom": (
         ("type", "s", False, None),
@@ -387,6 +401,9 @@ SCHEMAS: dict[str, tuple] = {
         ("peak", "i", False, None),
         ("dump", "O", True, DUMP),
         ("layout", "O", True, LAYOUT),
+        ("framework", "s", True, None),
+        ("error", "s", True, None),
+        ("frameworks", "L", True, FRAMEWORK),
         ("row", "i", True, None),
     ),
     "holders": (
@@ -419,6 +436,13 @@ SCHEMAS: dict[str, tuple] = {
         ("pools_cut", "i", True, None),
         ("settings", "O", True, ALLOC_SETTINGS),
         ("took_ms", "f", True, None),
+    ),
+    "framework": (
+        ("type", "s", False, None),
+        ("pid", "i", True, None),
+        ("t", "i", False, None),
+        ("dev", "i", False, None),
+        ("frameworks", "L", False, FRAMEWORK),
     ),
     "held": (
         ("type", "s", False, None),

@@ -113,7 +113,7 @@ def test_run_python_exiting_at_once(gputop_bin: str) -> None:
     r = gputop_run(gputop_bin, sys.executable, "-c", "raise SystemExit(7)")
     assert r.returncode == 7, r.stderr
     assert "exited with code 7" in r.stderr
-    assert "no agent attached: Python ran (1 process(es)) but none imported torch" in r.stderr
+    assert "no agent attached: Python ran (1 process(es)) but none imported torch, jax or cupy" in r.stderr
 
 
 def test_run_not_python(gputop_bin: str) -> None:

@@ -15,6 +15,9 @@ PKG = AGENT / "gputop"
 # its allocator, the walk over its tensors, the notebook magics
 TORCH_SIDE = {"gputop._torch", "gputop._direct", "gputop._magics"}
 TORCH_SIDE_PACKAGES = ("gputop._holders",)
+# the other frameworks' backends: their own APIs have a .cuda (cupy.cuda);
+# they never import torch (test_other_frameworks_never_import_torch)
+FRAMEWORK_SIDE = {"gputop._cupy", "gputop._jax"}
 
 
 def modules() -> dict[str, ast.Module]:
@@ -135,8 +138,20 @@ def test_torch_is_reached_through_its_backend() -> None:
         if m in TORCH_SIDE or m.startswith(TORCH_SIDE_PACKAGES):
             continue
         for n in ast.walk(tree):
+            if m in FRAMEWORK_SIDE and isinstance(n, ast.Attribute) and n.attr == "cuda":
+                continue
             if isinstance(n, ast.Attribute) and (n.attr in ("_C", "cuda", "_lazy_call") or n.attr.startswith("_cuda")):
                 found.append(f"{m}:{n.lineno}: .{n.attr}")
             elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("_cuda_"):
                 found.append(f"{m}:{n.lineno}: {n.value!r}")
     assert found == [], "torch's API outside its backend:\n" + "\n".join(found)
+
+
+def test_other_frameworks_never_import_torch() -> None:
+    mods = modules()
+    assert FRAMEWORK_SIDE <= set(mods), FRAMEWORK_SIDE - set(mods)
+    for m in sorted(FRAMEWORK_SIDE):
+        for n in ast.walk(mods[m]):
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else \
+                [n.module or ""] if isinstance(n, ast.ImportFrom) else []
+            assert not any(x == "torch" or x.startswith("torch.") for x in names), (m, n.lineno)

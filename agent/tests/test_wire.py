@@ -362,13 +362,13 @@ def test_schemas_follow_wire_frames_go():
         "procs": "Procs",
         "device_error": "DevError", "snapshot": "Row", "ended": "Ended", "held": "RowHeld",
         "row_edit": "RowEdit",
-        "host": "Host", "layout": "LayoutReading",
+        "host": "Host", "layout": "LayoutReading", "framework": "FrameworkReading",
     }
     nested = {"AgentDevice": _wire.AGENT_DEVICE, "DevStats": _wire.DEV_STATS,
               "HolderGroup": _wire.HOLDER_GROUP, "Proc": _wire.PROC, "Held": _wire.HELD,
               "Dump": _wire.DUMP, "Layout": _wire.LAYOUT, "Pool": _wire.POOL,
               "AllocSettings": _wire.ALLOC_SETTINGS, "Setting": _wire.SETTING,
-              "Ledger": _wire.LEDGER}
+              "Ledger": _wire.LEDGER, "Framework": _wire.FRAMEWORK, "Figure": _wire.FIGURE}
     assert set(by_type) == set(_wire.SCHEMAS)
     pairs = [(by_type[t], _wire.SCHEMAS[t]) for t in by_type] + list(nested.items())
     for name, schema in pairs:
