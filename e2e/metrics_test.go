@@ -333,6 +333,13 @@ func TestPrometheusScrapesServe(t *testing.T) {
 		v, _ := strconv.ParseFloat(r[0].value(), 64)
 		return math.Abs(v-float64(markT)/1e9) < 1e-5
 	})
+	// JAX's figures beside torch's, for the dashboard's frameworks panel
+	a1.send(`{"type":"framework","t":%d,"dev":0,"frameworks":[{"name":"jax","figures":[`+
+		`{"of":"in_use","native":"bytes_in_use","value":4096},{"of":"reserved","native":"pool_bytes","value":8192},`+
+		`{"of":"peak","native":"peak_bytes_in_use","value":6144},{"of":"limit","native":"bytes_limit","value":16384}]}]}`, time.Now().UnixNano())
+	waitQuery(t, base, `gputop_framework_in_use_bytes{framework="jax",native="bytes_in_use"}`, func(r []promSeries) bool {
+		return len(r) == 1 && r[0].value() == "4096"
+	})
 	dashboardQueries(t, base)
 
 	// promtool on the endpoint's own output
