@@ -248,6 +248,7 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true",
                     help="without a GPU: every check over agent/tests' fake jax, cupy and GPU, through the real binary (built when --gputop is not there)")
     a = ap.parse_args()
+    a.gputop = os.path.abspath(a.gputop)  # the children run in other directories
     work = work_dir(a, "frameworks")
     if not os.path.exists(a.gputop):
         if not a.dry_run:

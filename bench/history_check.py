@@ -477,6 +477,7 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true",
                     help="without a GPU: compile the children and show where their marked lines are")
     a = ap.parse_args()
+    a.gputop = os.path.abspath(a.gputop)  # the children run in other directories
     if a.dry_run:
         # without a GPU: the children compile, their markers are where the checks look
         for code, marker in ((OVERHEAD, None), (OOM, "OOM_LINE"), (LABELLED, "LOSSES_LINE"),

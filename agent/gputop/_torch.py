@@ -417,7 +417,11 @@ class TorchBackend(Backend):
         """At torch's lazy CUDA init (torch.cuda._lazy_call: torch runs it
         before the first allocation), or now when CUDA is up."""
         cuda = getattr(_torch(False), "cuda", None)
-        if cuda is not None and cuda.is_initialized():
+        # inside the lazy init (a call it runs asks for another): now, before
+        # the first allocation all the same. Some torch versions (2.11) take their
+        # init lock in _lazy_call, which _lazy_init holds while it runs the
+        # queued calls: queueing from there would hang the program
+        if cuda is not None and (cuda.is_initialized() or hasattr(getattr(cuda, "_tls", None), "is_initializing")):
             fn()
             return ""
         lazy = getattr(cuda, "_lazy_call", None)

@@ -505,3 +505,30 @@ def test_a_forked_child_has_its_own_dumps(dump_dir: str):
         _dumps._lock.release()
     assert os.waitstatus_to_exitcode(status) == 0
     assert _dumps.status()["written"] == [parent]
+
+
+def test_at_init_from_inside_torchs_lazy_init_runs_at_once(monkeypatch: pytest.MonkeyPatch):
+    # gputop run --history N: the agent attaches inside torch's lazy init and
+    # asks for history there. torch 2.11's _lazy_call takes the init lock
+    # _lazy_init holds while it runs the queued calls, so queueing from there
+    # hung the program on the H200; it must run at once instead.
+    import torch
+
+    from gputop import _torch
+
+    def lazy_call_of_torch_2_11(fn, **kw):
+        raise AssertionError("_lazy_call from inside the lazy init: torch 2.11 waits for its own lock here")
+
+    monkeypatch.setattr(torch.cuda, "_lazy_call", lazy_call_of_torch_2_11)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    ran: list[int] = []
+    torch.cuda._tls.is_initializing = True
+    try:
+        why = _torch.TorchBackend().at_init(lambda: ran.append(1))
+    finally:
+        del torch.cuda._tls.is_initializing
+    assert why == "" and ran == [1]
+    # outside the init, before it: queued for it, as before
+    queued: list = []
+    monkeypatch.setattr(torch.cuda, "_lazy_call", lambda fn, **kw: queued.append(fn))
+    assert _torch.TorchBackend().at_init(lambda: ran.append(2)) == "" and len(queued) == 1 and ran == [1]
