@@ -163,6 +163,11 @@ var Columns = []Column{
 	{Name: "framework", Origin: OriginTorch, Value: text(func(r Row, _ *Context) string {
 		return FrameworksText(r.Frameworks)
 	}), Detail: "frameworks:"},
+	// what the nvml_ columns measure: "device" (the GPU's own memory) or
+	// "system" (a unified-memory GPU, whose NVML memory query answers not
+	// supported: the system's memory from /proc/meminfo); empty without an
+	// NVML figure
+	{Name: "nvml_memory", Origin: OriginDriver, Value: word(nvmlMemory)},
 }
 
 // the values a column may show
@@ -173,6 +178,16 @@ func reserved(r Row) *uint64         { return r.Reserved }
 func peak(r Row) *uint64             { return r.Peak }
 func nvmlUsed(r Row) *uint64         { return r.NVMLUsed }
 func nvmlPeak(r Row) *uint64         { return r.NVMLPeak }
+
+func nvmlMemory(r Row, c *Context) string {
+	switch {
+	case r.NVMLUsed == nil:
+		return ""
+	case r.Dev >= 0 && r.Dev < len(c.Devs) && c.Devs[r.Dev].Memory == wire.MemorySystem:
+		return "system"
+	}
+	return "device"
+}
 
 // layoutFigure is one figure of the row's layout (none without one).
 func layoutFigure(f func(*wire.Layout) uint64) func(Row) *uint64 {

@@ -33,6 +33,9 @@ const ledgerHeader = ",params_bytes,grads_bytes,optimizer_bytes,activations_byte
 // the other frameworks' column, after the ledger's
 const frameworkHeader = ",framework"
 
+// what the nvml_ columns measure, after the frameworks'
+const nvmlMemoryHeader = ",nvml_memory"
+
 // The CSV a file gets starts with the header docs/recordings.md's
 // "Summary CSV" documents, byte for byte, and that header keeps the columns it had.
 func TestCSVHeaderIsTheDocumentedOne(t *testing.T) {
@@ -128,7 +131,7 @@ func TestAColumnAddedToTheList(t *testing.T) {
 	snaps, devs := sample()
 	recs := Records(snaps, devs)
 	h := recs[0]
-	if got := strings.Join(h, ","); got != csvHeader+layoutHeader+ledgerHeader+frameworkHeader+",test_cached_free_bytes,test_label_again" {
+	if got := strings.Join(h, ","); got != csvHeader+layoutHeader+ledgerHeader+frameworkHeader+nvmlMemoryHeader+",test_cached_free_bytes,test_label_again" {
 		t.Fatalf("header %s", got)
 	}
 	want := []string{"1048576", "", "7340032", "", "1048576"} // sample's rows: reserved - allocated
@@ -207,6 +210,24 @@ func TestCSVColumnsDocumented(t *testing.T) {
 	for _, n := range names {
 		if !slices.ContainsFunc(Columns, func(c Column) bool { return covers(n, c.Name) }) {
 			t.Errorf("docs/recordings.md's table of the CSV's columns names %s, which is no column", n)
+		}
+	}
+}
+
+// nvml_memory says what the nvml_ figures measure: a unified-memory GPU's
+// are the system's memory, an ordinary GPU's its own; no NVML figure, no word.
+func TestNVMLMemoryColumn(t *testing.T) {
+	used := uint64(1 << 30)
+	devs := []store.Device{{Index: 0, Name: "H200"}, {Index: 1, Name: "GB10", Memory: wire.MemorySystem}}
+	rows := []wire.Row{{Label: "a", Dev: 0, NVMLUsed: &used}, {Label: "b", Dev: 1, NVMLUsed: &used}, {Label: "c", Dev: 1}}
+	recs := Records(rows, devs)
+	col := slices.Index(recs[0], "nvml_memory")
+	if col < 0 {
+		t.Fatalf("no nvml_memory column in %v", recs[0])
+	}
+	for i, want := range []string{"device", "system", ""} {
+		if got := recs[i+1][col]; got != want {
+			t.Errorf("row %s: nvml_memory %q, want %q", rows[i].Label, got, want)
 		}
 	}
 }
