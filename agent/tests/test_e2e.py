@@ -64,12 +64,13 @@ class Recorder:
 
 
 class Child:
-    """tests/child.py: the training process, one command at a time."""
+    """tests/child.py (or another script of tests/ that reads a command a
+    line and answers in JSON): the training process, one command at a time."""
 
-    def __init__(self, sock: str, log: Path, ndev: int = 1) -> None:
+    def __init__(self, sock: str, log: Path, ndev: int = 1, script: str = "child.py", **env: str) -> None:
         self.err = open(log, "a")
-        self.p = subprocess.Popen([sys.executable, str(TESTS / "child.py")],
-                                  env=child_env(GPUTOP_SOCKET=sock, FAKE_NDEV=str(ndev)),
+        self.p = subprocess.Popen([sys.executable, str(TESTS / script)],
+                                  env=child_env(GPUTOP_SOCKET=sock, FAKE_NDEV=str(ndev), **env),
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
                                   text=True, bufsize=1)
         self.logpath = log

@@ -7,7 +7,6 @@ verdicts."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -15,38 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TESTS, child_env
-from test_e2e import Recorder, recording
+from conftest import TESTS
+from test_e2e import Child, Recorder, recording
 
 MiB = 1 << 20
 
 
-class FwChild:
-    def __init__(self, sock: str, log: Path, fw: str, **env: str) -> None:
-        self.err = open(log, "a")
-        self.logpath = log
-        self.p = subprocess.Popen([sys.executable, str(TESTS / "framework_child.py")],
-                                  env=child_env(GPUTOP_SOCKET=sock, FAKE_FW=fw, **env),
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
-                                  text=True, bufsize=1)
-
-    def __call__(self, line: str) -> Any:
-        assert self.p.stdin is not None and self.p.stdout is not None
-        self.p.stdin.write(line + "\n")
-        self.p.stdin.flush()
-        out = self.p.stdout.readline()
-        assert out, f"child died at {line!r}:\n{self.logpath.read_text()}"
-        return json.loads(out)
-
-    def exit(self) -> None:
-        self("exit")
-        assert self.p.wait(15) == 0, self.logpath.read_text()
-        self.err.close()
-
-    def kill(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+def FwChild(sock: str, log: Path, fw: str, **env: str) -> Child:
+    """framework_child.py over fake JAX or CuPy (fw), one command at a time."""
+    return Child(sock, log, script="framework_child.py", FAKE_FW=fw, **env)
 
 
 @pytest.fixture
@@ -63,7 +39,7 @@ def fw(gputop_bin: str, tmp_path: Path, sock_path: str):
             made.append(r)
             return r
 
-        def child(self, kind: str, **env: str) -> FwChild:
+        def child(self, kind: str, **env: str) -> Child:
             c = FwChild(sock_path, tmp_path / "child.log", kind, **env)
             made.append(c)
             return c
