@@ -544,19 +544,34 @@ class Agent:
             state, since = pl
             for ds in f.get("devs", ()):
                 ds["peak_lines"] = _peaklines.lines(state, ds["dev"], since.get(ds["dev"], 0), f.get("t", 0))
-        if f.get("type") == "mark" and self._hello_devs is not None:
-            if any(ds["dev"] not in self._hello_devs for ds in f.get("devs", ())):
-                self._check_devices()  # a device initialised since the last hello
         return _wire.encode(f, strict=False)
+
+    def _names_unannounced(self, f: dict[str, Any]) -> bool:
+        """Whether frame f names a device the last hello did not list:
+        gputop ignores such a frame, so a hello goes out before it."""
+        known = self._hello_devs
+        if known is None:
+            return False
+        if isinstance(f.get("dev"), int) and f["dev"] not in known:
+            return True
+        return any(ds.get("dev") not in known for ds in f.get("devs", ()) if isinstance(ds, dict))
 
     def _pump(self) -> None:
         if self._raw:
             self._convert()
         out = self.conn.out
+        rechecked = False
         while len(out) < OUT_LIMIT:
             if self._marks:
                 if "_dump" in self._marks[0]:
                     break  # its dump is still to be written: marks keep their order
+                if not rechecked and self._names_unannounced(self._marks[0]):
+                    # a device initialised since the last hello (an OOM can
+                    # come before the tick sees it): the hello first, and
+                    # the Process start row that the first device brings
+                    rechecked = True
+                    self._check_devices()
+                    continue
                 f = self._marks.popleft()
                 try:
                     out += self._encode_mark(f)

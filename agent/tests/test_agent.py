@@ -335,6 +335,30 @@ def test_device_initialised_later_says_hello_again(server: LineServer):
     assert len(server.conns) == 1, "a new device is announced on the same connection"
 
 
+def test_an_oom_on_a_device_the_hello_did_not_list_goes_after_a_hello_naming_it(server: LineServer):
+    # torch can fail an allocation before the agent's next device check sees
+    # the device its lazy init just brought up (gputop run, CUDA up, an OOM at
+    # once): gputop ignores a frame naming a device no hello listed, so the
+    # hello must go first (this lost `gputop run --history`'s OOM dumps)
+    gpu = FakeGPU(1, initialised=0)
+    checks: list[float] = []
+    devices = gpu.devices
+    gpu.devices = lambda: checks.append(time.monotonic()) or devices()
+    gpu.install()
+    _lifecycle.watch_ooms()  # as gputop run does inside torch's init
+    gputop.attach(rate_hz=1)  # with no device, the next check is 1 s away
+    assert server.wait(lambda: server.lines(0))
+    assert frames(server.lines(0))[0]["devices"] == []
+    n = len(checks)
+    assert server.wait(lambda: len(checks) > n, 2.0)  # a check has just been made
+    gpu.initialised = 1
+    gpu.oom(0, 1 << 30)
+    assert server.wait(lambda: of_type(server.lines(0), "oom"), 2.0)
+    got = frames(server.lines(0))
+    oom = next(i for i, f in enumerate(got) if f["type"] == "oom")
+    assert any(f["type"] == "hello" and f["devices"] for f in got[:oom]), [f["type"] for f in got]
+
+
 def install_holders(monkeypatch, fn):
     mod = types.ModuleType("gputop._holders")
     if fn is not None:
