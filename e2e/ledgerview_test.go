@@ -164,3 +164,25 @@ func TestPeakLinesShown(t *testing.T) {
 		t.Errorf("step 4, sent without lines, shows some:\n%s", scr)
 	}
 }
+
+// `gputop export` (and `gputop run`'s summary, the same lines) names the
+// blocks live at the highest peak by allocating line; when the highest
+// peak has none (history on for part of the run), those of the highest
+// peak that has them, with its row named.
+func TestPeakLinesExported(t *testing.T) {
+	dir := t.TempDir()
+	rec := filepath.Join(dir, "ledger.gputop")
+	ledgerRecording(t, rec)
+	out, code := run(t, "export", rec, "--csv", filepath.Join(dir, "ledger.csv"))
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, out)
+	}
+	want := `  before "step 5", the highest peak with its blocks known by line: blocks live at the peak (5.35 GiB, 400ms before the row), by allocating line: ` +
+		"1.25 GiB in 20 blocks train.py:42 forward; 1.00 GiB in 4 blocks train.py:17 main; 3 lines more: 96.0 MiB; 3.01 GiB allocated before the history's first entry (no line known)"
+	if !strings.Contains(out, want+"\n") {
+		t.Errorf("export's text lacks\n%s\n%s", want, out)
+	}
+	if i, j := strings.Index(out, "highest peak, before \"step 6\""), strings.Index(out, want); i < 0 || j < i {
+		t.Errorf("the lines do not follow step 6's highest peak:\n%s", out)
+	}
+}

@@ -196,6 +196,7 @@ func LedgerFindings(st *store.Store) []string {
 		return fmt.Sprintf("GPU %d%s, pid %d", r.Dev, name, r.PID)
 	}
 	highest := map[rowKey]int{}
+	lined := map[rowKey]int{} // the highest row with the blocks at its peak by line
 	var keys []rowKey
 	for i, r := range rows {
 		if r.End && r.PID > 0 {
@@ -221,6 +222,11 @@ func LedgerFindings(st *store.Store) []string {
 		if !seen || higher(*k, *rows[j].IntervalPeak) {
 			highest[key] = i
 		}
+		if p := r.PeakLines; p != nil && p.Skipped == "" {
+			if j, ok := lined[key]; !ok || higher(*k, *rows[j].IntervalPeak) {
+				lined[key] = i
+			}
+		}
 	}
 	sort.Slice(keys, func(a, b int) bool {
 		if keys[a].dev != keys[b].dev {
@@ -236,6 +242,17 @@ func LedgerFindings(st *store.Store) []string {
 		}
 		for _, a := range Advice(r) {
 			out = append(out, "  advice: "+a)
+		}
+		// history may have been on for part of the run only: then the
+		// highest peak whose blocks are known by line, named as such
+		if j, ok := lined[key]; ok {
+			l := rows[j]
+			if j == highest[key] {
+				out = append(out, "  "+PeakLinesText(*l.PeakLines, l.T))
+			} else {
+				out = append(out, fmt.Sprintf("  before %q, the highest peak with its blocks known by line: %s",
+					l.Label, PeakLinesText(*l.PeakLines, l.T)))
+			}
 		}
 	}
 	return out
