@@ -23,6 +23,7 @@ import select
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -82,6 +83,55 @@ def check_args(doc: str, name: str, workdir_holds: str) -> argparse.Namespace:
     ap.add_argument("--name", default=name)
     ap.add_argument("--workdir", help=f"for {workdir_holds} (default: a temp dir)")
     return ap.parse_args()
+
+
+def parts_parser(doc: str, name: str, parts: list[str], children: list[str], child_timeout: float,
+                 dry_run_checks: str) -> argparse.ArgumentParser:
+    """The options of a check made of parts, each run in torch children
+    that report to one socket (run_parts): --only picks parts; --child and
+    --socket are how the check starts itself as a child."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0], epilog=doc.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results-dir")
+    ap.add_argument("--name", default=name)
+    ap.add_argument("--workdir", help="for the children's logs (default: a temp dir)")
+    ap.add_argument("--only", nargs="*", choices=parts, help="run only these parts")
+    ap.add_argument("--python", default=sys.executable, help="the Python of the children (with torch)")
+    ap.add_argument("--child-timeout", type=float, default=child_timeout)
+    ap.add_argument("--child", choices=children, help=argparse.SUPPRESS)
+    ap.add_argument("--socket", help=argparse.SUPPRESS)
+    ap.add_argument("--dry-run", action="store_true", help=f"without a GPU: {dry_run_checks}")
+    return ap
+
+
+def run_parts(a: argparse.Namespace, parts: dict, tag: str) -> int:
+    """Run each part of parts (name -> fn(a, listener, workdir) giving a list
+    of (result name, status, summary, extra)) that --only leaves in, against
+    one Listener: each result written, a table printed last; 1 if any failed."""
+    work = a.workdir or tempfile.mkdtemp(prefix=f"gputop-{tag}-")
+    os.makedirs(work, exist_ok=True)
+    srv = Listener(os.path.join(tempfile.mkdtemp(prefix="gl"), "s.sock"))  # short: sun_path is 108 bytes
+    table, failed = [], False
+    try:
+        for part, check in parts.items():
+            if a.only and part not in a.only:
+                continue
+            t = time.monotonic()
+            try:
+                results = check(a, srv, work)
+            except Exception as e:  # one part's crash must not hide the others
+                results = [(part, "FAIL", f"{type(e).__name__}: {e}", {})]
+            secs = time.monotonic() - t
+            for name, status, txt, extra in results:
+                write_result(a.results_dir, f"{a.name}-{name}", status, txt, **extra)
+                table.append((name, status, secs, txt))
+                failed = failed or status == "FAIL"
+    finally:
+        srv.close()
+    print("\ncheck         status   secs  summary")
+    for name, status, secs, txt in table:
+        print(f"{name:<13} {status:<7} {secs:>5.0f}  {txt[:220]}")
+    return 1 if failed else 0
 
 
 def work_dir(a: argparse.Namespace, tag: str) -> str:

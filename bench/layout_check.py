@@ -57,7 +57,7 @@ from types import SimpleNamespace
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from common import Listener, start_gputop, stop_proc, write_result  # noqa: E402
+from common import Listener, parts_parser, run_parts, start_gputop, stop_proc  # noqa: E402
 
 MIB = 1 << 20
 PARTS = ("oom", "explained", "graphs", "expandable", "cost", "overhead")
@@ -502,46 +502,20 @@ def dry_run() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 2)[2],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results-dir")
-    ap.add_argument("--name", default="35-layout")
-    ap.add_argument("--workdir", help="for the children's logs (default: a temp dir)")
-    ap.add_argument("--only", nargs="*", choices=PARTS, help="run only these parts")
-    ap.add_argument("--python", default=sys.executable, help="the Python of the children (with torch)")
+    ap = parts_parser(__doc__, "35-layout", list(PARTS), list(PARTS), 150, "the socket, the bookkeeping, the figures")
     ap.add_argument("--gputop", default="bin/gputop", help="the binary the explained part records with")
-    ap.add_argument("--child-timeout", type=float, default=150)
-    ap.add_argument("--child", choices=PARTS, help=argparse.SUPPRESS)
-    ap.add_argument("--socket", help=argparse.SUPPRESS)
-    ap.add_argument("--dry-run", action="store_true", help="without a GPU: the socket, the bookkeeping, the figures")
     a = ap.parse_args(argv)
     if a.child:
         print("RESULT " + json.dumps(child(a.child, a.socket)), flush=True)
         return 0
     if a.dry_run:
         return dry_run()
-    work = a.workdir or tempfile.mkdtemp(prefix="gputop-layout-")
-    os.makedirs(work, exist_ok=True)
-    srv = Listener(os.path.join(tempfile.mkdtemp(prefix="gl"), "s.sock"))  # short: sun_path is 108 bytes
-    table, failed = [], False
-    try:
-        for part in PARTS:
-            if a.only and part not in a.only:
-                continue
-            t = time.monotonic()
-            try:
-                status, txt, extra = CHECKS[part](a, srv, work)
-            except Exception as e:  # one part's crash must not hide the others
-                status, txt, extra = "FAIL", f"{type(e).__name__}: {e}", {}
-            write_result(a.results_dir, f"{a.name}-{part}", status, txt, **extra)
-            table.append((part, status, time.monotonic() - t, txt))
-            failed = failed or status == "FAIL"
-    finally:
-        srv.close()
-    print("\npart        status   secs  summary")
-    for part, status, secs, txt in table:
-        print(f"{part:<11} {status:<7} {secs:>5.0f}  {txt[:200]}")
-    return 1 if failed else 0
+    return run_parts(a, {p: one_result(p, CHECKS[p]) for p in PARTS}, "layout")
+
+
+def one_result(part: str, check):
+    """A part that gives one result, as run_parts takes it."""
+    return lambda a, srv, work: [(part, *check(a, srv, work))]
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from common import Listener, write_result  # noqa: E402
+from common import Listener, parts_parser, run_parts  # noqa: E402
 
 MIB = 1 << 20
 PARTS = ("params", "grads", "optimizer", "activations", "other_tensors", "workspace")
@@ -503,47 +503,14 @@ def dry_run() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__.split("\n\n", 2)[2],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results-dir")
-    ap.add_argument("--name", default="36-ledger")
-    ap.add_argument("--workdir", help="for the children's logs (default: a temp dir)")
-    ap.add_argument("--only", nargs="*", choices=list(CHECKS), help="run only these parts")
-    ap.add_argument("--python", default=sys.executable, help="the Python of the children (with torch)")
-    ap.add_argument("--child-timeout", type=float, default=170)
-    ap.add_argument("--child", choices=["transformer"], help=argparse.SUPPRESS)
-    ap.add_argument("--socket", help=argparse.SUPPRESS)
-    ap.add_argument("--dry-run", action="store_true", help="without a GPU: the socket, the bookkeeping, the model's code")
-    a = ap.parse_args(argv)
+    a = parts_parser(__doc__, "36-ledger", list(CHECKS), ["transformer"], 170,
+                     "the socket, the bookkeeping, the model's code").parse_args(argv)
     if a.child:
         print("RESULT " + json.dumps(child(a.child, a.socket)), flush=True)
         return 0
     if a.dry_run:
         return dry_run()
-    work = a.workdir or tempfile.mkdtemp(prefix="gputop-ledger-")
-    os.makedirs(work, exist_ok=True)
-    srv = Listener(os.path.join(tempfile.mkdtemp(prefix="gl"), "s.sock"))  # short: sun_path is 108 bytes
-    table, failed = [], False
-    try:
-        for part, check in CHECKS.items():
-            if a.only and part not in a.only:
-                continue
-            t = time.monotonic()
-            try:
-                results = check(a, srv, work)
-            except Exception as e:  # one part's crash must not hide the others
-                results = [(part, "FAIL", f"{type(e).__name__}: {e}", {})]
-            secs = time.monotonic() - t
-            for name, status, txt, extra in results:
-                write_result(a.results_dir, f"{a.name}-{name}", status, txt, **extra)
-                table.append((name, status, secs, txt))
-                failed = failed or status == "FAIL"
-    finally:
-        srv.close()
-    print("\ncheck         status   secs  summary")
-    for name, status, secs, txt in table:
-        print(f"{name:<13} {status:<7} {secs:>5.0f}  {txt[:220]}")
-    return 1 if failed else 0
+    return run_parts(a, CHECKS, "ledger")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ def _with_shared(p: Path) -> str:
     return "".join(q.read_text() for q in [p, *shared])
 
 
-DRY = [p for p in SCRIPTS if '"--dry-run"' in _with_shared(p)]  # those that have one
+# those that have one (their own, or common.parts_parser's)
+DRY = [p for p in SCRIPTS if '"--dry-run"' in _with_shared(p) or "parts_parser(" in _with_shared(p)]
 
 
 def run(script: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
