@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/gputop/gputop/wire"
 )
@@ -30,8 +29,8 @@ type FrameworksAt struct {
 }
 
 type frameworkHist struct {
-	recent, minutes ring[FrameworksAt]
-	last            int64
+	readings thinned[FrameworksAt]
+	last     int64
 }
 
 // AgentFramework keeps a framework frame of agent process pid (r.Dev is
@@ -56,24 +55,14 @@ func (s *Store) AgentFramework(pid int, r wire.FrameworkReading) (wire.Framework
 	k := layoutKey{pid, dev}
 	h := s.frameworks[k]
 	if h == nil {
-		h = &frameworkHist{recent: newRing[FrameworksAt](FrameworkReadings), minutes: newRing[FrameworksAt](FrameworkMinutes)}
+		h = &frameworkHist{readings: newThinned(FrameworkReadings, FrameworkMinutes, func(f FrameworksAt) int64 { return f.T })}
 		s.frameworks[k] = h
 	}
 	t := max(r.T, h.last) // times never go back, as series do
 	h.last = t
-	if h.recent.len() == FrameworkReadings {
-		old := h.recent.at(0)
-		m := floorDiv(old.T, layoutMinute)
-		if n := h.minutes.len(); n > 0 && floorDiv(h.minutes.at(n-1).T, layoutMinute) == m {
-			s.frameworksDropped()
-		} else {
-			if h.minutes.len() == FrameworkMinutes {
-				s.frameworksDropped()
-			}
-			h.minutes.push(old)
-		}
+	if h.readings.push(FrameworksAt{T: t, Frameworks: r.Frameworks, OK: true}) {
+		s.frameworksDropped()
 	}
-	h.recent.push(FrameworksAt{T: t, Frameworks: r.Frameworks, OK: true})
 	s.touch(r.T)
 	return r, true
 }
@@ -101,13 +90,8 @@ func (s *Store) frameworksAt(pid, dev int, t int64) FrameworksAt {
 	if h == nil {
 		return FrameworksAt{}
 	}
-	for _, r := range []*ring[FrameworksAt]{&h.recent, &h.minutes} {
-		i := sort.Search(r.len(), func(i int) bool { return r.at(i).T > t })
-		if i > 0 {
-			return r.at(i - 1)
-		}
-	}
-	return FrameworksAt{}
+	f, _ := h.readings.at(t)
+	return f
 }
 
 // LatestFrameworks is FrameworksAt the newest reading.

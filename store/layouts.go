@@ -33,12 +33,11 @@ const layoutMinute = int64(time.Minute)
 // (a reading older than the newest frame is filed at the newest frame's
 // time, as series do), so each ring is in time order.
 type layoutHist struct {
-	recent  ring[wire.Layout] // the newest LayoutReadings
-	minutes ring[wire.Layout] // before those, the first of each minute
-	skips   ring[layoutSkip]  // runs of frames with no reading, by their first frame
-	last    int64             // the newest frame's time
-	frames  bool              // a frame has come (last is set)
-	skipped bool              // the newest frame was a skip: skips' newest run goes on
+	readings thinned[wire.Layout] // the newest LayoutReadings, then one a minute
+	skips    ring[layoutSkip]     // runs of frames with no reading, by their first frame
+	last     int64                // the newest frame's time
+	frames   bool                 // a frame has come (last is set)
+	skipped  bool                 // the newest frame was a skip: skips' newest run goes on
 }
 
 // layoutSkip is a run of layout frames that carried no reading, each
@@ -52,8 +51,8 @@ type layoutSkip struct {
 type layoutKey struct{ pid, dev int }
 
 func newLayoutHist() *layoutHist {
-	return &layoutHist{recent: newRing[wire.Layout](LayoutReadings),
-		minutes: newRing[wire.Layout](LayoutMinutes), skips: newRing[layoutSkip](LayoutSkips)}
+	return &layoutHist{readings: newThinned(LayoutReadings, LayoutMinutes, func(l wire.Layout) int64 { return l.T }),
+		skips: newRing[layoutSkip](LayoutSkips)}
 }
 
 // LayoutAt is the layout of one agent process on one device at a time.
@@ -124,36 +123,18 @@ func (s *Store) AgentLayout(pid int, r wire.LayoutReading) (wire.LayoutReading, 
 		return r, true
 	}
 	l := *cleanLayout(&r.Layout)
-	if n := h.recent.len(); n > 0 {
-		if prev := h.recent.at(n - 1).Settings; reflect.DeepEqual(prev, l.Settings) {
-			l.Settings = prev // the settings rarely change: one copy while they do not
-		}
+	if prev, ok := h.readings.newest(); ok && reflect.DeepEqual(prev.Settings, l.Settings) {
+		l.Settings = prev.Settings // the settings rarely change: one copy while they do not
 	}
 	r.Layout = l
 	l.T = t
-	if h.recent.len() == LayoutReadings {
-		s.thinLayout(h, h.recent.at(0))
+	if h.readings.push(l) {
+		s.layoutsDropped(1)
 	}
-	h.recent.push(l)
 	h.skipped = false
 	s.add(Key{dev, pid, LargestFree}, t, l.LargestFree)
 	s.touch(r.T)
 	return r, true
-}
-
-// thinLayout keeps a reading leaving the recent ring when it is the first
-// of its minute (the newest at or before any time of that minute from
-// then on), and drops it otherwise; the caller holds the lock.
-func (s *Store) thinLayout(h *layoutHist, l wire.Layout) {
-	m := floorDiv(l.T, layoutMinute)
-	if n := h.minutes.len(); n > 0 && floorDiv(h.minutes.at(n-1).T, layoutMinute) == m {
-		s.layoutsDropped(1)
-		return
-	}
-	if h.minutes.len() == LayoutMinutes {
-		s.layoutsDropped(1)
-	}
-	h.minutes.push(l)
 }
 
 // layoutsDropped counts n readings or skip runs no longer kept; the
@@ -193,11 +174,7 @@ func (s *Store) layoutAt(pid, dev int, t int64) LayoutAt {
 	if h == nil {
 		return at
 	}
-	if l, ok := latestAt(&h.recent, t); ok {
-		at.Layout, at.OK = l, true
-	} else if l, ok := latestAt(&h.minutes, t); ok {
-		at.Layout, at.OK = l, true
-	}
+	at.Layout, at.OK = h.readings.at(t)
 	n := h.skips.len()
 	i := sort.Search(n, func(i int) bool { return h.skips.at(i).from > t })
 	if i > 0 {
@@ -206,15 +183,6 @@ func (s *Store) layoutAt(pid, dev int, t int64) LayoutAt {
 		}
 	}
 	return at
-}
-
-// latestAt is the newest reading of r at or before t.
-func latestAt(r *ring[wire.Layout], t int64) (wire.Layout, bool) {
-	i := sort.Search(r.len(), func(i int) bool { return r.at(i).T > t })
-	if i == 0 {
-		return wire.Layout{}, false
-	}
-	return r.at(i - 1), true
 }
 
 // rowLayout is the layout a row of pid on dev at t takes when it came
