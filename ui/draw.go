@@ -112,6 +112,7 @@ func (m *Model) layout() layout {
 			if !m.hidden[paneTable] {
 				l.table = min(m.table.Lines(), rest)
 				rest -= l.table
+				l.chart, l.table = m.giveSelected(l.chart, l.table)
 			}
 		}
 		l.chart += rest
@@ -127,6 +128,15 @@ func (m *Model) layout() layout {
 	m.prompt.SetSize(m.w, 1)
 	m.status.SetSize(m.w, 1)
 	return l
+}
+
+// giveSelected gives the summary the lines the selected row's verdict
+// needs whole, when the pane is short of them, from the chart down to its
+// least (the process pane keeps its lines: it cuts its notes only saying
+// so). It returns the chart's lines and the summary's.
+func (m *Model) giveSelected(chart, table int) (int, int) {
+	c := min(max(m.table.SelectedLines()-table, 0), max(chart-chartMinLines, 0))
+	return chart - c, table + c
 }
 
 // helpOpen is true while the full help takes the lower panes' place.
