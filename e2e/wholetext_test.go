@@ -147,12 +147,19 @@ func oomExplained(t *testing.T, path string) string {
 // name).
 var legendItem = regexp.MustCompile(`━ (NVML used|NVML|reserved|res|peak|allocated|alloc) [0-9.]+ (B|KiB|MiB|GiB)`)
 
+// replayTimes is a replay's title's end: the cursor and the run's total.
+var replayTimes = regexp.MustCompile(`[0-9]+:[0-9]{2}:[0-9]{2}\.[0-9] / [0-9]+:[0-9]{2}:[0-9]{2}\.[0-9]( [a-z0-9 ]+)?$`)
+
 // checkFrame holds what every screen of these tests keeps at its size: the
-// header's figures labelled, the legend's values (series of them), a
-// replay's key bar leading with space.
+// title's times (the cursor and the run's total, whole), the header's
+// figures labelled, the legend's values (series of them), a replay's key
+// bar leading with space.
 func checkFrame(t *testing.T, scr string, series int) {
 	t.Helper()
 	lines := strings.Split(strings.TrimRight(scr, "\n"), "\n")
+	if title := lines[0]; !replayTimes.MatchString(title) || !strings.HasPrefix(title, " gputop ") {
+		t.Errorf("the title should keep \"gputop\" and the replay's times whole: %q", title)
+	}
 	if h := lines[1]; !regexp.MustCompile(`mem [0-9.]+% +[0-9]+ samples/s`).MatchString(h) && !strings.Contains(h, "agent-only") {
 		t.Errorf("the header's figures are not labelled (mem N%%, N samples/s): %q", h)
 	}
