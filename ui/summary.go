@@ -252,6 +252,9 @@ func wholeThrough(tail []string, n int) int {
 // (three at most): 0 when the selected row has no verdict. The layout
 // gives the pane these lines when it can (draw.go).
 func (m *summaryModel) SelectedLines() int {
+	if r, ok := m.Selected(); !ok || r.Verdict == nil {
+		return 0
+	}
 	tail, sel := m.shortTail(m.oomShortLines())
 	if sel == 0 {
 		return 0
