@@ -57,11 +57,12 @@ func statusJSON(t *testing.T, sock string) (wire.StatusReport, []byte) {
 	return r, out
 }
 
-// A running gputop with a fake agent that sent counters, a layout
-// reading, rows (one with a ledger and a limit, an end row with its
-// holders walk) and an OOM: gputop status --json carries those exact
-// figures, and the text form shows them.
-func TestStatusFromRunningGputop(t *testing.T) {
+// statusScene starts a gputop (serve) and a fake agent that sends
+// counters, a layout reading, rows (one with a ledger and a limit, an end
+// row with its holders walk) and an OOM; it returns the socket and gputop
+// status --json's report once the OOM is in it.
+func statusScene(t *testing.T) (string, wire.StatusReport, []byte) {
+	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "s.sock")
 	startServe(t, dir, sock)
@@ -89,12 +90,21 @@ func TestStatusFromRunningGputop(t *testing.T) {
 	var raw []byte
 	for end := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if r, raw = statusJSON(t, sock); len(r.OOMs) == 1 {
-			break
+			return sock, r, raw
 		}
 		if time.Now().After(end) {
 			t.Fatalf("the OOM never showed:\n%s", raw)
 		}
 	}
+}
+
+// A running gputop with a fake agent that sent counters, a layout
+// reading, rows (one with a ledger and a limit, an end row with its
+// holders walk) and an OOM: gputop status --json carries those exact
+// figures, and the text form shows them.
+func TestStatusFromRunningGputop(t *testing.T) {
+	sock, r, raw := statusScene(t)
+	const gib = uint64(1) << 30
 	if r.Version != 1 || r.Source != "gputop" || r.Socket != sock || len(r.Devices) != 1 || len(r.Agents) != 1 || len(r.Rows) != 3 {
 		t.Fatalf("report:\n%s", raw)
 	}

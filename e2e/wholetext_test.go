@@ -147,12 +147,19 @@ func oomExplained(t *testing.T, path string) string {
 // name).
 var legendItem = regexp.MustCompile(`━ (NVML used|NVML|reserved|res|peak|allocated|alloc) [0-9.]+ (B|KiB|MiB|GiB)`)
 
+// replayTimes is a replay's title's end: the cursor and the run's total.
+var replayTimes = regexp.MustCompile(`[0-9]+:[0-9]{2}:[0-9]{2}\.[0-9] / [0-9]+:[0-9]{2}:[0-9]{2}\.[0-9]( [a-z0-9 ]+)?$`)
+
 // checkFrame holds what every screen of these tests keeps at its size: the
-// header's figures labelled, the legend's values (series of them), a
-// replay's key bar leading with space.
+// title's times (the cursor and the run's total, whole), the header's
+// figures labelled, the legend's values (series of them), a replay's key
+// bar leading with space.
 func checkFrame(t *testing.T, scr string, series int) {
 	t.Helper()
 	lines := strings.Split(strings.TrimRight(scr, "\n"), "\n")
+	if title := lines[0]; !replayTimes.MatchString(title) || !strings.HasPrefix(title, " gputop ") {
+		t.Errorf("the title should keep \"gputop\" and the replay's times whole: %q", title)
+	}
 	if h := lines[1]; !regexp.MustCompile(`mem [0-9.]+% +[0-9]+ samples/s`).MatchString(h) && !strings.Contains(h, "agent-only") {
 		t.Errorf("the header's figures are not labelled (mem N%%, N samples/s): %q", h)
 	}
@@ -164,9 +171,10 @@ func checkFrame(t *testing.T, scr string, series int) {
 	}
 }
 
-// The demo's ✗ verdict, its fix included, at 80x24 and 40x10: under the
-// table as far as it fits, the pane's last line saying so, and whole in
-// the whole text.
+// The demo's ✗ verdict, its fix included, at 80x24 and 40x10: selected,
+// whole under the table at 80x24 (the chart and the process pane give it
+// lines); at 40x10, where the summary has no room, the screen says where
+// it is; and whole in the whole text at both.
 func TestWholeVerdictAtEverySize(t *testing.T) {
 	want := endVerdict(t, "../demo/demo.gputop", "Training end")
 	if !strings.Contains(want, "gputop.cleanup()") {
@@ -186,7 +194,10 @@ func TestWholeVerdictAtEverySize(t *testing.T) {
 				scr = tm.waitFor("selected row 4 of 6: Training end")
 			}
 			checkFrame(t, scr, 4)
-			if !strings.Contains(squeeze(scr), squeeze(want)) && !strings.Contains(scr, "enter: whole text") {
+			switch {
+			case size[1] >= 24 && !strings.Contains(squeeze(scr), squeeze("✗ selected row: "+want)):
+				t.Errorf("at 80x24 the selected row's verdict should be whole under the table (%q):\n%s", want, scr)
+			case !strings.Contains(squeeze(scr), squeeze(want)) && !strings.Contains(scr, "enter: whole text"):
 				t.Errorf("the verdict is cut and no line says how to see it:\n%s", scr)
 			}
 			pages, text := tm.wholeText()

@@ -12,6 +12,7 @@ command -v tmux >/dev/null || { echo "test.sh: tmux is needed for the terminal t
 { [ -x /usr/sbin/sshd ] && command -v ssh >/dev/null; } || { echo "test.sh: sshd and ssh are needed for the --ssh tests (apt-get install openssh-server openssh-client)" >&2; exit 1; }
 command -v prometheus >/dev/null && command -v promtool >/dev/null ||
   { echo "test.sh: prometheus and promtool are needed for the metrics test (apt-get install prometheus)" >&2; exit 1; }
+command -v jq >/dev/null || { echo "test.sh: jq is needed to run docs/status.md's examples (apt-get install jq)" >&2; exit 1; }
 
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "test.sh: gofmt needed on: $unformatted" >&2; exit 1; fi

@@ -112,6 +112,7 @@ func (m *Model) layout() layout {
 			if !m.hidden[paneTable] {
 				l.table = min(m.table.Lines(), rest)
 				rest -= l.table
+				l.chart, l.table = m.giveSelected(l.chart, l.table)
 			}
 		}
 		l.chart += rest
@@ -127,6 +128,15 @@ func (m *Model) layout() layout {
 	m.prompt.SetSize(m.w, 1)
 	m.status.SetSize(m.w, 1)
 	return l
+}
+
+// giveSelected gives the summary the lines the selected row's verdict
+// needs whole, when the pane is short of them, from the chart down to its
+// least (the process pane keeps its lines: it cuts its notes only saying
+// so). It returns the chart's lines and the summary's.
+func (m *Model) giveSelected(chart, table int) (int, int) {
+	c := min(max(m.table.SelectedLines()-table, 0), max(chart-chartMinLines, 0))
+	return chart - c, table + c
 }
 
 // helpOpen is true while the full help takes the lower panes' place.
@@ -311,39 +321,59 @@ func (m *Model) titleBar() string {
 	if start != 0 {
 		cur = elapsed(time.Duration(m.tl.cursor(now) - start))
 	}
-	var mode string
+	// where the window is, in shorter and shorter forms: the run's times
+	// are what the others give way to (the window's name, then the
+	// state's word)
+	window := zoomName(zooms[m.tl.zoom])
+	var forms []string
 	switch {
 	case m.opt.Replay:
-		state := "▶ " + speedName(speeds[m.tl.speed])
+		state, word := "▶ "+speedName(speeds[m.tl.speed]), ""
 		if m.tl.paused {
-			state = "❚❚ paused"
+			state, word = "❚❚", " paused"
 		}
 		total := elapsed(0)
 		if start != 0 {
 			total = elapsed(time.Duration(m.st.End() - start))
 		}
-		mode = fmt.Sprintf("replay %s  cursor %s / %s", state, cur, total)
+		times := cur + " / " + total
+		forms = []string{"replay " + state + word + "  cursor " + times + "  window " + window,
+			state + word + "  " + times + " " + window, state + word + " " + times, state + " " + times}
 	case m.tl.paused:
-		mode = "❚❚ paused at " + cur + " (end: live)"
+		forms = []string{"❚❚ paused at " + cur + " (end: live)  window " + window,
+			"❚❚ paused at " + cur + " " + window, "❚❚ paused at " + cur, "❚❚ " + cur}
 	default:
 		// whole seconds: a clock in tenths would redraw the screen 10 times
 		// a second on its own
-		mode = "● live " + strings.TrimSuffix(cur, cur[strings.LastIndex(cur, "."):])
+		secs := strings.TrimSuffix(cur, cur[strings.LastIndex(cur, "."):])
+		forms = []string{"● live " + secs + "  window " + window, "● live " + secs + " " + window, "● live " + secs, "● " + secs}
 	}
-	info := mode + "  window " + zoomName(zooms[m.tl.zoom])
-	// the short form where the long one leaves the source's name less
-	// than 20 cells
+	// the long form where it leaves the source's name 20 cells, else the
+	// first of the others that leaves "gputop" whole beside it
+	info := forms[0]
 	if len([]rune(info)) > m.w-10 || m.opt.Title != "" && len([]rune(info)) > m.w-10-min(len([]rune(m.opt.Title))+1, 20) {
-		info = strings.NewReplacer("replay ", "", "cursor ", "", "  window ", " ", " (end: live)", "").Replace(info)
+		room := m.w - lipgloss.Width(st.Title.Render("gputop")) - 1
+		for _, f := range forms[1:] {
+			if info = f; lipgloss.Width(f) <= room {
+				break
+			}
+		}
 	}
 	right := st.TitleInfo.Render(truncate(info, max(m.w-8, 1)))
-	left := st.Title.Render("gputop")
+	brand := st.Title.Render("gputop")
+	left := brand
 	if m.opt.Title != "" {
 		left += " " + st.Bold.Render(m.opt.Title)
 	}
 	gap := m.w - lipgloss.Width(left) - lipgloss.Width(right)
 	if gap < 1 {
-		left = truncate(left, max(m.w-lipgloss.Width(right)-1, 6))
+		// the source's name cut, or left out where a few cells of it
+		// would be all
+		room := m.w - lipgloss.Width(right) - 1
+		if room < lipgloss.Width(brand)+6 {
+			left = brand
+		}
+		left = truncate(left, max(room, 6))
 		gap = max(m.w-lipgloss.Width(left)-lipgloss.Width(right), 1)
 	}
 	return truncate(left+strings.Repeat(" ", gap)+right, m.w)

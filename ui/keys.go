@@ -55,7 +55,8 @@ type keyAction struct {
 	// always: the screen's key bar ends with it at every width
 	always bool
 	// live: the key needs a live process; in a replay it does nothing
-	// but say this in the status line, and leaves the key bar
+	// but say this in the status line, and leaves the key bar and the
+	// help (docs/keys.md says so of it, keysdoc_test.go)
 	live string
 	// doc is its line in docs/keys.md's key table; "" shares the line of the
 	// entry before (r beside x, d beside D)
@@ -75,11 +76,11 @@ var keyTable = []keyAction{
 	{name: "snapshot", mode: inScreen, keys: keys("s"), help: "snapshot", bar: 1,
 		live: "a replay takes no snapshot: s asks live processes for their rows",
 		do:   func(m *Model) tea.Cmd { return m.openLabel(false) },
-		doc:  "snapshot: a label prompt prefilled `snapshot N`; Enter records (one row per agent process on the GPU), Esc cancels; a label such as `After cleanup` makes an end row; live only (a replay says so and does nothing)"},
+		doc:  "snapshot: a label prompt prefilled `snapshot N`; Enter records (one row per agent process on the GPU), Esc cancels; a label such as `After cleanup` makes an end row"},
 	{name: "endrow", mode: inScreen, keys: keys("c"), help: "check: end row + verdict",
 		live: "a replay takes no end row: c asks live processes for their rows and holders",
 		do:   func(m *Model) tea.Cmd { return m.openLabel(true) },
-		doc:  "check: an end row (prompt prefilled `After cleanup`); each agent process on the GPU is asked for a holders walk and its row gets the verdict when the answer comes; live only"},
+		doc:  "check: an end row (prompt prefilled `After cleanup`); each agent process on the GPU is asked for a holders walk and its row gets the verdict when the answer comes"},
 	{name: "export", mode: inScreen, keys: keys("e"), help: "export CSV", bar: 2,
 		do:  (*Model).exportKey,
 		doc: "write the summary CSV (`--csv PATH`, else `./gputop-summary-YYYYmmdd-HHMMSS.csv`); the path or the error is shown in the status line"},
@@ -158,7 +159,7 @@ var keyTable = []keyAction{
 	{name: "dump", mode: inScreen, keys: keys("M"), help: "dump memory",
 		live: "a replay takes no dump: M asks a live process's agent for one",
 		do:   (*Model).askDump,
-		doc:  "asks the selected process's agent for a memory dump (see \"Allocation history and dumps\"): a row labelled `dump` names the file; live only"},
+		doc:  "asks the selected process's agent for a memory dump (see \"Allocation history and dumps\"): a row labelled `dump` names the file"},
 	{name: "dumpinfo", mode: inScreen, keys: keys("I"), help: "dump info",
 		do:  (*Model).toggleDump,
 		doc: "dump pane: `gputop dump-info` of the selected row's dump (else the GPU's latest one); `I` again closes it and cancels a read still running; a row from a remote host (`--ssh`) says which host holds the file instead of reading a path of this machine"},
@@ -215,13 +216,14 @@ var keyTable = []keyAction{
 // replay, each with its binding. The help of 1 and 2 follows the state
 // (hide or show).
 type keyMap struct {
-	acts []keyAction
-	bind []key.Binding // acts[i]'s
+	acts   []keyAction
+	bind   []key.Binding // acts[i]'s
+	replay bool
 }
 
 // newKeyMap returns the entries of the table that act live (or in replay).
 func newKeyMap(replay bool) *keyMap {
-	var k keyMap
+	k := keyMap{replay: replay}
 	for _, a := range keyTable {
 		if a.only == liveOnly && replay || a.only == replayOnly && !replay {
 			continue
@@ -297,11 +299,12 @@ func (k *keyMap) Always() []key.Binding {
 	return out
 }
 
-// FullHelp is the help shown by ?: the screen's keys in the table's order.
+// FullHelp is the help shown by ?: the screen's keys in the table's order;
+// in a replay, not those that need a live process.
 func (k *keyMap) FullHelp() [][]key.Binding {
 	var out []key.Binding
 	for i, a := range k.acts {
-		if a.mode&inScreen != 0 {
+		if a.mode&inScreen != 0 && !(k.replay && a.live != "") {
 			out = append(out, k.bind[i])
 		}
 	}

@@ -32,6 +32,10 @@ var keySections = []struct {
 	{inLoading, "While a recording is being loaded:"},
 }
 
+// liveOnlyDoc ends the docs/keys.md line of each key that needs a live
+// process (keyAction.live).
+const liveOnlyDoc = "; live only: a replay's help (`?`) leaves it out, and pressed there it says it needs a live process and does nothing"
+
 // keyNames are how docs/keys.md writes the arrow keys, which tea names by words.
 var keyNames = map[string]string{"up": "↑", "down": "↓", "left": "←", "right": "→", "shift+up": "shift+↑", "shift+down": "shift+↓"}
 
@@ -71,6 +75,9 @@ func keyTablesMarkdown() string {
 			if a.doc != "" {
 				flush()
 				doc = a.doc
+				if a.live != "" {
+					doc += liveOnlyDoc
+				}
 			}
 			if c := keyCell(a); !slices.Contains(cells, c) {
 				cells = append(cells, c)

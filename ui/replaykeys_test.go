@@ -2,6 +2,7 @@ package ui
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 )
 
 // In a replay the keys that need a live process (s, c, M) add nothing and
-// say why; live, s still opens its prompt.
+// say why, and the key bar and the help leave them out; live, the help
+// lists them and s still opens its prompt.
 func TestLiveOnlyKeysRefuseInAReplay(t *testing.T) {
 	st := newFixture()
 	n := len(st.Rows())
@@ -36,6 +38,18 @@ func TestLiveOnlyKeysRefuseInAReplay(t *testing.T) {
 		t.Errorf("the replay's key bar offers s:\n%s", bar)
 	}
 	live := newModel(t, newFixture(), Options{}, 160, 50)
+	// the help (?): live it lists s, c and M; a replay's leaves them out
+	for _, c := range []struct {
+		m    Model
+		want bool
+	}{{live, true}, {m, false}} {
+		help := ansi.Strip(send(t, c.m, press("?")...).helpText)
+		for _, item := range []string{`\bs +snapshot`, `\bc +check: end row`, `\bM +dump memory`} {
+			if regexp.MustCompile(item).MatchString(help) != c.want {
+				t.Errorf("replay %v: the help lists %q: %v, want %v:\n%s", c.m.opt.Replay, item, !c.want, c.want, help)
+			}
+		}
+	}
 	live = send(t, live, press("s")...)
 	if !live.prompt.open {
 		t.Errorf("s live should open its prompt:\n%s", screen(live))

@@ -148,9 +148,15 @@ func (m *summaryModel) View() string {
 		// (all of it they need when fewer), the footer the rest, its last
 		// line saying how to see it whole when it is cut (whole.go)
 		n := m.h - 1 - min(len(all), max((m.h-1)/2, 1))
-		tail = m.shortTail(m.oomLines())
+		var sel int
+		tail, sel = m.shortTail(m.oomLines())
 		if len(tail) > n {
-			tail = m.shortTail(m.oomShortLines())
+			tail, sel = m.shortTail(m.oomShortLines())
+		}
+		// a selected row's verdict is what its user looks at: the rows
+		// give it their lines, down to the selected row alone
+		if need := wholeThrough(tail, sel); need > n {
+			n = min(need, m.h-2)
 		}
 		// then the peaks, the forecasts and what the rows lack, in the
 		// lines left, the last saying how to see what has no room
@@ -203,12 +209,19 @@ func (m *summaryModel) View() string {
 // the newer of the two first, after the selected row's details and its
 // ledger's bar and figures (an OOM row's note after the explanation: it
 // says which row it is), then torch's cache at the row and the rest of
-// its ledger.
-func (m *summaryModel) shortTail(oom []string) []string {
+// its ledger. sel is how many of its lines end with the selected row's
+// verdict (0: the selected row has none).
+func (m *summaryModel) shortTail(oom []string) (tail []string, sel int) {
 	verdicts := m.verdictLines()
-	tail := append(append([]string(nil), verdicts...), oom...)
+	if r, ok := m.Selected(); ok && r.Verdict != nil {
+		sel = len(m.verdictOf(m.sel)) // verdictLines puts it first
+	}
+	tail = append(append([]string(nil), verdicts...), oom...)
 	if m.d.OOM != nil && m.d.OOM.T > m.latestEnd() {
 		tail = append(append([]string(nil), oom...), verdicts...)
+		if sel > 0 {
+			sel += len(oom)
+		}
 	}
 	head, rest := m.ledgerParts()
 	detail := m.rowDetail(false) // an end row's holders: its verdict says them
@@ -216,9 +229,37 @@ func (m *summaryModel) shortTail(oom []string) []string {
 		tail = append(append(tail, detail...), head...)
 	} else {
 		tail = append(append(detail, head...), tail...)
+		if sel > 0 {
+			sel += len(detail) + len(head)
+		}
 	}
 	tail = append(tail, m.layoutLines()...)
-	return append(tail, rest...)
+	return append(tail, rest...), sel
+}
+
+// wholeThrough is how many lines a footer cut by cutLines needs to keep
+// its first n lines whole: n, and the line saying more follow when some
+// do.
+func wholeThrough(tail []string, n int) int {
+	if n > 0 && len(tail) > n {
+		return n + 1
+	}
+	return n
+}
+
+// SelectedLines is the height at which a pane too short for its footer
+// still shows the selected row's verdict whole, with the rows around it
+// (three at most): 0 when the selected row has no verdict. The layout
+// gives the pane these lines when it can (draw.go).
+func (m *summaryModel) SelectedLines() int {
+	if r, ok := m.Selected(); !ok || r.Verdict == nil {
+		return 0
+	}
+	tail, sel := m.shortTail(m.oomShortLines())
+	if sel == 0 {
+		return 0
+	}
+	return min(1+min(len(m.d.Dev.Rows), 3)+wholeThrough(tail, sel), m.Lines())
 }
 
 // tailNotes are the run's peaks, the forecasts and what the rows lack.
@@ -375,24 +416,29 @@ func (m *summaryModel) oomShortLines() []string {
 // share the GPU, the text, what it is based on, and the baseline
 // comparison as a second, dim figure.
 func (m *summaryModel) verdictLines() []string {
-	st := m.styles
 	var out []string
 	for _, i := range m.verdictRows() {
-		r := m.d.Dev.Rows[i]
-		v := r.Verdict
-		text := v.Text
-		if m.d.Dev.MultiProcess && r.PID != 0 {
-			text = fmt.Sprintf("pid %d, %s", r.PID, text)
-		}
-		if i == m.sel {
-			text = "selected row: " + text
-		}
-		line := m.verdictStyle(v.Status.Mark()).Render(v.Status.Mark()) + " " + text + " " + st.Dim.Render("["+v.Basis+"]")
-		if v.Baseline != "" && m.w >= 120 {
-			// a second figure: left out where it would cost another line
-			line += " " + st.Dim.Render("("+v.Baseline+")")
-		}
-		out = append(out, m.wrap(line)...)
+		out = append(out, m.verdictOf(i)...)
 	}
 	return out
+}
+
+// verdictOf is row i's verdict, wrapped.
+func (m *summaryModel) verdictOf(i int) []string {
+	st := m.styles
+	r := m.d.Dev.Rows[i]
+	v := r.Verdict
+	text := v.Text
+	if m.d.Dev.MultiProcess && r.PID != 0 {
+		text = fmt.Sprintf("pid %d, %s", r.PID, text)
+	}
+	if i == m.sel {
+		text = "selected row: " + text
+	}
+	line := m.verdictStyle(v.Status.Mark()).Render(v.Status.Mark()) + " " + text + " " + st.Dim.Render("["+v.Basis+"]")
+	if v.Baseline != "" && m.w >= 120 {
+		// a second figure: left out where it would cost another line
+		line += " " + st.Dim.Render("("+v.Baseline+")")
+	}
+	return m.wrap(line)
 }
