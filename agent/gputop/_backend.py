@@ -361,6 +361,16 @@ class FrameworkBackend:
     def forget(self) -> None:
         """In a forked child: drop what was learnt of the parent's devices."""
 
+    def cleanup_steps(self, devs: Sequence[int]) -> list[Step]:
+        """cleanup()'s release steps of this framework after gc.collect(),
+        for devices devs; none may drop the user's objects."""
+        return []
+
+    def still_live(self, index: int) -> dict[str, Any]:
+        """What of the framework's memory is still live on a device after
+        a cleanup, beyond its figures (JAX: live arrays and their bytes)."""
+        return {}
+
 
 def figure(of: str, native: str, value: Any) -> dict[str, Any] | None:
     """One figure (wire.Figure) of a framework's counter, None when the

@@ -17,7 +17,7 @@ or CuPy's pool has held memory on it before.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from . import _backend
 from ._backend import figure
@@ -87,6 +87,26 @@ class CuPyBackend(_backend.FrameworkBackend):
 
     def version(self) -> str:
         return str(getattr(self._cupy(), "__version__", ""))
+
+    def cleanup_steps(self, devs: Sequence[int]) -> list[_backend.Step]:
+        # the pools' free blocks back to the device (and the host): the
+        # blocks arrays use stay, as they do under torch's empty_cache()
+        cp = self._cupy()
+
+        def pool() -> None:
+            for d in devs:
+                with cp.cuda.Device(d):
+                    cp.get_default_memory_pool().free_all_blocks()
+
+        def pinned() -> Any:
+            fn = getattr(cp.get_default_pinned_memory_pool(), "free_all_blocks", None)
+            if fn is None:
+                return False
+            fn()
+            return None
+
+        return [_backend.Step("get_default_memory_pool().free_all_blocks", pool),
+                _backend.Step("get_default_pinned_memory_pool().free_all_blocks", pinned)]
 
     def read(self, index: int, held: bool = False) -> dict[str, Any]:
         cp = self._cupy()

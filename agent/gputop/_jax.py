@@ -20,7 +20,7 @@ it would not have done.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from . import _backend
 from ._backend import figure
@@ -37,6 +37,7 @@ EXTRA = ("bytes_reserved", "peak_pool_bytes", "peak_bytes_reserved", "largest_al
          "num_allocs", "largest_free_block_bytes", "bytes_reservable_limit")
 SETTINGS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR")
 MAX_GROUPS = 16  # live-array groups an end row carries (wire.MaxFrameworkHeld)
+MAX_ARRAYS = 100_000  # live arrays looked at by one reading of what holds memory
 
 
 def stats_figures(stats: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,17 +118,49 @@ class JaxBackend(_backend.FrameworkBackend):
             f["held"] = live_arrays(index)
         return f
 
+    def cleanup_steps(self, devs: Sequence[int]) -> list[_backend.Step]:
+        # the caches of compiled computations (and the constants they keep
+        # on the device); never an array of the user's. XLA's pool itself
+        # stays: JAX has no call that returns it to the device.
+        fn = getattr(sys.modules.get("jax"), "clear_caches", None)
 
-def live_arrays(index: int) -> list[dict[str, Any]]:
+        def clear() -> Any:
+            if fn is None:
+                return False  # a JAX before clear_caches(): the step did not run
+            fn()
+            return None
+
+        return [_backend.Step("jax.clear_caches", clear)]
+
+    def still_live(self, index: int) -> dict[str, Any]:
+        groups, count, nbytes = _live(index)
+        return {"live_arrays": count, "live_array_bytes": nbytes, "held": groups}
+
+
+def live_arrays(index: int, frame: Any = None) -> list[dict[str, Any]]:
     """jax.live_arrays() on device index grouped (wire.HolderGroup): by the
-    Python variable that holds them where the calling thread's frames or
-    __main__ name one, else by shape and dtype; largest first."""
+    Python variable that holds them where the calling thread's frames (or
+    those from frame) or __main__ name one, else by shape and dtype;
+    largest first."""
+    return _live(index, frame)[0]
+
+
+def _live(index: int, frame: Any = None) -> tuple[list[dict[str, Any]], int, int]:
+    """live_arrays()'s groups (at most MAX_GROUPS), with the count and
+    bytes of every live array on the device (all, beyond the groups
+    kept). At most MAX_ARRAYS arrays are looked at; past it a group says
+    how many were not."""
     jax = sys.modules.get("jax")
     if jax is None:
-        return []
-    names = _variable_names()
+        return [], 0, 0
+    names = _variable_names(frame)
     groups: dict[str, dict[str, Any]] = {}
-    for a in jax.live_arrays():
+    count = total = seen = 0
+    arrays = jax.live_arrays()
+    for a in arrays:
+        seen += 1
+        if seen > MAX_ARRAYS:
+            break
         try:
             devs = [getattr(x, "local_hardware_id", None) for x in a.devices()]
             if index not in devs:
@@ -144,21 +177,30 @@ def live_arrays(index: int) -> list[dict[str, Any]]:
                                    "JAX frees an array once nothing references it: drop the references"}
             g["bytes"] += nbytes
             g["tensors"] += 1
+            count += 1
+            total += nbytes
         except Exception:
             continue
-    return sorted(groups.values(), key=lambda g: -g["bytes"])[:MAX_GROUPS]
+    out = sorted(groups.values(), key=lambda g: -g["bytes"])[:MAX_GROUPS]
+    if seen > MAX_ARRAYS:
+        n = len(arrays) - MAX_ARRAYS if hasattr(arrays, "__len__") else 0
+        out = out[:MAX_GROUPS - 1] + [{
+            "kind": "other", "name": "arrays not looked at", "bytes": 0, "tensors": max(n, 0),
+            "hint": f"gputop looks at the first {MAX_ARRAYS} of jax.live_arrays(); the figures count those"}]
+    return out, count, total
 
 
-def _variable_names() -> dict[int, tuple[str, str]]:
+def _variable_names(frame: Any = None) -> dict[int, tuple[str, str]]:
     """id(object) -> (how a row names the variable holding it, its name):
-    __main__'s globals ("params"), then the calling thread's frames,
-    innermost first ("x in train()")."""
+    __main__'s globals ("params"), then the frames from frame (default:
+    the caller's caller's, in the calling thread), innermost first
+    ("x in train()")."""
     out: dict[int, tuple[str, str]] = {}
     try:
         main = sys.modules.get("__main__")
         for k, v in vars(main).items() if main is not None else ():
             out.setdefault(id(v), (k, k))
-        f: Any = sys._getframe(2)
+        f: Any = frame if frame is not None else sys._getframe(3)
         while f is not None:
             if f.f_code.co_name != "<module>":
                 for k, v in f.f_locals.items():

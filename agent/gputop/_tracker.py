@@ -29,7 +29,7 @@ import gc
 import time
 from typing import Any, Iterator, NamedTuple
 
-from . import _backend, _dumps, _history, _lifecycle, _peaklines, _wire
+from . import _backend, _dumps, _fwcleanup, _history, _lifecycle, _peaklines, _wire
 
 MB = 1024 ** 2  # the reference divides by 1024**2 and calls it MB; so do we
 
@@ -306,6 +306,20 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
     "released_allocated_bytes", "released_reserved_bytes"}; held is the
     After cleanup row's attribution by device (see snapshot()). Errors from
     torch itself (a broken CUDA context) propagate.
+
+    JAX and CuPy, where the program uses them: after gc.collect() (whose
+    share is measured for them too), CuPy's default memory pool's and
+    pinned pool's free_all_blocks() (the blocks arrays use stay) and
+    jax.clear_caches() (compiled computations; XLA keeps its pool, and no
+    array of the user's is ever dropped). "frameworks" lists, per
+    framework and device: "before" and "after" (its own figures, by its
+    own names), "in_use" / "reserved" (which of those names are its in-use
+    and held figures), "released_in_use_bytes", "released_reserved_bytes",
+    "in_use_bytes", "reserved_bytes" (after), "steps" (each step's share)
+    and, for JAX, what is still live: "live_arrays", "live_array_bytes"
+    and "held" (the arrays grouped by the variable holding them, else by
+    shape and dtype). Their figures are in the Before / After cleanup rows
+    too, with the end row's verdict.
     """
     backend = _backend.get()
     cuda = backend.available()
@@ -322,6 +336,15 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
     targets: list[int] = []
     if cuda:
         targets = devs if devs is not None else backend.devices()
+    # the frameworks beside torch (JAX, CuPy): their own steps and figures
+    fwdevs = _backend.framework_devices()
+    if devs is not None:
+        fwdevs = {d: fbs for d, fbs in fwdevs.items() if d in devs}
+    fw = _fwcleanup.Run(fwdevs)
+    if not cuda and fw:  # no torch rows to take through the tracker
+
+        def row(label: str) -> _Taken:
+            return take(label, "snapshot", verdict=verdict)
 
     def totals() -> tuple[int, int]:
         a = r = 0
@@ -340,15 +363,18 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
         steps.append({"step": name, "released_allocated_bytes": a0 - a1,
                       "released_reserved_bytes": r0 - r1})
 
-    before = row("Before cleanup") if cuda else _Taken({}, 0, {}, {})
-    step("gc.collect", gc.collect)
+    rows = cuda or bool(fw)
+    before = row("Before cleanup") if rows else _Taken({}, 0, {}, {})
+    step("gc.collect", fw.measured("gc.collect", gc.collect))
     if cuda:
         for s in backend.cleanup_steps(targets, reset_peak):
             if s.measured:
                 step(s.name, s.run)
             else:
                 s.run()
-    after = row("After cleanup") if cuda else _Taken({}, 0, {}, {})
+    fw.release()
+    after = row("After cleanup") if rows else _Taken({}, 0, {}, {})
+    fws = fw.report()
     ra = _sum(before.vals, "allocated") - _sum(after.vals, "allocated")
     rr = _sum(before.vals, "reserved") - _sum(after.vals, "reserved")
     if verbose:
@@ -364,8 +390,12 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
                 line = _still_held(h)
                 if line:
                     print(f"  cuda:{d}: {line}" if len(after.held) > 1 else f"  {line}")
-        else:
+        elif not fws:
             print("Cleanup complete - CUDA not available (only gc.collect ran)")
+        else:
+            print("Cleanup complete")
+        for r in fws:
+            print("  " + _fwcleanup.line(r, len({x["device"] for x in fws}) > 1))
     return {
         "released_allocated_bytes": ra,
         "released_reserved_bytes": rr,
@@ -375,6 +405,7 @@ def cleanup(verbose: bool = True, *, reset_peak: bool = True,
         "after": {d: c._asdict() for d, c in after.vals.items()},
         "steps": steps,
         "held": after.held,
+        "frameworks": fws,
     }
 
 

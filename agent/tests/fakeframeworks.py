@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import types
+import weakref
 from typing import Any
 
 try:  # the UUIDs the fakes' devices have; a program gputop run starts imports gputop after them
@@ -89,6 +90,9 @@ class FakeJax:
         self.fraction = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
         self.devs = [FakeDevice(self, i) for i in range(ndev)]
         self.arrays: list[Any] = []  # weak in JAX; here the tests free them
+        self.weak: list[Any] = []  # weakly held, as JAX holds them: freed when collected
+        self.cache: dict[int, int] = {}  # bytes compiled computations keep on each device
+        self.cleared = 0  # clear_caches() calls
         self.lock = threading.Lock()
         jax = adopt if adopt is not None else types.ModuleType("jax")
         jax.__version__ = "0.11.0"
@@ -102,6 +106,7 @@ class FakeJax:
         src.xla_bridge = xb
         self.inits = 0  # backend creations: the agent must cause none
         jax.block_until_ready = lambda x: x
+        jax.clear_caches = self.clear_caches
         if adopt is not None:  # imported as jax: the rest of it in place
             self.install()
 
@@ -128,14 +133,41 @@ class FakeJax:
 
     def live_arrays(self) -> list[FakeArray]:
         with self.lock:
-            return list(self.arrays)
+            return list(self.arrays) + [a for a in (w() for w in self.weak) if a is not None]
 
-    def array(self, dev: int, shape: tuple[int, ...], dtype: str = "float32") -> FakeArray:
+    def compile(self, dev: int, nbytes: int) -> None:
+        """A compiled computation that keeps nbytes of constants on dev
+        until clear_caches()."""
+        self.backend_init()
+        with self.lock:
+            self.cache[dev] = self.cache.get(dev, 0) + nbytes
+            d = self.devs[dev]
+            d.in_use += nbytes
+            d.peak = max(d.peak, d.in_use)
+
+    def clear_caches(self) -> None:
+        with self.lock:
+            self.cleared += 1
+            for dev, n in self.cache.items():
+                self.devs[dev].in_use -= n
+            self.cache = {}
+
+    def _collected(self, d: FakeDevice, nbytes: int) -> None:
+        with self.lock:
+            d.in_use -= nbytes
+
+    def array(self, dev: int, shape: tuple[int, ...], dtype: str = "float32", weak: bool = False) -> FakeArray:
+        """An array on dev; weak: held as JAX holds every array, freed
+        once the program's references (a cycle: at gc) are gone."""
         self.backend_init()
         d = self.devs[dev]
         a = FakeArray(d, shape, dtype, 2 if dtype in ("bfloat16", "float16") else 4)
         with self.lock:
-            self.arrays.append(a)
+            if weak:
+                self.weak.append(weakref.ref(a))
+                weakref.finalize(a, self._collected, d, a.nbytes)
+            else:
+                self.arrays.append(a)
             d.in_use += a.nbytes
             d.peak = max(d.peak, d.in_use)
             d.num_allocs += 1
@@ -203,8 +235,13 @@ class FakeCuPy:
                 outer.pool().total = outer.pool().used
 
         class PinnedAPI:
+            freed = 0  # free_all_blocks() calls
+
             def n_free_blocks(self) -> int:
-                return 3
+                return 0 if self.freed else 3
+
+            def free_all_blocks(self) -> None:
+                self.freed += 1
 
         self.pool_api, self.pinned_api = PoolAPI(), PinnedAPI()
         self.cp, self.cuda = cp, cuda

@@ -9,7 +9,10 @@ FAKE_FW: "jax", "cupy" or "torch+cupy". Commands:
   jarray NAME N M        a float32[N, M] array on device 0, held by __main__'s NAME
   jdel NAME              del NAME
   calloc BYTES / cfree BYTES   CuPy's pool on device 0
+  jcycle NAME N M        a float32[N, M] array that only a reference cycle keeps (gc off until cleanup)
+  jcompile BYTES         a compiled computation keeping BYTES on device 0 until jax.clear_caches()
   talloc BYTES           torch allocates on device 0 (torch+cupy)
+  cleanup                gputop.cleanup() -> what it returned and printed, the frameworks' figures then
   snap LABEL             gputop.snapshot(LABEL) -> its values
   stats                  the frameworks' own figures now
   wait_connects N SECS
@@ -78,6 +81,27 @@ def main() -> None:
         elif cmd == "jdel":
             jax.delete(globals().pop(a[0]))
             say({"ok": True})
+        elif cmd == "jcycle":
+            import gc
+            gc.disable()  # the cycle waits for cleanup()'s gc.collect()
+            holder: dict = {}
+            holder["self"] = holder
+            holder[a[0]] = jax.array(0, (int(a[1]), int(a[2])), weak=True)
+            del holder
+            say({"ok": True})
+        elif cmd == "jcompile":
+            jax.compile(0, int(a[0]))
+            say({"ok": True})
+        elif cmd == "cleanup":
+            import contextlib
+            import io
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                got = gputop.cleanup()
+            live = len(jax.live_arrays()) if jax is not None else 0
+            say({"result": got, "printed": buf.getvalue(), "stats": stats(), "live_arrays": live,
+                 "cleared": jax.cleared if jax is not None else 0,
+                 "pinned_freed": cupy.pinned_api.freed if cupy is not None else 0})
         elif cmd == "calloc":
             cupy.alloc(int(a[0]))
             say({"ok": True})

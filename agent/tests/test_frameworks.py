@@ -309,3 +309,72 @@ def test_gputop_run_attaches_to_a_jax_program_with_no_code_change(gputop_bin: st
     assert got["Process end"]["framework"].startswith("jax bytes_in_use=4194304 pool_bytes=113066115072"), got
     assert got["Process end"]["allocated_bytes"] == ""  # no torch figures, never torch's words
     assert got["Process end"]["verdict"] == "held" and got["Process end"]["top_holder"] == "w", got
+
+
+def test_cleanup_frees_cupys_pools_and_says_what_is_still_used(fw):
+    """gputop.cleanup() in a CuPy program: after gc, the default pool's and
+    the pinned pool's free_all_blocks(); what it released and what is
+    still used, by CuPy's own figures before and after."""
+    rec = fw.recorder()
+    c = fw.child("cupy")
+    c("attach")
+    assert c("wait_connects 1 10")["ok"]
+    c("calloc 10000000")
+    c("cfree 4000000")
+    assert c("wait_devices 10")["ok"]
+    got = c("cleanup")
+    c.exit()
+    time.sleep(0.3)
+    rec.stop()
+    [r] = got["result"]["frameworks"]
+    assert (r["framework"], r["device"], r["in_use"], r["reserved"]) == ("cupy", 0, "used_bytes", "total_bytes")
+    assert r["before"]["used_bytes"] == 6000000 and r["before"]["total_bytes"] == 10000384
+    # the pool's own figures after, as the pool itself counts them then
+    assert r["after"]["total_bytes"] == got["stats"]["cupy"]["total_bytes"] == 6000000
+    assert r["released_reserved_bytes"] == 4000384 and r["released_in_use_bytes"] == 0
+    assert r["in_use_bytes"] == 6000000 and r["reserved_bytes"] == 6000000
+    steps = {s["step"]: s for s in r["steps"]}
+    assert list(steps) == ["gc.collect", "cupy: get_default_memory_pool().free_all_blocks",
+                           "cupy: get_default_pinned_memory_pool().free_all_blocks"], r["steps"]
+    assert steps["cupy: get_default_memory_pool().free_all_blocks"]["released_reserved_bytes"] == 4000384
+    assert got["pinned_freed"] == 1
+    assert ("cupy: released 0.00 MB in use (used_bytes), 3.82 MB held (total_bytes); "
+            "still used_bytes 5.72 MB, total_bytes 5.72 MB") in got["printed"], got["printed"]
+    rows = {x["label"]: x for x in fw.export(rec.rec)}
+    assert "total_bytes=10000384" in rows["Before cleanup"]["framework"]
+    assert "used_bytes=6000000 total_bytes=6000000 free_bytes=0" in rows["After cleanup"]["framework"]
+
+
+def test_cleanup_of_jax_collects_clears_caches_and_keeps_the_users_arrays(fw):
+    """gputop.cleanup() in a JAX program: gc.collect() frees an array only a
+    cycle kept, jax.clear_caches() what compiled computations kept; the
+    array a variable holds stays live and is named, with XLA's pool kept."""
+    rec = fw.recorder()
+    c = fw.child("jax")
+    c("attach")
+    assert c("wait_connects 1 10")["ok"]
+    c("jinit")
+    assert c("wait_devices 10")["ok"]
+    c("jarray params 1024 1024")  # 4 MiB, held by __main__'s params
+    c("jcycle tmp 1024 512")  # 2 MiB, only a reference cycle keeps it
+    c("jcompile 1000000")
+    got = c("cleanup")
+    c.exit()
+    time.sleep(0.3)
+    rec.stop()
+    [r] = got["result"]["frameworks"]
+    assert (r["framework"], r["in_use"], r["reserved"]) == ("jax", "bytes_in_use", "pool_bytes")
+    assert r["before"]["bytes_in_use"] == 4194304 + 2097152 + 1000000
+    assert r["after"]["bytes_in_use"] == got["stats"]["jax"]["bytes_in_use"] == r["in_use_bytes"] == 4194304
+    assert r["released_in_use_bytes"] == 2097152 + 1000000 and r["released_reserved_bytes"] == 0
+    steps = {s["step"]: s for s in r["steps"]}
+    assert steps["gc.collect"]["released_in_use_bytes"] == 2097152
+    assert steps["jax: jax.clear_caches"]["released_in_use_bytes"] == 1000000
+    assert got["cleared"] == 1
+    # never the user's arrays: params is still live, and named
+    assert got["live_arrays"] == 1 and r["live_arrays"] == 1 and r["live_array_bytes"] == 4194304
+    assert r["held"][0]["name"] == "params" and r["held"][0]["hint"] == "del params"
+    assert "still bytes_in_use 4.00 MB, pool_bytes 107828.25 MB, 1 live array 4.00 MB (params 4.00 MB)" in got["printed"], got["printed"]
+    rows = {x["label"]: x for x in fw.export(rec.rec)}
+    assert rows["After cleanup"]["verdict"] == "held" and rows["After cleanup"]["top_holder"] == "params"
+    assert "bytes_in_use=4194304" in rows["After cleanup"]["framework"]
