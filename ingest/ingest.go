@@ -119,7 +119,7 @@ func (in *Ingest) Apply(pid int, f wire.Frame) []wire.Row {
 	case wire.Ended:
 		in.ended(pid, v.T, false, v.Reason)
 	case wire.RowHeld:
-		in.held(st.SetHeld(pid, v.Dev, v.T, v.Held, v.Ledger))
+		in.held(st.SetHeld(pid, v.Dev, v.T, v.Held, v.Ledger, v.Frameworks))
 	case wire.RowEdit:
 		if row, e, ok := st.EditRow(v); ok {
 			in.frame(e)
@@ -225,7 +225,7 @@ func (in *Ingest) TakeSnapshot(label string, dev int, t int64, source string, en
 			// the row says why it will get no walk
 			in.mu.Lock()
 			why := "could not ask for a holders walk: " + err.Error()
-			in.held(in.st.SetHeld(a.PID, a.Dev, a.T, &wire.Held{T: a.T, Skipped: why}, &wire.Ledger{T: a.T, Skipped: why}))
+			in.held(in.st.SetHeld(a.PID, a.Dev, a.T, &wire.Held{T: a.T, Skipped: why}, &wire.Ledger{T: a.T, Skipped: why}, nil))
 			in.mu.Unlock()
 		}
 	}
@@ -245,7 +245,7 @@ func (in *Ingest) rows(rows []wire.Row) {
 // held reports rows given their attribution or ledger.
 func (in *Ingest) held(given []store.Attribution) {
 	for _, a := range given {
-		in.frame(wire.RowHeld{Type: wire.TypeRowHeld, PID: a.PID, T: a.T, Dev: a.Dev, Held: a.Held, Ledger: a.Ledger})
+		in.frame(wire.RowHeld{Type: wire.TypeRowHeld, PID: a.PID, T: a.T, Dev: a.Dev, Held: a.Held, Ledger: a.Ledger, Frameworks: a.Frameworks})
 	}
 }
 

@@ -347,6 +347,7 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) (wire.Holders, []Attributi
 	h.Groups = cleanGroups(h.Groups)
 	h.Held = cleanHeld(h.Held)
 	h.Ledger = cleanLedger(h.Ledger)
+	h.Frameworks = cleanFrameworks(h.Frameworks)
 	a.Holders = &h
 	if len(a.HoldersPast) >= MaxHoldersPast {
 		if s.bounds.HoldersDropped == 0 {
@@ -373,7 +374,7 @@ func (s *Store) AgentHolders(pid int, h wire.Holders) (wire.Holders, []Attributi
 		// walked), once the row has what it waits for
 		for _, w := range append([]awaitRow(nil), s.awaiting[pid]...) {
 			if w.torchDev == h.Dev && w.t <= walked {
-				given = s.setHeld(given, pid, w.dev, w.t, h.Held, h.Ledger)
+				given = s.setHeld(given, pid, w.dev, w.t, h.Held, h.Ledger, h.Frameworks)
 			}
 		}
 	}
@@ -423,7 +424,7 @@ func (s *Store) AgentEnded(pid int, t int64, clean bool, reason string) (string,
 	var given []Attribution
 	for _, w := range append([]awaitRow(nil), s.awaiting[pid]...) {
 		why := "the process ended before its holders walk answered"
-		given = s.setHeld(given, pid, w.dev, w.t, &wire.Held{T: t, Skipped: why}, &wire.Ledger{T: t, Skipped: why})
+		given = s.setHeld(given, pid, w.dev, w.t, &wire.Held{T: t, Skipped: why}, &wire.Ledger{T: t, Skipped: why}, nil)
 	}
 	if !clean {
 		a.Ended = true

@@ -76,3 +76,33 @@ func TestAKeyRowCarriesTheFrameworks(t *testing.T) {
 		t.Fatalf("frameworks %+v: want the reading of 2 s", f)
 	}
 }
+
+// An end row taken with a key in a JAX-only process asks its agent for a
+// walk (none is asked for a row that is no end row): the answer's
+// frameworks give the row what holds JAX's memory, its figures staying
+// those of the row's time, and the attribution handed on (a recording's
+// held frame) carries them.
+func TestAKeyEndRowTakesTheFrameworksHoldersFromTheWalk(t *testing.T) {
+	st := layoutAgent(t, DefaultOptions())
+	st.AgentFramework(7, jaxReading(2*sec, 1234))
+	rows, asks := st.TakeSnapshot("After cleanup", 1, 3*sec, "key", nil, true)
+	if len(rows) != 1 || !rows[0].Awaiting || len(asks) != 1 || asks[0].PID != 7 || asks[0].TorchDev != 0 {
+		t.Fatalf("rows %+v, asks %+v", rows, asks)
+	}
+	walk := []wire.Framework{{Name: "jax\x1b[2J", Figures: []wire.Figure{{Of: wire.FigInUse, Native: "bytes_in_use", Value: 999}},
+		Held: []wire.HolderGroup{{Kind: "variable", Name: "params\x1b[2J", Bytes: 1234, Tensors: 1}}}}
+	_, given, ok := st.AgentHolders(7, wire.Holders{T: 3*sec + 5, Dev: 0,
+		Held: &wire.Held{T: 3*sec + 5, Skipped: "torch has not initialised cuda:0 in this process"}, Frameworks: walk})
+	clean := func(s string) bool { return strings.HasPrefix(s, "params") && !strings.ContainsRune(s, 0x1b) }
+	if !ok || len(given) != 1 || len(given[0].Frameworks) != 1 || !clean(given[0].Frameworks[0].Held[0].Name) {
+		t.Fatalf("given %+v", given)
+	}
+	got := st.Rows()[0]
+	f := got.Frameworks
+	if len(f) != 1 || f[0].Figures[0].Value != 1234 || len(f[0].Held) != 1 || !clean(f[0].Held[0].Name) {
+		t.Fatalf("row's frameworks %+v: want the row's figures with the walk's holders", f)
+	}
+	if rows, asks := st.TakeSnapshot("look", 1, 4*sec, "key", nil, true); len(asks) != 0 || rows[0].Awaiting {
+		t.Fatalf("a row that is no end row asked for a walk: %+v %+v", rows, asks)
+	}
+}

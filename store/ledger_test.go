@@ -114,7 +114,7 @@ func TestHoldersAnswerGivesItsLedger(t *testing.T) {
 	st2, at2 := agentSetup(t)
 	st2.AddRow(wire.Row{T: at2(7), Label: "look", Dev: 0, PID: 100, Source: "key", Allocated: ptr(uint64(1000)), Awaiting: true})
 	st2.AddRow(wire.Row{T: at2(7), Label: "step", Dev: 0, PID: 100, Source: "agent", Allocated: ptr(uint64(1000))})
-	given = st2.SetHeld(100, 0, at2(7), &wire.Held{T: at2(7.1), Python: 1}, testLedger(at2(7.1)))
+	given = st2.SetHeld(100, 0, at2(7), &wire.Held{T: at2(7.1), Python: 1}, testLedger(at2(7.1)), nil)
 	if len(given) != 1 || given[0].Ledger == nil {
 		t.Fatalf("recorded held frame: %+v", given)
 	}

@@ -34,21 +34,22 @@ func (s *Store) setAwaiting(pid int, rows []awaitRow) {
 
 // SetHeld gives the rows of pid on dev at time t what a walk that came
 // after them found (a recording's held frame, or an answer that came some
-// other way): an end row its attribution h, and with it (or after it) its
+// other way): an end row its attribution h, with the holders of its
+// frameworks fws (JAX's live arrays), and with it (or after it) its
 // ledger l, a row that waited for a walk its ledger l (either may be
 // nil). It returns the rows
 // it gave something to. Rows that already have an attribution or a
 // ledger keep it.
-func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held, l *wire.Ledger) []Attribution {
+func (s *Store) SetHeld(pid, dev int, t int64, h *wire.Held, l *wire.Ledger, fws []wire.Framework) []Attribution {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.setHeld(nil, pid, dev, t, cleanHeld(h), cleanLedger(l))
+	return s.setHeld(nil, pid, dev, t, cleanHeld(h), cleanLedger(l), cleanFrameworks(fws))
 }
 
 // setHeld appends to given each row it gives h or l, and ends the wait
 // of the rows of pid on dev at t once none still waits (an end row for
 // its attribution: a walk that sent only a ledger does not end it).
-func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held, l *wire.Ledger) []Attribution {
+func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held, l *wire.Ledger, fws []wire.Framework) []Attribution {
 	if h == nil && l == nil {
 		return given
 	}
@@ -69,6 +70,9 @@ func (s *Store) setHeld(given []Attribution, pid, dev int, t int64, h *wire.Held
 		took := false
 		if r.End && r.Held == nil && h != nil {
 			r.Held, took = h, true
+			if len(fws) > 0 {
+				r.Frameworks, a.Frameworks = frameworksHeld(r.Frameworks, fws), fws
+			}
 		}
 		// an end row takes a walk's ledger with its attribution (a held
 		// frame of a ledger alone would give a loaded end row an
@@ -176,6 +180,24 @@ func (s *Store) addRow(row wire.Row, kind string) wire.Row {
 // waitsForWalk reports whether a row that asked for its agent's walk
 // still lacks what it waits for: an end row its attribution (its verdict
 // is made of it), another row its ledger.
+// frameworksHeld is an end row's frameworks (its figures, as they were
+// at the row) with what holds each one's memory from the walk's
+// frameworks fws; a framework only the walk saw is added as it found it.
+// A new slice: readers of the row keep the old one.
+func frameworksHeld(row, fws []wire.Framework) []wire.Framework {
+	out := slices.Clone(row)
+	for _, f := range fws {
+		i := slices.IndexFunc(out, func(g wire.Framework) bool { return g.Name == f.Name })
+		switch {
+		case i >= 0 && len(out[i].Held) == 0:
+			out[i].Held = f.Held
+		case i < 0 && len(out) < wire.MaxFrameworks:
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 func waitsForWalk(r wire.Row) bool {
 	if r.End {
 		return r.Held == nil
@@ -254,7 +276,9 @@ func (s *Store) fillRows(rows []wire.Row, d rowAt) {
 // wire.IsEndLabel). With ask (the caller has a way to reach the agents:
 // an agent socket), each row of a connected agent process is to ask its
 // agent for a holders walk of that device (Awaiting until the answer: an
-// end row for its attribution and ledger, another row for its ledger):
+// end row for its attribution and ledger, and what holds its frameworks'
+// memory (JAX's live arrays); another row for its ledger, except in a
+// process with no torch figures on dev, which has no ledger to ask for):
 // the asks are returned for the caller to send, with no lock held
 // (ingest's asker); without, an end row says there is nothing to ask
 // through, and another row has no ledger. When the
@@ -302,9 +326,9 @@ func (s *Store) TakeSnapshot(label string, dev int, t int64, source string, end 
 			row.Frameworks = fw.Frameworks
 		}
 		switch {
-		case al == nil:
-			// a JAX or CuPy process: no torch walk to ask for; its verdict
-			// is its frameworks' figures
+		case al == nil && !isEnd:
+			// a JAX or CuPy process: no torch ledger to ask for (an end
+			// row asks for what holds its frameworks' memory)
 		case !isEnd && (!a.Connected || !ask):
 			// no ledger: no agent to ask for one
 		case !a.Connected:

@@ -97,6 +97,8 @@ type Attribution struct {
 	T        int64
 	Held     *wire.Held
 	Ledger   *wire.Ledger
+	// the same walk's frameworks (JAX, CuPy), whose Held the end row took
+	Frameworks []wire.Framework
 }
 
 // Store is the shared state.

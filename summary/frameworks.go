@@ -99,6 +99,14 @@ func frameworkHolders(f wire.Framework) string {
 // torch or NVML verdict; none when ok is false): the worst status wins,
 // each framework's text follows.
 func withFrameworks(r wire.Row, v Verdict, ok bool) Verdict {
+	if r.Awaiting && r.Held == nil && len(r.Frameworks) > 0 {
+		// the walk asked for (a key's end row) names the holders of
+		// torch's memory and of the frameworks' alike: wait for it
+		if ok {
+			return v
+		}
+		return Verdict{Status: Pending, Basis: "holders walk", Text: "waiting for its agent's holders walk"}
+	}
 	for _, f := range r.Frameworks {
 		fv := judgeFramework(f)
 		if !ok {
@@ -138,12 +146,8 @@ func FrameworkText(f wire.Framework) string {
 	var parts []string
 	inUse, hasIn := f.Get(wire.FigInUse)
 	pool, hasPool := f.Get(wire.FigReserved)
-	switch {
-	case hasIn && hasPool && pool.Value > 0:
-		parts = append(parts, fmt.Sprintf("%s %s in use of the %s %s it holds (%.0f%%)",
-			inUse.Native, units.Bytes(inUse.Value), pool.Native, units.Bytes(pool.Value), 100*float64(inUse.Value)/float64(pool.Value)))
-	case hasIn:
-		parts = append(parts, inUse.Native+" "+units.Bytes(inUse.Value)+" in use")
+	if s := inUseText(f); s != "" {
+		parts = append(parts, s)
 	}
 	for _, of := range []string{wire.FigPeak, wire.FigLimit} {
 		if g, ok := f.Get(of); ok {
@@ -266,4 +270,47 @@ func explainFrameworkOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 		e.Fix = "Suggestion: free arrays, or a smaller batch."
 	}
 	return e
+}
+
+// inUseText is a framework's in-use beside what it holds, by its own
+// names ("" without an in-use figure).
+func inUseText(f wire.Framework) string {
+	inUse, hasIn := f.Get(wire.FigInUse)
+	pool, hasPool := f.Get(wire.FigReserved)
+	switch {
+	case hasIn && hasPool && pool.Value > 0:
+		return fmt.Sprintf("%s %s in use of the %s %s it holds (%.0f%%)",
+			inUse.Native, units.Bytes(inUse.Value), pool.Native, units.Bytes(pool.Value), 100*float64(inUse.Value)/float64(pool.Value))
+	case hasIn:
+		return inUse.Native + " " + units.Bytes(inUse.Value) + " in use"
+	}
+	return ""
+}
+
+// FrameworkHoldersText is a framework's line in a holders report: its
+// in-use beside what it holds, and what holds it as the framework can
+// tell (JAX: its live arrays, listed in Held; CuPy: its pool's used and
+// free, and what returns the free part).
+func FrameworkHoldersText(f wire.Framework) string {
+	parts := []string{}
+	if s := inUseText(f); s != "" {
+		parts = append(parts, s)
+	}
+	var n int
+	var b uint64
+	for _, g := range f.Held {
+		n += g.Tensors
+		b += g.Bytes
+	}
+	inUse, hasIn := f.Get(wire.FigInUse)
+	pool, hasPool := f.Get(wire.FigReserved)
+	switch {
+	case f.Name == wire.FrameworkJAX && len(f.Held) > 0:
+		parts = append(parts, fmt.Sprintf("jax.live_arrays(): %s, %s in %s", plural(n, "array"), units.Bytes(b), plural(len(f.Held), "group")))
+	case f.Name == wire.FrameworkJAX:
+		parts = append(parts, "jax.live_arrays(): none")
+	case f.Name == wire.FrameworkCuPy && hasIn && hasPool && pool.Value > inUse.Value:
+		parts = append(parts, fmt.Sprintf("%s free: %s returns it", units.Bytes(pool.Value-inUse.Value), CuPyCleanup))
+	}
+	return f.Name + ": " + strings.Join(parts, "; ")
 }

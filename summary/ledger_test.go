@@ -301,7 +301,7 @@ func TestSeriesReadsKeepsWhatDidNotChange(t *testing.T) {
 	st.AddRow(wire.Row{T: at(4.5), Label: "look", Dev: 0, PID: 9, Source: "key", Allocated: &base, Reserved: &base, Peak: &peak, Awaiting: true})
 	l := stepLedger
 	l.T, l.Allocated, l.Reserved = at(4.6), base, 8*gib
-	st.SetHeld(9, 0, at(4.5), &wire.Held{T: at(4.6)}, &l)
+	st.SetHeld(9, 0, at(4.5), &wire.Held{T: at(4.6)}, &l, nil)
 	again := reads.RowsOf(st, st.Rows(), st.Devices())
 	fresh := RowsOf(st, st.Rows(), st.Devices())
 	for i := range fresh {

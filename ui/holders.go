@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputop/gputop/summary"
 	"github.com/gputop/gputop/wire"
 )
 
@@ -74,7 +75,11 @@ func (m *holdersModel) Lines() int {
 	if m.rep == nil {
 		return 2
 	}
-	return 2 + max(len(m.rep.Groups), 1)
+	n := len(m.rep.Groups)
+	for _, f := range m.rep.Frameworks {
+		n += len(f.Held) + 1 // its line, its groups
+	}
+	return 2 + max(n, 1)
 }
 
 func (m *holdersModel) View() string {
@@ -115,6 +120,9 @@ func (m *holdersModel) View() string {
 		age = fmt.Sprintf(", %s ago", time.Duration(m.now-r.T).Round(time.Second))
 	}
 	info := fmt.Sprintf("%s in %s, %s skipped%s", humanBytes(r.Total), plural(len(r.Groups), "group"), plural(r.Skipped, "object"), age)
+	if len(r.Groups) == 0 && len(r.Frameworks) > 0 && r.Held != nil && r.Held.Skipped != "" {
+		info = r.Held.Skipped + age // a JAX or CuPy device: no torch walk
+	}
 	if r.TookMS > 0 {
 		info += fmt.Sprintf(", walk took %.0f ms", r.TookMS)
 	}
@@ -123,10 +131,22 @@ func (m *holdersModel) View() string {
 	} else {
 		lines = append(lines, st.Dim.Render("  previous report: "+info))
 	}
+	// the frameworks beside torch (JAX, CuPy): a line each, in their own
+	// names; their holders (JAX's live arrays) join the table, the kind
+	// saying whose
 	groups := append([]wire.HolderGroup(nil), r.Groups...)
+	for _, f := range r.Frameworks {
+		lines = append(lines, "  "+summary.FrameworkHoldersText(f))
+		for _, g := range f.Held {
+			g.Kind = f.Name + " " + g.Kind
+			groups = append(groups, g)
+		}
+	}
 	sort.SliceStable(groups, func(i, j int) bool { return groups[i].Bytes > groups[j].Bytes })
 	if len(groups) == 0 {
-		lines = append(lines, st.Dim.Render("  no CUDA tensors are alive in this process"))
+		if len(r.Frameworks) == 0 {
+			lines = append(lines, st.Dim.Render("  no CUDA tensors are alive in this process"))
+		}
 		return fit(strings.Join(lines, "\n"), m.w, m.h)
 	}
 	cols := []column{

@@ -71,7 +71,9 @@ func (m *summaryModel) rowDetail(held bool) []string {
 		what += fmt.Sprintf(", pid %d", r.PID)
 	}
 	lines := m.wrap(st.Bold.Render(what) + " " + st.Dim.Render("(r rename, x delete)"))
-	if h := r.Held; h != nil && (held || r.Verdict == nil) {
+	// (a JAX or CuPy process's row has no torch attribution: its verdict
+	// names its frameworks' holders)
+	if h := r.Held; h != nil && (held || r.Verdict == nil) && (r.Allocated != nil || len(r.Frameworks) == 0) {
 		var held string
 		switch {
 		case h.Skipped != "":

@@ -24,7 +24,7 @@ func checkHolders(v *Holders) error {
 	if v.ID < 0 {
 		return fmt.Errorf(`"id" must be >= 0, got %d`, v.ID)
 	}
-	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkLedger("ledger", v.Ledger))
+	return firstErr(checkTime(v.T), checkDev("dev", v.Dev), checkLedger("ledger", v.Ledger), checkFrameworks("frameworks", v.Frameworks))
 }
 
 func checkSnap(v *Snap) error {

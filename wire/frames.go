@@ -313,6 +313,11 @@ type Holders struct {
 	TookMS  float64       `json:"took_ms,omitempty"`
 	Held    *Held         `json:"held,omitempty"`
 	Ledger  *Ledger       `json:"ledger,omitempty"` // the same walk's ledger of the device
+	// the frameworks beside torch on the device at the walk (JAX, CuPy):
+	// their figures and, in each one's Held, what holds its memory
+	// (JAX: its live arrays by the variable holding them, else by shape
+	// and dtype)
+	Frameworks []Framework `json:"frameworks,omitempty"`
 }
 
 // Bye ends an agent connection cleanly.
@@ -546,6 +551,9 @@ type RowHeld struct {
 	Held *Held  `json:"held"`
 	// the same walk's ledger, when the agent sent one
 	Ledger *Ledger `json:"ledger,omitempty"`
+	// the same walk's frameworks (Holders.Frameworks), whose Held an end
+	// row of a JAX or CuPy process takes
+	Frameworks []Framework `json:"frameworks,omitempty"`
 }
 
 // RowEdit is what the user did to a row in the TUI: renamed it

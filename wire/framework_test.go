@@ -31,6 +31,9 @@ func TestFrameworkBounds(t *testing.T) {
 		{FrameworkReading{T: 1e18, Frameworks: []Framework{{Name: "jax", Figures: []Figure{{Value: 3}}}}}, `"frameworks[0]".figures[0]: a name is empty`},
 		{Mark{T: 1e18, Label: "x", Devs: []DevStats{{Dev: 0, NoTorch: true, Allocated: 5}}}, `devs[0]: "no_torch" with torch figures`},
 		{OOM{T: 1e18, Framework: "jax", Error: strings.Repeat("x", MaxOOMErrorBytes+1)}, `"error" is 1025 bytes, more than 1024`},
+		{Holders{T: 1e18, Frameworks: many(MaxFrameworks + 1)}, `"frameworks" lists 5 frameworks, more than 4`},
+		{Holders{T: 1e18, Frameworks: []Framework{{Name: "jax", Held: make([]HolderGroup, MaxFrameworkHeld+1)}}}, `"frameworks[0]" has 17 holder groups, more than 16`},
+		{RowHeld{T: 1e18, Frameworks: many(MaxFrameworks + 1)}, `"frameworks" lists 5 frameworks, more than 4`},
 	} {
 		err := Check(c.f)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -20,6 +20,7 @@ it would not have done.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any, Sequence
 
 from . import _backend
@@ -193,14 +194,19 @@ def _live(index: int, frame: Any = None) -> tuple[list[dict[str, Any]], int, int
 def _variable_names(frame: Any = None) -> dict[int, tuple[str, str]]:
     """id(object) -> (how a row names the variable holding it, its name):
     __main__'s globals ("params"), then the frames from frame (default:
-    the caller's caller's, in the calling thread), innermost first
-    ("x in train()")."""
+    the caller's caller's in the calling thread; the main thread's from
+    another thread), innermost first ("x in train()")."""
     out: dict[int, tuple[str, str]] = {}
     try:
         main = sys.modules.get("__main__")
         for k, v in vars(main).items() if main is not None else ():
             out.setdefault(id(v), (k, k))
-        f: Any = frame if frame is not None else sys._getframe(3)
+        f: Any = frame
+        if f is None and threading.current_thread() is not threading.main_thread():
+            # the agent thread answering gputop: the program's own frames
+            f = sys._current_frames().get(threading.main_thread().ident or 0)
+        elif f is None:
+            f = sys._getframe(3)
         while f is not None:
             if f.f_code.co_name != "<module>":
                 for k, v in f.f_locals.items():

@@ -418,6 +418,7 @@ SCHEMAS: dict[str, tuple] = {
         ("took_ms", "f", True, None),
         ("held", "O", True, HELD),
         ("ledger", "O", True, LEDGER),
+        ("frameworks", "L", True, FRAMEWORK),
     ),
     "layout": (
         ("type", "s", False, None),
@@ -451,6 +452,7 @@ SCHEMAS: dict[str, tuple] = {
         ("dev", "i", False, None),
         ("held", "O", False, HELD),
         ("ledger", "O", True, LEDGER),
+        ("frameworks", "L", True, FRAMEWORK),
     ),
     "row_edit": (
         ("type", "s", False, None),

@@ -378,3 +378,82 @@ def test_cleanup_of_jax_collects_clears_caches_and_keeps_the_users_arrays(fw):
     rows = {x["label"]: x for x in fw.export(rec.rec)}
     assert rows["After cleanup"]["verdict"] == "held" and rows["After cleanup"]["top_holder"] == "params"
     assert "bytes_in_use=4194304" in rows["After cleanup"]["framework"]
+
+
+def test_an_end_row_from_outside_names_jaxs_live_arrays(fw):
+    """An end row taken from outside the process (`gputop snap`, as the s
+    and c keys take it) asks the JAX process's agent for its holders: the
+    verdict names the live arrays by the variable holding them, as an end
+    row from code does; a replay keeps it (the held frame)."""
+    rec = fw.recorder()
+    c = fw.child("jax")
+    c("attach")
+    assert c("wait_connects 1 10")["ok"]
+    c("jinit")
+    assert c("wait_devices 10")["ok"]
+    c("jarray params 1024 1024")
+    c("jarray opt_state 1024 2048")
+    time.sleep(0.4)  # a framework frame since the arrays came
+    r = subprocess.run([fw.bin, "snap", "After cleanup", "--socket", fw.sock], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    time.sleep(0.5)  # the holders walk's answer
+    pid = c.p.pid
+    c.exit()
+    time.sleep(0.3)
+    rec.stop()
+    row = {x["label"]: x for x in fw.export(rec.rec)}["After cleanup"]
+    assert row["pid"] == str(pid) and row["allocated_bytes"] == "", row
+    assert row["verdict"] == "held" and row["top_holder"] == "opt_state", row
+    assert ("opt_state (1 array float32[1024, 2048]) 8.0 MiB, params (1 array float32[1024, 1024]) 4.0 MiB: del opt_state"
+            in row["verdict_text"]), row["verdict_text"]
+    held = [f for f in recording(rec.rec) if f.get("type") == "held" and f.get("pid") == pid]
+    assert held and [g["name"] for g in held[0]["frameworks"][0]["held"]] == ["opt_state", "params"], held
+
+
+@pytest.mark.parametrize("kind", ["jax", "cupy"])
+def test_h_and_c_in_the_terminal_show_what_holds_a_frameworks_memory(gputop_bin: str, tmp_path: Path, sock_path: str, kind):
+    """The real TUI in tmux beside a JAX (or CuPy) process: c's end row
+    names the live arrays (CuPy: the pool's used and free), and h's pane
+    shows the framework's figures and its holders, not figures only."""
+    import shutil
+
+    from conftest import Tmux
+    assert shutil.which("tmux"), "tmux is needed for the terminal tests"
+    term = Tmux([gputop_bin, "--source", "agent", "--socket", sock_path])
+    c = None
+    try:
+        term.wait_for("agents: listening on")
+        c = FwChild(sock_path, tmp_path / "child.log", kind)
+        c("attach")
+        assert c("wait_connects 1 10")["ok"]
+        if kind == "jax":
+            c("jinit")
+            c("jarray params 1024 1024")
+        else:
+            c("calloc 10000000")
+            c("cfree 4000000")
+        assert c("wait_devices 10")["ok"]
+        time.sleep(0.5)  # a framework frame: the row has its figures
+        term.keys("c")
+        term.wait_for("snapshot label: After cleanup")
+        term.keys("Enter")
+        if kind == "jax":
+            scr = term.wait_for("params (1 array float32[1024, 1024]) 4.0 MiB")
+            assert "✗ After cleanup: 4.0 MiB still in use (bytes_in_use): params" in " ".join(scr.split()), scr
+        else:
+            scr = term.wait_for("After cleanup: 5.7 MiB still in use (used_bytes)")
+        term.keys("h")
+        if kind == "jax":
+            scr = term.wait_for("jax variable")  # the table of the answer
+            text = " ".join(scr.split())
+            assert "jax.live_arrays(): 1 array, 4.0 MiB in 1 group" in text, scr
+            assert "jax variable params 4.00 1 float32[1024, 1024] del params" in text, scr
+            assert "torch has not initialised cuda:0 in this process" in text, scr
+        else:
+            scr = term.wait_for("HOLDERS of pid")
+            assert "cupy: used_bytes 5.7 MiB in use of the total_bytes 9.5 MiB it holds (60%)" in scr, scr
+            assert "(60%); 3.8 MiB free: cupy.get_default_memory_pool().free_all_blocks() returns it" in " ".join(scr.split()), scr
+    finally:
+        if c is not None:
+            c.kill()
+        term.close()
