@@ -45,6 +45,36 @@ type Process struct {
 	// CuPy), their newest reading at the time asked, read at FrameworksAt
 	Frameworks   []wire.Framework
 	FrameworksAt int64
+	// Stand: where the process has no torch figures on the device, the
+	// framework whose in-use and reserved stand in the table's allocated
+	// and reserved cells, labelled with its name; nil otherwise
+	Stand *StandIn
+}
+
+// StandIn is a framework's figures shown where torch's would be: InUse
+// (JAX's bytes_in_use, CuPy's used_bytes) and Reserved (pool_bytes or
+// bytes_reserved, total_bytes), each by its own name; nil when the
+// framework did not report it.
+type StandIn struct {
+	Name            string
+	InUse, Reserved *wire.Figure
+}
+
+// standIn is the first of fs with an in-use figure, as a StandIn; nil
+// when none has one.
+func standIn(fs []wire.Framework) *StandIn {
+	for _, f := range fs {
+		in, ok := f.Get(wire.FigInUse)
+		if !ok {
+			continue
+		}
+		s := &StandIn{Name: f.Name, InUse: &in}
+		if re, ok := f.Get(wire.FigReserved); ok {
+			s.Reserved = &re
+		}
+		return s
+	}
+	return nil
 }
 
 // agentOn reports whether an agent process uses store device dev.
@@ -186,6 +216,9 @@ func Processes(st *store.Store, dev int, t int64, replay bool) ([]Process, int) 
 		if r.Used != nil && r.Reserved != nil && !r.UsedLast {
 			d := int64(*r.Used) - int64(*r.Reserved)
 			r.NonTorch = &d
+		}
+		if r.Allocated == nil {
+			r.Stand = standIn(r.Frameworks) // a JAX or CuPy process
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].PID < rows[j].PID })

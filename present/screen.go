@@ -52,6 +52,11 @@ const (
 	TorchPeak
 	TorchAllocated
 	TorchLargestFree // the largest free block in torch's cache, from the agent's layout readings
+	// a process without torch figures: its framework's in-use and held
+	// (Process.Stand: JAX's bytes_in_use and pool_bytes, CuPy's
+	// used_bytes and total_bytes), named so in the legend
+	FrameworkInUse
+	FrameworkReserved
 )
 
 // LargestFreeSeries is the name of the chart's largest free block, with
@@ -192,7 +197,8 @@ func (p *Presenter) Screen(st *store.Store, q Query) Screen {
 // chart fetches the chart's columns for the window: NVML used of the
 // device and, for the selected process when it has an agent, torch's
 // reserved, peak and allocated, and the largest free block in its cache
-// when the query asks for it. A series without a source is left out (the
+// when the query asks for it (a process with no torch figures and a
+// framework's: that framework's in-use and held, named by it). A series without a source is left out (the
 // note says why), never drawn as zeros.
 func (s *Screen) chart(st *store.Store, q *Query) {
 	series := func(kind SeriesKind, name string, k store.Key) {
@@ -221,6 +227,19 @@ func (s *Screen) chart(st *store.Store, q *Query) {
 	}
 	sel, selOK := s.SelectedProcess()
 	switch {
+	case selOK && sel.Agent && sel.Stand != nil && st.Count(store.Key{Dev: s.Dev, PID: sel.PID, Metric: store.Allocated}) == 0:
+		// a JAX or CuPy process: its framework's figures, in its names
+		k := store.Key{Dev: s.Dev, PID: sel.PID}
+		if re := sel.Stand.Reserved; re != nil {
+			k.Metric = store.FrameworkReserved
+			series(FrameworkReserved, "held ("+sel.Stand.Name+" "+re.Native+")", k)
+		}
+		k.Metric = store.FrameworkInUse
+		series(FrameworkInUse, "in use ("+sel.Stand.Name+" "+sel.Stand.InUse.Native+")", k)
+		note += "pid " + sel.Label
+		if sel.Ended {
+			note += " " + sel.Status
+		}
 	case selOK && sel.Agent:
 		k := store.Key{Dev: s.Dev, PID: sel.PID}
 		k.Metric = store.Reserved

@@ -7,8 +7,10 @@ type ProcessOrder int
 
 // The orders a key cycles through, in that order: by pid (NVML's list as
 // Processes returns it), then the most NVML memory first, then the most
-// torch-allocated memory first. A process without the value sorted on
-// (no agent, no NVML figure) goes after those with one, by pid.
+// torch-allocated memory first (a process without torch figures by the
+// in-use of the framework that stands in for them: Process.Stand). A
+// process without the value sorted on (no agent, no NVML figure) goes
+// after those with one, by pid.
 const (
 	ByPID ProcessOrder = iota
 	ByUsed
@@ -26,6 +28,9 @@ func SortProcesses(rows []Process, o ProcessOrder) {
 		case ByUsed:
 			return p.Used
 		case ByAllocated:
+			if p.Allocated == nil && p.Stand != nil {
+				return &p.Stand.InUse.Value
+			}
 			return p.Allocated
 		}
 		return nil

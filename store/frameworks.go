@@ -63,6 +63,17 @@ func (s *Store) AgentFramework(pid int, r wire.FrameworkReading) (wire.Framework
 	if h.readings.push(FrameworksAt{T: t, Frameworks: r.Frameworks, OK: true}) {
 		s.frameworksDropped()
 	}
+	// the chart's series: the first framework with an in-use figure, as
+	// the process pane shows it in torch's place
+	for _, f := range r.Frameworks {
+		if in, ok := f.Get(wire.FigInUse); ok {
+			s.add(Key{dev, pid, FrameworkInUse}, t, in.Value)
+			if re, ok := f.Get(wire.FigReserved); ok {
+				s.add(Key{dev, pid, FrameworkReserved}, t, re.Value)
+			}
+			break
+		}
+	}
 	s.touch(r.T)
 	return r, true
 }

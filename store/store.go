@@ -25,10 +25,16 @@ const (
 	Reserved                   // torch reserved_bytes.all.current, from the agent
 	Peak                       // torch allocated_bytes.all.peak, from the agent
 	LargestFree                // the largest free block in torch's cache, from the agent's layout readings
+	// the in-use and held figures of the first framework beside torch
+	// reporting an in-use one (JAX's bytes_in_use and pool_bytes, CuPy's
+	// used_bytes and total_bytes), from the agent's framework readings
+	FrameworkInUse
+	FrameworkReserved
 )
 
 func (m Metric) String() string {
-	return [...]string{"nvml_used", "nvml_reserved", "proc_used", "allocated", "reserved", "peak", "largest_free"}[m]
+	return [...]string{"nvml_used", "nvml_reserved", "proc_used", "allocated", "reserved", "peak", "largest_free",
+		"framework_in_use", "framework_reserved"}[m]
 }
 
 // Key identifies a series. PID is 0 for device-wide series.

@@ -64,3 +64,36 @@ func TestProcessPaneShowsFrameworksInTheirOwnNames(t *testing.T) {
 		}
 	}
 }
+
+// A process with JAX's (or CuPy's) figures and none of torch's shows
+// them in the process table where torch's would be, each cell naming the
+// framework, and the chart draws them as series named by the framework's
+// own figures; never as torch's.
+func TestAFrameworkProcessFillsTheTableAndTheChart(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: h200, Source: "nvml"})
+	dev := []wire.AgentDevice{{Index: 0, UUID: "GPU-aaaa"}}
+	t0 := at(time.Second)
+	st.AgentHello(wire.Hello{PID: 4100, T: t0, Argv: []string{"jax_train.py"}, Devices: dev})
+	fig := func(of, native string, v uint64) wire.Figure { return wire.Figure{Of: of, Native: native, Value: v} }
+	for i := range 20 {
+		st.AgentFramework(4100, wire.FrameworkReading{T: t0 + int64(i)*1e8, Dev: 0, Frameworks: []wire.Framework{{
+			Name:    "jax",
+			Figures: []wire.Figure{fig("in_use", "bytes_in_use", uint64(12+i)<<20), fig("reserved", "pool_bytes", 113066115072)},
+		}}})
+	}
+	m := newModel(t, st, Options{Title: fixTitle}, 160, 50)
+	pane := strings.Join(strings.Fields(stripANSI(m.procs.View())), " ")
+	if !strings.Contains(pane, "4100 jax_train.py — jax 31.0 MiB jax 105.3 GiB — attached") {
+		t.Errorf("the table lacks JAX's figures in torch's place:\n%s", pane)
+	}
+	chart := strings.Join(strings.Fields(stripANSI(m.chart.View())), " ")
+	for _, want := range []string{"held (jax pool_bytes)", "in use (jax bytes_in_use)"} {
+		if !strings.Contains(chart, want) {
+			t.Errorf("the chart lacks %q:\n%s", want, chart)
+		}
+	}
+	if strings.Contains(chart, "(torch)") {
+		t.Errorf("a JAX process charted as torch's:\n%s", chart)
+	}
+}

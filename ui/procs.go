@@ -11,6 +11,7 @@ import (
 	"github.com/gputop/gputop/present"
 	"github.com/gputop/gputop/printable"
 	"github.com/gputop/gputop/summary"
+	"github.com/gputop/gputop/wire"
 )
 
 // procsModel is the process pane; up/down select a process, and the chart's
@@ -146,6 +147,15 @@ func usedCell(r present.Process) string {
 	return optHuman(r.Used)
 }
 
+// standCell is a framework's figure in a torch column, its name first
+// ("jax 12.0 MiB"); the pane's line under the table names the figure.
+func standCell(name string, f *wire.Figure) string {
+	if f == nil {
+		return dash
+	}
+	return printable.Clean(name) + " " + humanBytes(f.Value)
+}
+
 func optSigned(d *int64) string {
 	if d == nil {
 		return dash
@@ -225,8 +235,13 @@ func (m *procsModel) View() string {
 		if pid == "" {
 			pid = strconv.Itoa(r.PID)
 		}
+		alloc, res := optHuman(r.Allocated), optHuman(r.Reserved)
+		if s := r.Stand; s != nil {
+			// a JAX or CuPy process: its framework's figures, named so
+			alloc, res = standCell(s.Name, s.InUse), standCell(s.Name, s.Reserved)
+		}
 		data = append(data, []string{
-			pid, name, usedCell(r), optHuman(r.Allocated), optHuman(r.Reserved),
+			pid, name, usedCell(r), alloc, res,
 			optSigned(r.NonTorch), agent, ooms,
 		})
 	}

@@ -101,13 +101,13 @@ func DefaultStyles() Styles {
 // series is the chart's style for a series.
 func (s *Styles) series(k present.SeriesKind) lipgloss.Style {
 	switch k {
-	case present.TorchReserved:
+	case present.TorchReserved, present.FrameworkReserved:
 		return s.Reserved
 	case present.TorchPeak:
 		return s.Peak
 	case present.TorchLargestFree:
 		return s.LargestFree
-	case present.TorchAllocated:
+	case present.TorchAllocated, present.FrameworkInUse:
 		return s.Allocated
 	}
 	return s.NVMLUsed

@@ -442,6 +442,11 @@ def test_h_and_c_in_the_terminal_show_what_holds_a_frameworks_memory(gputop_bin:
             assert "✗ After cleanup: 4.0 MiB still in use (bytes_in_use): params" in " ".join(scr.split()), scr
         else:
             scr = term.wait_for("After cleanup: 5.7 MiB still in use (used_bytes)")
+        # the process table: the framework's figures where torch's would be, named
+        text = " ".join(scr.split())
+        assert (f"{c.p.pid} framework_child.py — jax 4.0 MiB jax 105.3 GiB" if kind == "jax" else
+                f"{c.p.pid} framework_child.py — cupy 5.7 MiB cupy 9.5 MiB") in text, scr
+        assert ("in use (jax bytes_in_use)" if kind == "jax" else "in use (cupy used_bytes)") in text, scr
         term.keys("h")
         if kind == "jax":
             scr = term.wait_for("jax variable")  # the table of the answer
