@@ -222,6 +222,9 @@ func explainFrameworkOOM(r Row, o wire.OOM, total uint64) OOMExplanation {
 		e.Asked += ", asked for " + units.Bytes(o.Requested)
 	}
 	e.Asked += "."
+	if o.DevUnknown {
+		e.Asked += fmt.Sprintf(" The error names no GPU and the process uses %s on several: which one ran out is unknown (shown on GPU %d, its first, with that GPU's figures).", o.Framework, r.Dev)
+	}
 	var f *wire.Framework
 	for i := range o.Frameworks {
 		if o.Frameworks[i].Name == o.Framework {

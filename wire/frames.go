@@ -278,6 +278,10 @@ type OOM struct {
 	Framework  string      `json:"framework,omitempty"`
 	Error      string      `json:"error,omitempty"`
 	Frameworks []Framework `json:"frameworks,omitempty"`
+	// DevUnknown: a framework's error named no device and the process
+	// uses the framework on several: Dev (and Frameworks' figures) is
+	// the first of them, not known to be the one that ran out
+	DevUnknown bool `json:"dev_unknown,omitempty"`
 	// Row is the id of the table row the store made of this frame (see
 	// Row.ID): filled in by gputop, so that a recording's row_edit of
 	// that row names it. An agent's is ignored.

@@ -201,7 +201,7 @@ var Frames = []Spec{
 	FrameOf[Row](Spec{Type: TypeRow, Recorded: true,
 		Doc: "a row of the summary table, with the values it had live and its `id` (below); an end row has `\"end\":true` and, where the agent's attribution came with it, `held` (below); a row taken with a memory dump has `dump` (the agent's report: `path`, `bytes`, `took_ms`, `gil_ms`, `phases` (where the time went), or `error`; the older dumps it removed are named in the log, not in each row); `ledger`, what the process's memory was made of (below)"}, nil),
 	FrameOf[OOM](Spec{Type: TypeOOM, Socket: FromAgent, Recorded: true, Also: []string{"pid"},
-		Doc: "CUDA out of memory in an agent process; `dump` when the agent wrote a memory dump at it (its row takes it when loaded); `row`, the `id` of the row gputop made of it"},
+		Doc: "CUDA out of memory in an agent process; `dump` when the agent wrote a memory dump at it (its row takes it when loaded); `row`, the `id` of the row gputop made of it; `framework`, `error` and `frameworks` for JAX's or CuPy's, with `dev_unknown` when the error named no device and the process uses several (`dev` is then the first)"},
 		checkOOM),
 	FrameOf[Holders](Spec{Type: TypeHolders, Socket: FromAgent, Recorded: true, Also: []string{"pid"},
 		Optional: []string{"total"}, Nullable: []string{"groups"},

@@ -19,25 +19,35 @@ from typing import Any, Callable
 
 from . import _backend
 
-_JAX = re.compile(r"Out of memory while trying to allocate (\d+) bytes")
-_CUPY = re.compile(r"Out of memory allocating ([\d,]+) bytes")
-MAX_ERROR = 1024  # wire.MaxOOMErrorBytes
+# XLA's two messages: the BFC allocator's ("Out of memory while trying to
+# allocate 7406166528 bytes.", which names no device) and PJRT's
+# ("Failed to allocate request for 176.00MiB (184549376B) on device
+# ordinal 0": the device's ordinal in this process, as local_hardware_id)
+_JAX = re.compile(r"Out of memory while trying to allocate (\d{1,20}) bytes")
+_JAX_ORDINAL = re.compile(r"Failed to allocate request for [^()\n]{0,32}\((\d{1,20})B\) on device ordinal (\d{1,6})")
+_CUPY = re.compile(r"Out of memory allocating ([\d,]{1,32}) bytes")
+MAX_ERROR = 1024  # wire.MaxOOMErrorBytes; a message is read (and sent) this far only
 
 _lock = threading.Lock()
 _installed = False
 
 
-def classify(exc: BaseException) -> tuple[str, int] | None:
-    """(framework, bytes asked; 0 when the message does not say) of an
-    out-of-memory error of JAX or CuPy, else None."""
+def classify(exc: BaseException) -> tuple[str, int, int | None] | None:
+    """(framework, bytes asked (0 when the message does not say), the
+    device the message names (None when it names none)) of an
+    out-of-memory error of JAX or CuPy, else None. Only the message's
+    first MAX_ERROR characters are read."""
     names = {c.__name__ for c in type(exc).__mro__}
-    msg = str(exc)
+    msg = str(exc)[:MAX_ERROR]
     if names & {"XlaRuntimeError", "JaxRuntimeError"} and "RESOURCE_EXHAUSTED" in msg:
+        m = _JAX_ORDINAL.search(msg)
+        if m:
+            return "jax", int(m.group(1)), int(m.group(2))
         m = _JAX.search(msg)
-        return "jax", int(m.group(1)) if m else 0
+        return "jax", int(m.group(1)) if m else 0, None
     if "OutOfMemoryError" in names and type(exc).__module__.startswith("cupy"):
         m = _CUPY.search(msg)
-        return "cupy", int(m.group(1).replace(",", "")) if m else 0
+        return "cupy", int(m.group(1).replace(",", "")) if m else 0, None
     return None
 
 
@@ -56,18 +66,29 @@ def report(exc: BaseException) -> bool:
     got = classify(exc)
     if got is None:
         return False
-    name, asked = got
+    name, asked, named = got
     ag = current()
     if ag is None:
         return True
     fw = _backend.framework_devices()
     devs = [d for d, fbs in sorted(fw.items()) if any(fb.name == name for fb in fbs)]
-    dev = devs[0] if devs else 0
+    # the device the message names; else the framework's only one; else
+    # unknown (dev_unknown), never a guess: the first one's figures go
+    # with it, and gputop says the error named no device
+    unknown = False
+    if named is not None and named in devs:
+        dev = named
+    elif len(devs) == 1 and named is None:
+        dev = devs[0]
+    else:
+        dev, unknown = (devs[0] if devs else 0), True
     figures = _backend.read_frameworks([fb for fb in fw.get(dev, []) if fb.name == name], dev)
     msg = str(exc).encode("utf-8", "replace")[:MAX_ERROR].decode("utf-8", "ignore")
     frame: dict[str, Any] = {"type": "oom", "t": time.time_ns(), "dev": dev, "requested": asked,
                              "allocated": 0, "reserved": 0, "peak": 0,
                              "framework": name, "error": msg, "frameworks": figures}
+    if unknown:
+        frame["dev_unknown"] = True
     ag.post(frame, urgent=True)
     return True
 

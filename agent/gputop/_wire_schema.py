@@ -404,6 +404,7 @@ SCHEMAS: dict[str, tuple] = {
         ("framework", "s", True, None),
         ("error", "s", True, None),
         ("frameworks", "L", True, FRAMEWORK),
+        ("dev_unknown", "b", True, None),
         ("row", "i", True, None),
     ),
     "holders": (

@@ -17,6 +17,7 @@ FAKE_FW: "jax", "cupy" or "torch+cupy". Commands:
   stats                  the frameworks' own figures now
   wait_connects N SECS
   inits                  the backend creations the agent caused (none)
+  jax_oom BYTES / jax_oom_text TEXT / cupy_oom BYTES   the program ends with that OOM (TEXT: \\n a newline)
   exit
 """
 
@@ -33,7 +34,7 @@ import gputop  # noqa: E402
 from fakeframeworks import FakeCuPy, FakeJax  # noqa: E402
 
 FW = os.environ.get("FAKE_FW", "jax")
-jax = FakeJax().install() if "jax" in FW else None
+jax = FakeJax(int(os.environ.get("FAKE_NDEV", "1"))).install() if "jax" in FW else None
 cupy = FakeCuPy().install() if "cupy" in FW else None
 gpu = None
 if "torch" in FW:
@@ -128,6 +129,10 @@ def main() -> None:
             say({"ok": True})
             from fakeframeworks import XlaRuntimeError
             raise XlaRuntimeError(f"RESOURCE_EXHAUSTED: Out of memory while trying to allocate {a[0]} bytes.")
+        elif cmd == "jax_oom_text":  # XLA's message as given
+            say({"ok": True})
+            from fakeframeworks import XlaRuntimeError
+            raise XlaRuntimeError(rest.replace("\\n", "\n"))
         elif cmd == "cupy_oom":
             say({"ok": True})
             from fakeframeworks import CuPyOutOfMemoryError

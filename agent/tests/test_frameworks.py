@@ -20,9 +20,10 @@ from test_e2e import Child, Recorder, recording
 MiB = 1 << 20
 
 
-def FwChild(sock: str, log: Path, fw: str, **env: str) -> Child:
-    """framework_child.py over fake JAX or CuPy (fw), one command at a time."""
-    return Child(sock, log, script="framework_child.py", FAKE_FW=fw, **env)
+def FwChild(sock: str, log: Path, fw: str, ndev: int = 1, **env: str) -> Child:
+    """framework_child.py over fake JAX or CuPy (fw) with ndev GPUs, one
+    command at a time."""
+    return Child(sock, log, ndev=ndev, script="framework_child.py", FAKE_FW=fw, **env)
 
 
 @pytest.fixture
@@ -39,8 +40,8 @@ def fw(gputop_bin: str, tmp_path: Path, sock_path: str):
             made.append(r)
             return r
 
-        def child(self, kind: str, **env: str) -> Child:
-            c = FwChild(sock_path, tmp_path / "child.log", kind, **env)
+        def child(self, kind: str, ndev: int = 1, **env: str) -> Child:
+            c = FwChild(sock_path, tmp_path / "child.log", kind, ndev, **env)
             made.append(c)
             return c
 
@@ -462,3 +463,57 @@ def test_h_and_c_in_the_terminal_show_what_holds_a_frameworks_memory(gputop_bin:
         if c is not None:
             c.kill()
         term.close()
+
+
+# XLA's out-of-memory messages as JAX raises them (jaxlib's XlaRuntimeError),
+# as users have reported them: PJRT's names the device's ordinal, the BFC
+# allocator's names none
+PJRT_OOM = "RESOURCE_EXHAUSTED: Failed to allocate request for 2.99GiB (3206250496B) on device ordinal {}"
+BFC_OOM = ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 bytes.\n"
+           "BufferAssignment OOM Debugging.\nBufferAssignment stats:\n             parameter allocation:  372.76MiB")
+
+
+def test_jax_oom_messages_are_read_for_their_size_and_device():
+    from fakeframeworks import XlaRuntimeError
+    from gputop import _fwoom
+
+    assert _fwoom.classify(XlaRuntimeError(PJRT_OOM.format(1))) == ("jax", 3206250496, 1)
+    assert _fwoom.classify(XlaRuntimeError(BFC_OOM)) == ("jax", 4770354232, None)
+    assert _fwoom.classify(XlaRuntimeError("RESOURCE_EXHAUSTED: something else")) == ("jax", 0, None)
+    # read within the bound only: a device named past it is not taken
+    late = XlaRuntimeError("RESOURCE_EXHAUSTED: " + "x" * _fwoom.MAX_ERROR + PJRT_OOM.format(1))
+    assert _fwoom.classify(late) == ("jax", 0, None)
+    # no RESOURCE_EXHAUSTED: no OOM of XLA's
+    assert _fwoom.classify(XlaRuntimeError("INTERNAL: on device ordinal 1")) is None
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_jax_oom_goes_on_the_device_its_message_names(fw, named):
+    """A JAX process on two GPUs: PJRT's OOM naming ordinal 1 is put on
+    that GPU with its figures; the BFC allocator's, naming none, is said
+    to be of an unknown GPU rather than put on the first as if known."""
+    rec = fw.recorder()
+    c = fw.child("jax", ndev=2)
+    c("attach")
+    assert c("wait_connects 1 10")["ok"]
+    c("jinit")
+    c("jarray params 1024 1024")  # on ordinal 0
+    assert c("wait_devices 10")["ok"]
+    time.sleep(0.3)
+    c("jax_oom_text " + (PJRT_OOM.format(1) if named else BFC_OOM.replace("\n", "\\n")))
+    assert c.p.wait(15) == 1, c.logpath.read_text()
+    time.sleep(0.3)
+    rec.stop()
+    oom = {r["label"]: r for r in fw.export(rec.rec)}["OOM"]
+    frames = [f for f in recording(rec.rec) if f.get("type") == "oom"]
+    assert len(frames) == 1, frames
+    if named:
+        assert oom["oom_requested_bytes"] == "3206250496", oom
+        assert frames[0]["dev"] == 1 and "dev_unknown" not in frames[0], frames[0]
+        assert oom["framework"].startswith("jax bytes_in_use=0 "), oom  # ordinal 1's figures, not 0's
+        assert "names no GPU" not in fw.stdout
+    else:
+        assert oom["oom_requested_bytes"] == "4770354232", oom
+        assert frames[0]["dev_unknown"] is True, frames[0]
+        assert ("The error names no GPU and the process uses jax on several: which one ran out is unknown "
+                f"(shown on GPU {oom['device']}, its first, with that GPU's figures).") in fw.stdout, fw.stdout
