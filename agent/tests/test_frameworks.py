@@ -517,3 +517,23 @@ def test_a_jax_oom_goes_on_the_device_its_message_names(fw, named):
         assert frames[0]["dev_unknown"] is True, frames[0]
         assert ("The error names no GPU and the process uses jax on several: which one ran out is unknown "
                 f"(shown on GPU {oom['device']}, its first, with that GPU's figures).") in fw.stdout, fw.stdout
+
+
+def test_live_arrays_are_looked_at_up_to_a_bound(monkeypatch):
+    """jax.live_arrays() is read up to MAX_ARRAYS arrays a reading; past
+    it a group says how many were not looked at, and the counts are those
+    of the arrays looked at."""
+    from fakeframeworks import FakeJax
+    from gputop import _jax
+
+    fake = FakeJax()
+    for name in ("jax", "jax._src", "jax._src.xla_bridge"):
+        monkeypatch.setitem(sys.modules, name, {"jax": fake.jax, "jax._src": fake.jax._src,
+                                                "jax._src.xla_bridge": fake.xb}[name])
+    monkeypatch.setattr(_jax, "MAX_ARRAYS", 3)
+    keep = [fake.array(0, (256, 256)) for _ in range(5)]  # 256 KiB each
+    groups, count, nbytes = _jax._live(0)
+    assert (count, nbytes) == (3, 3 * 262144), (count, nbytes)
+    assert groups[-1]["name"] == "arrays not looked at" and groups[-1]["tensors"] == 2, groups
+    assert "first 3 of jax.live_arrays()" in groups[-1]["hint"]
+    assert len(keep) == 5
