@@ -24,6 +24,13 @@ Checks (results 39-frameworks-*):
   run          `gputop run --no-tui --csv C -- python workloads/jax_train.py
                --no-agent`: Process start and Process end rows with jax
                figures, no PYTHONPATH to the agent, exit 0
+  cleanup      workloads/fw_cleanup.py, JAX then CuPy: gputop.cleanup()'s
+               per-framework report against the framework's own figures
+               read in the program just before and just after it, to the
+               byte (before, after, what it released); JAX: the live arrays
+               it counts equal jax.live_arrays() on the device, the kept
+               array named and still alive; CuPy: free_all_blocks() gave
+               back what total_bytes lost
   overhead     workloads/jax_train.py --abba: seconds per step with the
                agent attached and detached in A B B A blocks, in the
                process; PASS when the median of A is within 0.5% of B's
@@ -46,7 +53,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from common import start_gputop, stop_proc, work_dir, write_result  # noqa: E402
 
-CHECKS = ("jax", "noprealloc", "cupy", "torchcupy", "run", "overhead")
+CHECKS = ("jax", "noprealloc", "cupy", "torchcupy", "run", "cleanup", "overhead")
 OVERHEAD_LIMIT = 0.005  # the agent's cost on the JAX loop, at the median
 # memory_stats() keys gputop sends (the agent's _jax.MAPPED and EXTRA)
 JAX_KEYS = ("bytes_in_use", "pool_bytes", "bytes_reserved", "peak_bytes_in_use", "bytes_limit",
@@ -217,6 +224,53 @@ def check_run(a: argparse.Namespace, work: str) -> bool:
     return ok
 
 
+def check_cleanup(a: argparse.Namespace, work: str, fw: str) -> bool:
+    result = f"39-frameworks-cleanup-{fw}"
+    rc, out, _ = recorded_run(a, work, f"cleanup-{fw}", [os.path.join(HERE, "workloads", "fw_cleanup.py"),
+                                                           "--framework", fw, *dry(a)])
+    line = [ln for ln in out.splitlines() if ln.startswith("CLEANUP ")]
+    if rc != 0 or not line:
+        write_result(a.results_dir, result, "FAIL", f"the workload exited {rc} without its CLEANUP line (cleanup-{fw}.log)")
+        return False
+    d = json.loads(line[-1][len("CLEANUP "):])
+    rs = [r for r in d["result"] if r.get("framework") == fw and r.get("device") == 0]
+    bad: list[str] = []
+    if len(rs) != 1:
+        bad.append(f"cleanup() reported {len(rs)} entries of {fw} on device 0: {d['result']}")
+    else:
+        r = rs[0]
+        for when in ("before", "after"):
+            # the figures the program reads too (not the pinned pool's)
+            diff = {k: (v, d[when][k]) for k, v in r[when].items() if k in d[when] and d[when][k] != v}
+            if diff:
+                bad.append(f"{when}: cleanup()'s figures vs the program's own (cleanup, own): {diff}")
+        for fig in ("in_use", "reserved"):
+            n = r.get(fig)
+            if n and r.get(f"released_{fig}_bytes") != d["before"].get(n, 0) - d["after"].get(n, 0):
+                bad.append(f"released_{fig}_bytes {r.get(f'released_{fig}_bytes')}, own {n} fell by "
+                           f"{d['before'].get(n, 0) - d['after'].get(n, 0)}")
+        if fw == "jax":
+            if [r.get("live_arrays"), r.get("live_array_bytes")] != d["live"]:
+                bad.append(f"live arrays {r.get('live_arrays')}/{r.get('live_array_bytes')} B, jax.live_arrays() {d['live']}")
+            if not r.get("held") or r["held"][0].get("hint") != "del params":
+                bad.append(f"the kept array is not named by its variable, params: {r.get('held')}")
+    summary = (f"{fw}: " + (r_line(rs[0]) if len(rs) == 1 else "no report") +
+               ("" if not bad else f"; {len(bad)} problem(s): {bad[0]}"))
+    print("cleanup " + summary)
+    write_result(a.results_dir, result, "FAIL" if bad else "PASS", summary, report=d["result"], own=[d["before"], d["after"]],
+                 printed=d["printed"], problems=bad)
+    return not bad
+
+
+def r_line(r: dict) -> str:
+    """One cleanup() report in a line: what it released and what is left."""
+    return (f"released {r.get('released_in_use_bytes')} B in use ({r.get('in_use')}), {r.get('released_reserved_bytes')} B "
+            f"held ({r.get('reserved')}); left {r.get('in_use_bytes')} / {r.get('reserved_bytes')} B"
+            + (f", {r['live_arrays']} live arrays {r['live_array_bytes']} B" if "live_arrays" in r else "")
+            + "; steps " + ", ".join(f"{s['step']} {s.get('released_in_use_bytes', 0)}/{s.get('released_reserved_bytes', 0)}"
+                                     for s in r.get("steps", [])))
+
+
 def check_overhead(a: argparse.Namespace, work: str) -> bool:
     blocks = 4 if a.dry_run else a.abba_blocks
     rc, out, _ = recorded_run(a, work, "overhead", [os.path.join(HERE, "workloads", "jax_train.py"),
@@ -266,6 +320,13 @@ def main() -> int:
     for c in a.only:
         if c in ("jax", "noprealloc", "run", "overhead") and (why := have(a, "jax", "flax", "optax")):
             write_result(a.results_dir, f"39-frameworks-{c}", "SKIP", f"jax, flax and optax are needed: {why}")
+            continue
+        if c == "cleanup":
+            for fw in ("jax", "cupy"):
+                if why := have(a, fw):
+                    write_result(a.results_dir, f"39-frameworks-cleanup-{fw}", "SKIP", f"needs {fw}: {why}")
+                else:
+                    ok &= check_cleanup(a, work, fw)
             continue
         if c in ("cupy", "torchcupy") and (why := have(a, "cupy", *(["torch"] if c == "torchcupy" else []))):
             write_result(a.results_dir, f"39-frameworks-{c}", "SKIP", f"needs cupy{' and torch' if c == 'torchcupy' else ''}: {why}")

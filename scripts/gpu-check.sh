@@ -105,7 +105,9 @@
 #               CuPy in one process: every row's framework figures equal the
 #               framework's own (memory_stats(), the pool's) read in the
 #               program at the row, to the byte; `gputop run` on the JAX loop
-#               with no gputop in it; the agent's overhead on the loop, ABBA,
+#               with no gputop in it; gputop.cleanup() in a JAX and a CuPy
+#               program against their own figures before and after it, to
+#               the byte; the agent's overhead on the loop, ABBA,
 #               within 0.5% (GPU_CHECK_STEPS=frameworks runs it alone; a check
 #               whose framework is not installed is SKIP)
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
@@ -654,8 +656,8 @@ step ledger 180 36-ledger-article 36-ledger-exact 36-ledger-activations 36-ledge
 step fit 240 38-fit-gpt 38-fit-resnet 38-fit-time
 step peak 120 39-peak
 step status 60 99-status
-step frameworks 240 39-frameworks-versions 39-frameworks-jax 39-frameworks-jax-noprealloc 39-frameworks-cupy 39-frameworks-torch-cupy \
-	39-frameworks-run 39-frameworks-overhead
+step frameworks 270 39-frameworks-versions 39-frameworks-jax 39-frameworks-jax-noprealloc 39-frameworks-cupy 39-frameworks-torch-cupy \
+	39-frameworks-run 39-frameworks-cleanup-jax 39-frameworks-cleanup-cupy 39-frameworks-overhead
 
 # ---------------------------------------------------------------- report
 
