@@ -119,6 +119,10 @@ type DeviceRows struct {
 	// rows without allocator values (no agent then) and without NVML
 	// figures: some of them, and all of them
 	NoAllocSome, NoAllocAll, NoNVMLSome, NoNVMLAll bool
+	// rows without allocator values whose agent reads another framework
+	// (JAX, CuPy) and no torch there: some of them, and all of those
+	// without allocator values
+	NoTorchSome, NoTorchAll bool
 }
 
 // ForDevice picks the rows of device dev out of rows (in time order); the
@@ -139,9 +143,12 @@ func ForDevice(rows []Row, dev int) DeviceRows {
 		if r.OOM != nil {
 			d.LatestOOM = len(d.Rows)
 		}
-		if r.Allocated == nil {
+		if r.Allocated == nil && len(r.Frameworks) > 0 {
+			d.NoTorchSome = true
+		} else if r.Allocated == nil {
 			d.NoAllocSome = true
-		} else {
+		}
+		if r.Allocated != nil {
 			d.NoAllocAll = false
 		}
 		if r.NVMLUsed == nil {
@@ -154,6 +161,7 @@ func ForDevice(rows []Row, dev int) DeviceRows {
 	if len(d.Rows) == 0 {
 		d.NoAllocAll, d.NoNVMLAll = false, false
 	}
+	d.NoTorchAll = d.NoAllocAll && d.NoTorchSome && !d.NoAllocSome
 	pids := make([]int, 0, len(latest))
 	for p := range latest {
 		pids = append(pids, p)

@@ -97,3 +97,27 @@ func TestAFrameworkProcessFillsTheTableAndTheChart(t *testing.T) {
 		t.Errorf("a JAX process charted as torch's:\n%s", chart)
 	}
 }
+
+// A JAX process's rows have no torch figures: the table's torch columns
+// say "no torch", not "no agent", and the footnote says why they are empty.
+func TestAFrameworkProcessRowsSayNoTorch(t *testing.T) {
+	st := store.New(store.DefaultOptions())
+	st.SetDevice(store.Device{Index: 0, UUID: "GPU-aaaa", Name: "NVIDIA H200", Total: h200, Source: "nvml"})
+	t0 := at(time.Second)
+	st.AgentHello(wire.Hello{PID: 4100, T: t0, Argv: []string{"jax_train.py"}, Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-aaaa"}}})
+	jax := []wire.Framework{{Name: "jax", Figures: []wire.Figure{{Of: "in_use", Native: "bytes_in_use", Value: 12 << 20}}}}
+	for i, label := range []string{"Epoch 1", "Epoch 2"} {
+		st.AgentMark(4100, wire.Mark{T: t0 + int64(i+1)*1e9, Label: label, Kind: wire.MarkSnapshot,
+			Devs: []wire.DevStats{{Dev: 0, NoTorch: true, Frameworks: jax}}})
+	}
+	m := newModel(t, st, Options{Title: fixTitle}, 160, 50)
+	pane := strings.Join(strings.Fields(stripANSI(m.table.View())), " ")
+	for _, want := range []string{"(no torch)", "the process uses no torch on this GPU"} {
+		if !strings.Contains(pane, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, pane)
+		}
+	}
+	if strings.Contains(pane, "no agent") {
+		t.Errorf("a JAX process's rows said to have no agent:\n%s", pane)
+	}
+}

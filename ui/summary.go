@@ -109,6 +109,9 @@ func (m *summaryModel) footnote() string {
 	if allocAny {
 		notes = append(notes, dash+" allocated/reserved/peak: no agent attached at that moment (torch's allocator is only visible from inside the process)")
 	}
+	if m.d.Dev.NoTorchSome {
+		notes = append(notes, dash+" allocated/reserved/peak: the process uses no torch on this GPU (its framework's figures, in its own names, are in the row's details)")
+	}
 	if nvmlAny {
 		notes = append(notes, dash+" NVML used/peak: not sampled for this GPU then (an agent-only GPU, or --source agent)")
 	}
@@ -302,6 +305,8 @@ func (m *summaryModel) columns(rows []summary.Row, earlier, later int) ([]column
 			title = tc.Wide
 		}
 		switch {
+		case tc.SaysAbsent && c.Origin == summary.OriginTorch && m.d.Dev.NoTorchAll:
+			title += " (no torch)"
 		case tc.SaysAbsent && c.Origin == summary.OriginTorch && allocAll:
 			title += " (no agent)"
 		case tc.SaysAbsent && c.Origin == summary.OriginDriver && nvmlAll:
@@ -354,6 +359,9 @@ func (m *summaryModel) peakLine() string {
 		nv = summary.MiB(*m.d.NVMLPeak) + " MiB"
 	}
 	tp := dash + " (no agent)"
+	if m.d.Dev.NoTorchAll {
+		tp = dash + " (no torch)"
+	}
 	if m.d.TorchPk != nil {
 		tp = fmt.Sprintf("%s MiB (pid %s)", summary.MiB(*m.d.TorchPk), m.d.TorchPID)
 	}
