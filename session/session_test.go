@@ -302,9 +302,10 @@ func TestTapSeesTheAgentsFrames(t *testing.T) {
 	}
 	defer s.Stop()
 	attach(t, s, opt.Socket, 1<<20, time.Now().UnixNano())
-	tap.mu.Lock()
-	defer tap.mu.Unlock()
-	if !slices.Equal(tap.types, []string{wire.TypeDevice, wire.TypeHello, wire.TypeSample}) { // the agent-only device it made first
-		t.Fatalf("the Tap saw %q", tap.types)
+	seen := func() []string { tap.mu.Lock(); defer tap.mu.Unlock(); return slices.Clone(tap.types) }
+	// the store has the sample before the Tap is handed it
+	waitFor(t, "the Tap's third frame", func() bool { return len(seen()) >= 3 })
+	if got := seen(); !slices.Equal(got, []string{wire.TypeDevice, wire.TypeHello, wire.TypeSample}) { // the agent-only device it made first
+		t.Fatalf("the Tap saw %q", got)
 	}
 }
