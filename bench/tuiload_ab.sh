@@ -12,7 +12,13 @@
 #   bench/tuiload_ab.sh /tmp/tuiload-old /tmp/tuiload-new 30 2
 #   CONFIGS="--rate 1000|--rate 100" bench/tuiload_ab.sh bin/gputop-main bin/gputop   # on a GPU
 set -euo pipefail
-old=$1 new=$2 secs=${3:-30} rounds=${4:-1}
+secs=${3:-30} rounds=${4:-1}
+# each binary run from a plain copy, as an installed one is: one the Go
+# linker has just written maps about 3 MiB more of itself into RSS
+bin=$(mktemp -d)
+mkdir "$bin/old" "$bin/new"
+cp "$1" "$bin/old/" && cp "$2" "$bin/new/"
+old="$bin/old/$(basename "$1")" new="$bin/new/$(basename "$2")"
 IFS='|' read -r -a configs <<< "${CONFIGS:--rate 1000 -agent|-rate 100 -agent|-rate 1000 -agent -flat}"
 tck=$(getconf CLK_TCK)
 out=$(mktemp)
@@ -47,4 +53,4 @@ for b in "$old" "$new"; do
 		printf '%s\t%s\tcpu %s%%\twakeups %s/s\t(%d runs)\n' "$b" "$c" "$cpu" "$wk" "$(wc -l <<< "$rows")"
 	done
 done
-rm -f "$out"
+rm -rf "$out" "$bin"
