@@ -120,7 +120,7 @@ func TestFlatLiveScreenDrawsNothing(t *testing.T) {
 	stop := make(chan struct{})
 	flatAgent(t, sock, stop)
 	tm.waitFor("train.py")
-	const quiet = 8 * time.Second
+	const quiet = 12 * time.Second
 	time.Sleep(quiet)
 	close(stop)
 	tm.keys("q")
