@@ -49,7 +49,7 @@ var mayImport = map[string][]string{
 	"bench":              {"ingest", "store"},
 	"bench/cmd/soak":     {"bench", "store"},
 	"bench/cmd/wakeloop": {},
-	"bench/cmd/tuiload":  {"ingest", "store", "ui", "wire"},
+	"bench/cmd/tuiload":  {"ingest", "sampler", "session", "store", "ui", "wire"},
 	// a recording's forecasts replayed at each step row
 	"bench/cmd/forecastcheck": {"forecast", "recording", "store", "wire"},
 	"bench/cmd/peakcheck":     {"recording", "store", "summary"},

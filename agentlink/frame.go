@@ -23,6 +23,13 @@ func decodeFrame(line []byte) (any, error) {
 	if len(trimmed) == 0 {
 		return nil, errors.New("empty line")
 	}
+	if s, ok := wire.DecodeSample(trimmed); ok { // the agent's sample line, without encoding/json
+		var f wire.Frame = s // boxed once, for the check and the caller
+		if err := wire.Check(f); err != nil {
+			return nil, fmt.Errorf("%s: %w", wire.TypeSample, err)
+		}
+		return f, nil
+	}
 	if trimmed[0] != '{' {
 		if !json.Valid(trimmed) {
 			return nil, syntaxError(json.Unmarshal(trimmed, new(any)))

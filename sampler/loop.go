@@ -240,7 +240,7 @@ func (n *NVML) startThread() *native.Loop {
 // done, then stops the thread.
 func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop) {
 	defer loop.Stop()
-	tk := time.NewTicker(drainEvery)
+	tk := time.NewTicker(DrainEvery)
 	defer tk.Stop()
 	rates := n.startRates(time.Now())
 	var dropped uint64

@@ -141,7 +141,7 @@ type Store struct {
 	lastMarker int64
 	// rows whose NVML figures wait for the NVML sample of their
 	// instant: readings reach the store in batches (the sampler's every
-	// 40 ms), so a row made from an agent's mark or OOM is often newer than
+	// 100 ms), so a row made from an agent's mark or OOM is often newer than
 	// the newest NVML sample, and the value then at hand would be old (an
 	// OOM that filled the GPU in 30 ms would show it nearly empty). Filled
 	// by the first sample at or after the row's time.

@@ -80,7 +80,14 @@ func dotRow(v uint64, maxY float64, dots int) int {
 // holds the previous value (memory is a step function). hold, when known,
 // is the value at the window's left edge, held until the first sample.
 func columnSpans(cols []store.Column, hold *uint64, maxY float64, dots int) []span {
-	out := make([]span, len(cols))
+	return columnSpansInto(nil, cols, hold, maxY, dots)
+}
+
+// columnSpansInto is columnSpans into out's array, grown when short: the
+// chart draws each series' spans and lets them go, frame after frame.
+func columnSpansInto(out []span, cols []store.Column, hold *uint64, maxY float64, dots int) []span {
+	out = slices.Grow(out[:0], len(cols))[:len(cols)]
+	clear(out)
 	lastOK := -1
 	for i, c := range cols {
 		if c.OK {
@@ -138,6 +145,7 @@ type chartModel struct {
 	dirty  bool
 	g      grid
 	ansi   map[styleKey][2]string // ANSI before and after text, per style
+	spans  []span                 // a series' spans while it is drawn (columnSpansInto)
 }
 
 func newChart(st *Styles) chartModel {
@@ -287,7 +295,8 @@ func (c *chartModel) render() string {
 		if d.Ledger.On {
 			break
 		}
-		if c.drawSeries(g, x0, gw, gh, columnSpans(d.Series[i].Cols, d.Series[i].Hold, maxY, dots), g.style(d.Series[i].Style)) {
+		c.spans = columnSpansInto(c.spans, d.Series[i].Cols, d.Series[i].Hold, maxY, dots)
+		if c.drawSeries(g, x0, gw, gh, c.spans, g.style(d.Series[i].Style)) {
 			drawn = true
 		}
 	}

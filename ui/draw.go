@@ -21,7 +21,7 @@ type frameCache struct {
 }
 
 // titleKey is what the title bar depends on, cheap to compare at every
-// tick: the clock it shows changes once a second live and ten times a
+// tick: the clock it shows changes once a minute live and ten times a
 // second in replay, so most ticks need not format it again.
 type titleKey struct {
 	unit, total       int64
@@ -38,7 +38,7 @@ func (m *Model) titleKey() titleKey {
 	k.hasSource = true
 	unit := int64(100 * time.Millisecond)
 	if !m.opt.Replay && !m.tl.paused {
-		unit = int64(time.Second)
+		unit = int64(time.Minute)
 	}
 	k.unit = max(m.tl.cursor(m.now())-start, 0) / unit
 	if m.opt.Replay {
@@ -248,6 +248,20 @@ func (m Model) View() tea.View {
 	return v
 }
 
+// redraw draws the screen after a tick found new data, and makes it a frame
+// only when its text differs from the last one: new samples of a flat
+// series, a rate that moved by a sample, a window that slid over the same
+// values draw the same text, and the terminal is left alone.
+func (m *Model) redraw() {
+	out := m.draw()
+	if m.frame.ok && out == m.frame.out {
+		return
+	}
+	m.version++
+	m.stats.Frames++
+	*m.frame = frameCache{version: m.version, out: out, ok: true}
+}
+
 // content is the screen, drawn again only when version moved (the cache is
 // shared by the copies of the model, so View on a copy still uses it).
 func (m Model) content() string {
@@ -343,10 +357,11 @@ func (m *Model) titleBar() string {
 		forms = []string{"❚❚ paused at " + cur + " (end: live)  window " + window,
 			"❚❚ paused at " + cur + " " + window, "❚❚ paused at " + cur, "❚❚ " + cur}
 	default:
-		// whole seconds: a clock in tenths would redraw the screen 10 times
-		// a second on its own
-		secs := strings.TrimSuffix(cur, cur[strings.LastIndex(cur, "."):])
-		forms = []string{"● live " + secs + "  window " + window, "● live " + secs + " " + window, "● live " + secs, "● " + secs}
+		// how long gputop has watched, in whole minutes: the chart says
+		// when things happened, and a clock in seconds would redraw a
+		// screen whose figures are still once a second on its own
+		live := liveFor(time.Duration(m.tl.cursor(now)-start), start != 0)
+		forms = []string{"● live " + live + "  window " + window, "● live " + live + " " + window, "● live " + live, "● " + live}
 	}
 	// the long form where it leaves the source's name 20 cells, else the
 	// first of the others that leaves "gputop" whole beside it

@@ -144,6 +144,21 @@ func relTime(sec, window float64) string {
 // summary table's TIME column does.
 func elapsed(d time.Duration) string { return summary.Elapsed(d) }
 
+// liveFor is how long a live session has watched, for the title bar, in
+// whole minutes ("<1 min", "12 min", "2 h 05 min"; "0 min" before anything
+// came).
+func liveFor(d time.Duration, started bool) string {
+	switch {
+	case !started:
+		return "0 min"
+	case d < time.Minute:
+		return "<1 min"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%d h %02d min", int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
+
 // zoomName names a window length for the title bar.
 func zoomName(d time.Duration) string {
 	switch {

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -20,14 +21,43 @@ type headerModel struct {
 	w, h   int
 	devs   []present.Device // NVML used at the cursor with each; nil when NVML has nothing
 	sel    int
-	hosts  []store.Host // the remote hosts of a multi-host view: a line of their own
+	hosts  []store.Host    // the remote hosts of a multi-host view: a line of their own
+	rates  map[int]float64 // the rate shown of each device, by index (SetData)
 }
 
 func newHeader(st *Styles) headerModel { return headerModel{styles: st} }
 
 func (m *headerModel) SetSize(w, h int) { m.w, m.h = w, h }
 
-func (m *headerModel) SetData(devs []present.Device, sel int) { m.devs, m.sel = devs, sel }
+// SetData gives the devices to show. An achieved rate moves by a sample or
+// two from one second to the next (999, 1000, 1001/s), which would draw the
+// whole screen again every second for nothing a person needs: the rate
+// shown stays until the achieved one is more than rateStep away from it.
+func (m *headerModel) SetData(devs []present.Device, sel int) {
+	m.sel = sel
+	if m.rates == nil {
+		m.rates = map[int]float64{}
+	}
+	m.devs = devs
+	copied := false
+	for i, d := range devs {
+		shown, ok := m.rates[d.Index]
+		if !ok || math.Abs(d.Rate-shown) > rateStep*shown || (d.Rate == 0) != (shown == 0) {
+			m.rates[d.Index] = d.Rate
+			continue
+		}
+		if d.Rate != shown {
+			if !copied { // the presenter's slice is not the header's to change
+				m.devs, copied = slices.Clone(devs), true
+			}
+			m.devs[i].Rate = shown
+		}
+	}
+}
+
+// rateStep is how far, as a share of the rate shown, the achieved rate
+// moves before the header shows it: a sampler falling behind by 2% shows.
+const rateStep = 0.01
 
 // SetHosts gives the remote hosts whose state the header's first line shows.
 func (m *headerModel) SetHosts(hs []store.Host) { m.hosts = hs }

@@ -189,7 +189,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.stats.Ticks++
 		m.tl.advance(m.now(), m.st.End())
 		k := m.titleKey()
-		// live, a new second on the clock redraws the values with it: one
+		// live, a new minute on the clock redraws the values with it: one
 		// full-screen frame instead of two
 		changed := m.refresh(k != m.titleK && !m.opt.Replay)
 		m.prerender()
@@ -201,7 +201,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			}
 		}
 		if changed {
-			m.version++
+			m.redraw()
 		}
 		m.tickEvery = m.tickInterval()
 		return m, m.tick()

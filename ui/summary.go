@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"charm.land/lipgloss/v2"
 
@@ -43,17 +44,39 @@ type summaryModel struct {
 	pick   *rowPick   // a row to select once it is in the data (rowdetail.go)
 	drawn  *drawnRows // the rows the last View showed, for paging and the mouse
 	marked bool       // the pane has the focus and says so (focus.go)
+	data   uint64     // which SetData d came from (dataSeq)
+	tail   *tailMemo
+}
+
+// dataSeq numbers every SetData of every summary, so that a tailMemo made
+// for one model's data is never taken for another copy's.
+var dataSeq atomic.Uint64
+
+// tailMemo keeps the lines under the table for the data, size and selection
+// they were made for: the layout asks for the pane's height twice a frame
+// and View draws them once more, and wrapping them was the most of a
+// value-only frame's own work.
+type tailMemo struct {
+	key   tailKey
+	lines []string
+	ok    bool
+}
+
+type tailKey struct {
+	data      uint64
+	w, h, sel int
+	marked    bool
 }
 
 func newSummary(st *Styles) summaryModel {
-	return summaryModel{styles: st, tc: &tableCache{}, sel: -1, drawn: &drawnRows{}}
+	return summaryModel{styles: st, tc: &tableCache{}, sel: -1, drawn: &drawnRows{}, tail: &tailMemo{}}
 }
 
 func (m *summaryModel) SetSize(w, h int) { m.w, m.h = w, h }
 
 // SetData gives the table new rows; a selection past them is dropped.
 func (m *summaryModel) SetData(d summaryRows) {
-	m.d = d
+	m.d, m.data = d, dataSeq.Add(1)
 	if m.sel >= len(d.Dev.Rows) {
 		m.sel = len(d.Dev.Rows) - 1 // a deleted last row: the one before it
 	}
@@ -278,6 +301,16 @@ func (m *summaryModel) tailNotes() []string {
 // run's peaks, the forecasts, what the rows lack, the OOM explained, the
 // verdicts, the selected row's details, torch's cache at it and its ledger.
 func (m *summaryModel) tailLines() []string {
+	k := tailKey{data: m.data, w: m.w, h: m.h, sel: m.sel, marked: m.marked}
+	if m.tail.ok && m.tail.key == k {
+		return slices.Clip(m.tail.lines) // a caller's append copies
+	}
+	lines := m.makeTailLines()
+	*m.tail = tailMemo{key: k, lines: lines, ok: true}
+	return slices.Clip(lines)
+}
+
+func (m *summaryModel) makeTailLines() []string {
 	tail := append(m.tailNotes(), m.oomLines()...)
 	tail = append(tail, m.verdictLines()...)
 	tail = append(tail, m.detailLines()...)

@@ -688,7 +688,8 @@ func TestEmptyStore(t *testing.T) {
 		if len(st.Rows()) != 0 {
 			t.Errorf("a snapshot of no GPU was recorded")
 		}
-		if !strings.Contains(out, "no GPU known yet") || !strings.Contains(out, "0:00:00") {
+		clock := map[bool]string{false: "● live 0 min", true: "0:00:00"}[replay]
+		if !strings.Contains(out, "no GPU known yet") || !strings.Contains(out, clock) {
 			t.Errorf("an empty store should say it waits for data:\n%s", out)
 		}
 		// data arriving later shows up

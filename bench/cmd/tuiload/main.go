@@ -1,23 +1,31 @@
-// Command tuiload runs the real TUI over a store fed the way a live
-// session feeds it, without a GPU: device samples at -rate per second
-// moved in every 40 ms (as the sampler drains its native thread), a
-// process list 10 times a second, the achieved rate once a second. What it
-// costs is the Go side of the live TUI but NVML's calls: run it in a
+// Command tuiload runs the real TUI over a live session fed the way a
+// real one is, without a GPU: device samples at -rate per second moved in
+// every sampler.DrainEvery (as the sampler drains its native thread), a process list 10
+// times a second, the achieved rate once a second (a sample or two off,
+// as measured). With -agent, a training process's agent on the real
+// socket too: 100 samples a second written every 100 ms, as the agent
+// sends them. With -record FILE the session records as `gputop record`
+// (-no-tui: without the TUI, `gputop record` itself). What it costs is the
+// Go side of the live TUI (or of record) but NVML's calls: run it in a
 // terminal (tmux at 160x50) and read its CPU time and RSS from /proc, or
 // set GPUTOP_CPUPROFILE=FILE for a profile of the run (GPUTOP_MEMPROFILE=FILE:
-// the heap at its end).
+// the allocations of the run).
 //
 //	go build -o bin/tuiload ./bench/cmd/tuiload
-//	tmux new -d -x 160 -y 50 bin/tuiload -rate 1000
+//	tmux new -d -x 160 -y 50 bin/tuiload -rate 1000 -agent
+//	bin/tuiload -rate 1000 -record /tmp/r.gputop -no-tui
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -27,6 +35,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/gputop/gputop/ingest"
+	"github.com/gputop/gputop/sampler"
+	"github.com/gputop/gputop/session"
 	"github.com/gputop/gputop/store"
 	"github.com/gputop/gputop/ui"
 	"github.com/gputop/gputop/wire"
@@ -38,6 +48,10 @@ func main() {
 	rate := flag.Float64("rate", 1000, "device samples per second")
 	flat := flag.Bool("flat", false, "every sample the same (an idle GPU)")
 	fps := flag.Int("fps", 15, "the TUI's --fps")
+	agent := flag.Bool("agent", false, "a training process's agent on the real socket, 100 samples a second")
+	record := flag.String("record", "", "record the session to this file, as gputop record or --record")
+	noTUI := flag.Bool("no-tui", false, "no TUI (with -record: gputop record)")
+	secs := flag.Duration("for", 0, "stop after this long (0: at SIGTERM or SIGHUP)")
 	flag.Parse()
 	// what the live commands set (sources.go's liveRuntime)
 	if os.Getenv("GOMAXPROCS") == "" {
@@ -49,8 +63,7 @@ func main() {
 	if path := os.Getenv("GPUTOP_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
+			fail(err)
 		}
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
@@ -63,43 +76,123 @@ func main() {
 			}
 		}()
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP, os.Interrupt)
 	defer cancel()
-	in := ingest.New(store.New(store.DefaultOptions()))
+	if *secs > 0 {
+		ctx, cancel = context.WithTimeout(ctx, *secs)
+		defer cancel()
+	}
+	opt := session.Options{Tool: "tuiload"}
+	dir, err := os.MkdirTemp("", "tuiload-")
+	if err != nil {
+		fail(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "gputop.sock")
+	if *agent {
+		opt.Agents, opt.Socket = true, sock
+	}
+	if *record != "" {
+		opt.Record = &session.Record{Path: *record, Force: true}
+	}
+	ses, err := session.Start(ctx, opt)
+	if err != nil {
+		fail(err)
+	}
+	in := ses.Ingest()
 	in.Device(store.Device{Index: 0, UUID: "GPU-fake", Name: "NVIDIA H200", Total: 141 * gib, Source: "nvml"})
 	go feed(ctx, in, *rate, *flat)
-	m := ui.New(in, ui.Options{Now: time.Now, FPS: *fps})
-	if _, err := tea.NewProgram(m, tea.WithContext(ctx), tea.WithFPS(*fps)).Run(); err != nil && ctx.Err() == nil {
-		fmt.Fprintln(os.Stderr, err)
+	if *agent {
+		go agentFeed(ctx, sock, *flat)
 	}
+	if *noTUI {
+		<-ctx.Done()
+	} else {
+		m := ui.New(in, ui.Options{Now: time.Now, FPS: *fps, Log: ses.Log()})
+		if _, err := tea.NewProgram(m, tea.WithContext(ctx), tea.WithFPS(*fps)).Run(); err != nil && ctx.Err() == nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	ses.Stop()
 }
 
-// feed adds samples until ctx is done: a training job's memory rising and
-// falling within each step, unless flat.
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "tuiload:", err)
+	os.Exit(1)
+}
+
+// used is a training job's memory rising and falling within each step,
+// unless flat.
+func used(t int64, flat bool) uint64 {
+	u := uint64(60 * gib)
+	if !flat {
+		u += uint64((1 + math.Sin(float64(t)/1e8)) * 8 * gib)
+	}
+	return u
+}
+
+// feed adds samples until ctx is done.
 func feed(ctx context.Context, in *ingest.Ingest, rate float64, flat bool) {
 	period := time.Duration(float64(time.Second) / rate)
-	tk := time.NewTicker(40 * time.Millisecond)
+	tk := time.NewTicker(sampler.DrainEvery)
 	defer tk.Stop()
 	procs := time.NewTicker(100 * time.Millisecond)
 	defer procs.Stop()
 	rates := time.NewTicker(time.Second)
 	defer rates.Stop()
 	last := time.Now().UnixNano()
-	for {
+	jitter := []float64{0, -1, 1, 0, -2, 1}
+	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-rates.C:
-			in.Rate(0, rate)
+			in.Rate(0, rate+jitter[i%len(jitter)]*rate/1000)
 		case now := <-procs.C:
-			in.Apply(0, wire.Procs{T: now.UnixNano(), Dev: 0, Procs: []wire.Proc{{PID: 4242, Used: 60 * gib, Name: "python"}}})
+			in.Apply(0, wire.Procs{T: now.UnixNano(), Dev: 0, Procs: []wire.Proc{{PID: os.Getpid(), Used: 60 * gib, Name: "python"}}})
 		case now := <-tk.C:
 			for t := last + int64(period); t <= now.UnixNano(); t += int64(period) {
-				used := uint64(60 * gib)
-				if !flat {
-					used += uint64((1 + math.Sin(float64(t)/1e8)) * 8 * gib)
+				in.NVML(0, t, used(t, flat), 1<<30)
+				last = t
+			}
+		}
+	}
+}
+
+// agentFeed is a training process's agent on the socket: its hello, then
+// 100 samples a second, written every 100 ms as the agent writes them.
+func agentFeed(ctx context.Context, sock string, flat bool) {
+	var c net.Conn
+	var err error
+	for range 100 {
+		if c, err = net.Dial("unix", sock); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		fail(err)
+	}
+	defer c.Close()
+	enc := json.NewEncoder(c)
+	now := time.Now().UnixNano()
+	if err := enc.Encode(wire.Hello{Type: wire.TypeHello, V: wire.Version, PID: os.Getpid(), Argv: []string{"train.py"},
+		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-fake", Name: "NVIDIA H200", Total: 141 * gib}}, T: now}); err != nil {
+		fail(err)
+	}
+	tk := time.NewTicker(100 * time.Millisecond)
+	defer tk.Stop()
+	last := now
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case at := <-tk.C:
+			for t := last + int64(10*time.Millisecond); t <= at.UnixNano(); t += int64(10 * time.Millisecond) {
+				a := used(t, flat) - 2*gib
+				if enc.Encode(wire.Sample{Type: wire.TypeSample, T: t, Dev: 0, Allocated: a, Reserved: a + gib, Peak: 62 * gib}) != nil {
+					return
 				}
-				in.NVML(0, t, used, 1<<30)
 				last = t
 			}
 		}
