@@ -87,7 +87,7 @@ func lineOf(t *testing.T, scr, s string) int {
 // reach every one, and the selected row is named under the table.
 func TestTableScrollsInTerminal(t *testing.T) {
 	tm, _ := replayAtEnd(t, 80, 24)
-	scr := tm.waitFor("LABEL (+")
+	scr := tm.waitFor("LABEL ↑")
 	if tableHas(scr, "row 01") {
 		t.Fatalf("the 80x24 table should not hold all twelve rows:\n%s", scr)
 	}

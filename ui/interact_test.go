@@ -28,8 +28,8 @@ func TestRowsScrollAndShowTheSelection(t *testing.T) {
 	st := newFixture()
 	m := newModel(t, st, Options{}, 80, 24)
 	tbl := ansi.Strip(m.table.View())
-	if !strings.Contains(tbl, "LABEL (+5") {
-		t.Fatalf("the 80x24 table should hide earlier rows:\n%s", tbl)
+	if !strings.Contains(tbl, "LABEL ↑5 ") || strings.Contains(strings.SplitN(tbl, "\n", 2)[0], "…") {
+		t.Fatalf("the 80x24 table should hide earlier rows and say how many, uncut:\n%s", tbl)
 	}
 	m = send(t, m, press("tab")...)
 	if m.focus != focusRows || m.table.sel != 5 {

@@ -345,20 +345,27 @@ func (m *summaryModel) columns(rows []summary.Row, earlier, later int) ([]column
 		case tc.SaysAbsent && c.Origin == summary.OriginDriver && nvmlAll:
 			title += " (no NVML)"
 		}
+		short := ""
 		if tc.Flex {
+			// the rows out of view, and, where the column is too narrow
+			// for that, with arrows: "LABEL ↑3 ↓2" rather than "LABEL (+3 ea…"
+			short = title
 			switch {
 			case earlier > 0 && later > 0:
 				title = fmt.Sprintf("%s (+%d earlier, +%d later)", title, earlier, later)
+				short = fmt.Sprintf("%s ↑%d ↓%d", short, earlier, later)
 			case earlier > 0:
 				title = fmt.Sprintf("%s (+%d earlier)", title, earlier)
+				short = fmt.Sprintf("%s ↑%d", short, earlier)
 			case later > 0:
 				title = fmt.Sprintf("%s (+%d later)", title, later)
+				short = fmt.Sprintf("%s ↓%d", short, later)
 			}
 			if m.marked {
-				title = focusMark + title
+				title, short = focusMark+title, focusMark+short
 			}
 		}
-		cols = append(cols, column{Title: title, Right: tc.Right, Priority: tc.Priority, Flex: tc.Flex})
+		cols = append(cols, column{Title: title, Short: short, Right: tc.Right, Priority: tc.Priority, Flex: tc.Flex})
 		shown = append(shown, c)
 	}
 	return cols, shown

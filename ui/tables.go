@@ -14,6 +14,8 @@ type column struct {
 	Right    bool // numbers are right aligned
 	Priority int  // when the terminal is narrow, lower priorities go first
 	Flex     bool // this column is shortened (not dropped) to fit
+	// Short, on the flex column: its title where the whole one would be cut
+	Short string
 }
 
 // tableSpec is what a pane hands to renderTable.
@@ -127,6 +129,9 @@ func renderTable(st *Styles, spec tableSpec) string {
 	for k, i := range keep {
 		headers[k] = spec.Cols[i].Title
 		if flexW > 0 && spec.Cols[i].Flex {
+			if sh := spec.Cols[i].Short; sh != "" && ansi.StringWidth(headers[k]) > flexW {
+				headers[k] = sh
+			}
 			headers[k] = truncate(headers[k], flexW)
 		}
 	}
