@@ -365,9 +365,10 @@ func (m *Model) titleBar() string {
 	}
 	// the long form where it leaves the source's name 20 cells, else the
 	// first of the others that leaves "gputop" whole beside it
+	brand := st.Title.Render("gputop")
 	info := forms[0]
 	if len([]rune(info)) > m.w-10 || m.opt.Title != "" && len([]rune(info)) > m.w-10-min(len([]rune(m.opt.Title))+1, 20) {
-		room := m.w - lipgloss.Width(st.Title.Render("gputop")) - 1
+		room := m.w - lipgloss.Width(brand) - 1
 		for _, f := range forms[1:] {
 			if info = f; lipgloss.Width(f) <= room {
 				break
@@ -375,7 +376,6 @@ func (m *Model) titleBar() string {
 		}
 	}
 	right := st.TitleInfo.Render(truncate(info, max(m.w-8, 1)))
-	brand := st.Title.Render("gputop")
 	left := brand
 	if m.opt.Title != "" {
 		left += " " + st.Bold.Render(m.opt.Title)
