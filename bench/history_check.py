@@ -3,8 +3,13 @@
 
     PYTHONPATH=agent python3 bench/history_check.py --gputop bin/gputop [--results-dir DIR]
 
-Four parts, each a child process with the agent attached:
+Five parts, each a child process with the agent attached:
 
+  imports   six programs with history on from attach, the layout read 50
+            times a second, then AdamW's first use (which imports
+            torch._dynamo in the program's thread): none may break, and
+            gputop's thread may import no torch._inductor/_dynamo module
+            (torch's memory snapshot with stacks imports torch._inductor);
   overhead  what history=100000 costs: the small CPU-bound loop (the
             reference trainer's step, as overhead.py's "cpu") and a large
             GPU-bound bf16 MLP (as overhead.py's "gpu"), the agent attached
@@ -34,7 +39,7 @@ Four parts, each a child process with the agent attached:
             thread's CPU time in it, pickle, write, fsync, place) are
             printed to show where the time went.
 
-Results: 95-history-overhead-cpu, 95-history-overhead-gpu (INFO),
+Results: 95-history-imports, 95-history-overhead-cpu, 95-history-overhead-gpu (INFO),
 96-history-oom-dump, 97-history-labelled-dump, 98-history-run-oom-dump.
 """
 from __future__ import annotations
@@ -180,6 +185,42 @@ time.sleep(0.5)
 print(json.dumps({"error": err, "held": n, "first": first}))
 """
 RUN_GOALS = (1000.0, 200.0)  # a dump of few entries: wall ms, GIL ms (issue #29)
+
+
+# history on from attach, then an optimizer's first use imports torch._dynamo
+# in this thread while the agent's thread reads the layout: torch 2.11's
+# snapshot with stacks imported torch._inductor there, and the two imports
+# met half way (ImportError in the program, 2 runs of 4 on 2026-12-02)
+IMPORTS = r"""
+import json, sys, threading, time
+agent_imports = []
+def hook(ev, args):
+    if ev == "import" and args[0].startswith(("torch._inductor", "torch._dynamo")) \
+            and threading.current_thread() is not threading.main_thread():
+        agent_imports.append(args[0])
+sys.addaudithook(hook)
+import torch, torch.nn as nn
+sys.path.insert(0, sys.argv[2])
+from common import setup_cpu
+import gputop
+gputop.attach(socket=sys.argv[1], history=100000, layout_rate=50)
+t0 = time.time()
+while not gputop.status().get("connected") and time.time() - t0 < 5:
+    time.sleep(0.05)
+torch.zeros(1, device="cuda")
+time.sleep(0.2)  # the agent's thread sees CUDA up, reads layouts
+err = ""
+try:
+    step = setup_cpu(torch, nn)  # AdamW: imports torch._dynamo here
+    for _ in range(20):
+        step()
+except Exception as e:
+    err = f"{type(e).__name__}: {e}"
+time.sleep(0.5)
+lay = gputop.status().get("layout", {})
+print(json.dumps({"error": err, "agent_imports": len(agent_imports), "first": agent_imports[:3],
+                  "readings": lay.get("readings"), "skipped": lay.get("skipped")}))
+"""
 
 
 def line_of(code: str, marker: str) -> int:
@@ -467,20 +508,48 @@ def check_labelled(a, work: str, env: dict, log) -> None:
                  "; ".join(problems) if problems else summary, problems=problems, child=r)
 
 
+def check_imports(a, work: str, env: dict, log) -> None:
+    name, runs = "95-history-imports", 6
+    rec, sock = os.path.join(work, "imports.gputop"), os.path.join(work, "imports.sock")
+    g = start_gputop(a.gputop, rec, sock, "agent", log)
+    if g is None:
+        write_result(a.results_dir, name, "FAIL", "gputop record did not start (history_check.log)")
+        return
+    got = []
+    try:
+        for _ in range(runs):
+            got.append(run_child(work, "imports_child", IMPORTS, [sock, HERE], env, 120, log))
+    finally:
+        stop_proc(g)
+    broke = [r["error"] for r in got if r is not None and r["error"]]
+    lost = sum(r is None for r in got)
+    imports = sum(r["agent_imports"] for r in got if r is not None)
+    problems = [f"{len(broke)} of {runs} programs broke: {broke[0]}"] if broke else []
+    if lost:
+        problems.append(f"{lost} of {runs} children did not finish (history_check.log)")
+    if imports:
+        problems.append(f"gputop's thread imported {imports} torch._inductor/_dynamo modules")
+    summary = (f"{runs} programs with history on from attach and AdamW's first use importing torch._dynamo: "
+               f"none broke, no torch._inductor/_dynamo import from gputop's thread; layout readings "
+               f"{[r['readings'] for r in got if r]}, skipped {[r['skipped'] for r in got if r]}")
+    write_result(a.results_dir, name, "FAIL" if problems else "PASS",
+                 "; ".join(problems) if problems else summary, children=got)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--gputop", default="bin/gputop")
     ap.add_argument("--results-dir")
     ap.add_argument("--workdir", help="for the children, recordings and dumps (default: a temp dir)")
-    ap.add_argument("--only", nargs="*", choices=["oom", "labelled", "overhead", "run"], help="run only these parts")
+    ap.add_argument("--only", nargs="*", choices=["imports", "oom", "labelled", "overhead", "run"], help="run only these parts")
     ap.add_argument("--dry-run", action="store_true",
                     help="without a GPU: compile the children and show where their marked lines are")
     a = ap.parse_args()
     a.gputop = os.path.abspath(a.gputop)  # the children run in other directories
     if a.dry_run:
         # without a GPU: the children compile, their markers are where the checks look
-        for code, marker in ((OVERHEAD, None), (OOM, "OOM_LINE"), (LABELLED, "LOSSES_LINE"),
+        for code, marker in ((OVERHEAD, None), (IMPORTS, None), (OOM, "OOM_LINE"), (LABELLED, "LOSSES_LINE"),
                              (RUN_OOM, "RUN_OOM_LINE")):
             compile(code, "child", "exec")
             if marker:
@@ -492,7 +561,7 @@ def main() -> int:
                                                       os.environ.get("PYTHONPATH", "")) if p))
     env.pop("GPUTOP_HISTORY", None)
     with open(os.path.join(work, "history_check.log"), "w") as log:
-        for part in (check_run, check_oom, check_labelled, check_overhead):
+        for part in (check_imports, check_run, check_oom, check_labelled, check_overhead):
             if a.only and part.__name__.removeprefix("check_") not in a.only:
                 continue
             try:

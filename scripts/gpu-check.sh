@@ -35,7 +35,10 @@
 #               turn beside one job, 4 rounds of 30 s in ABBA order: what a
 #               change costs in CPU and RSS, the host's drift on both alike
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
-#   history     bench/history_check.py: history=100000 on vs off on the small
+#   history     bench/history_check.py: six programs with history on whose
+#               optimizer imports torch._dynamo while the agent reads layouts
+#               (none may break; gputop's thread imports no torch._inductor);
+#               history=100000 on vs off on the small
 #               CPU-bound and the large GPU-bound loop; an OOM's dump (top frame
 #               the allocating line, read by gputop dump-info and by torch's
 #               memory_viz loader, named by the recording and the CSV); dumps
@@ -645,7 +648,7 @@ step overhead 260 40-overhead-cpu 40-overhead-gpu 40-overhead-compiled 40-snapsh
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step baseline 330 50-resource-tui-baseline
 step holders 25 60-holders_scenarios
-step history 160 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-dump 97-history-labelled-dump 98-history-run-oom-dump
+step history 200 95-history-imports 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-dump 97-history-labelled-dump 98-history-run-oom-dump
 step run 150 90-run 90-run-exact
 step ddp 60 70-ddp
 step metrics 200 80-metrics-exact 80-metrics-spike 80-resource-tui-metrics

@@ -621,6 +621,9 @@ class Agent:
             t = time.time_ns()
             try:
                 why = _dumps.busy()
+                held_back = self.backend.snapshot_imports()
+                if held_back and not why:
+                    why = f"not taken from gputop's thread: {held_back} (gputop.dump() in the program takes one)"
                 res = {"error": why} if why else _dumps.dump(self.backend.history(), _requests.LABEL_DUMP)
             except Exception as e:
                 res = {"error": f"the dump failed: {type(e).__name__}: {e}"}

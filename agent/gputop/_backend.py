@@ -278,6 +278,15 @@ class Backend:
         """What this installation's layout reading lacks ("" when nothing)."""
         return ""
 
+    def snapshot_imports(self) -> str:
+        """Why the framework's memory snapshot (layouts(), blocks(), a
+        dump's data) would import modules the program has not imported
+        yet, said in a sentence; "" when it would not. gputop then reads
+        none of its own accord (an import from its thread can meet the
+        program's own import of the same modules half way and break it);
+        a dump the user asks for, or an OOM's, is still taken."""
+        return ""
+
     def memory_info(self, index: int) -> tuple[int, int]:
         """(free, total) bytes of a device as the driver counts them, from
         inside the initialisation too (at_init's fn)."""

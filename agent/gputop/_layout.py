@@ -299,6 +299,11 @@ class Layouts:
             return frames
         self._see_step()
         period = 1.0 / self.rate
+        held_back = self.backend.snapshot_imports()
+        if held_back:
+            self._skip(devs, held_back, frames)
+            self.next_at = now + self._back_off(period)
+            return frames
         bound, why = self.bound()
         ok, blocks, bad = self._sizes(devs)
         for d, w in bad.items():
@@ -343,6 +348,9 @@ class Layouts:
         if not self.rate or self.stopped:
             return {}
         now = time.monotonic()
+        if self.backend.snapshot_imports():
+            # the latest readings only
+            return {d: lay for d, (at, lay) in list(self._last.items()) if d in devs and now - at <= STALE_S}
         room = self._debt.room(now, self.bound()[0])
         # the last readings' sizes first: a row taken right after another
         # (every step) is told no without a call to the allocator

@@ -30,7 +30,7 @@ import re
 import sys
 from typing import Any, Callable, Mapping, Sequence
 
-from . import _direct, _torchlayout
+from . import _direct, _history, _torchlayout
 from ._backend import Backend, Counters, History, Reader, Step, Unsupported, normalize_uuid
 
 # torch's OOM observer is registered: torch keeps it for the life of the
@@ -236,6 +236,29 @@ def workspace_sizes(torch: Any, index: int) -> set[int]:
     lt = os.environ.get("CUBLASLT_WORKSPACE_SIZE", "").strip()
     sizes.add(int(lt) * _KIB if lt.isdigit() else _KIB * _KIB)
     return sizes
+
+
+# What torch's memory snapshot imports when blocks carry Python stacks
+# (allocation history on): torch 2.11's symbolising of the stacks imports
+# torch._inductor, which imports torch._dynamo; the two import each other,
+# so that import from gputop's thread, while the program's thread imports
+# torch._dynamo (an optimizer's first use does), broke the program with
+# "ImportError: cannot import name ... from partially initialized module".
+SNAPSHOT_IMPORTS = ("torch._dynamo", "torch._inductor")
+
+
+def imported(name: str) -> bool:
+    """The module is in sys.modules and done initialising."""
+    m = sys.modules.get(name)
+    return m is not None and not getattr(getattr(m, "__spec__", None), "_initializing", False)
+
+
+def snapshot_imports(history_on: bool) -> str:
+    """Backend.snapshot_imports for a torch whose history is on or off."""
+    if not history_on or all(imported(m) for m in SNAPSHOT_IMPORTS):
+        return ""
+    return ("with allocation history on, torch's memory snapshot imports torch._inductor, "
+            "which this program has not imported yet; gputop takes none of its own accord until it has")
 
 
 def layout_reader(torch: Any) -> _torchlayout.Reader:
@@ -492,8 +515,8 @@ class TorchBackend(Backend):
 
     def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
         t = self._initialized()
-        if t is None:
-            return None
+        if t is None or self.snapshot_imports():
+            return None  # no blocks: the walk counts storages' bytes
         # the layout's reading: torch's memory snapshot without the history
         # where this torch allows it (a row's ledger reads it: its cost must
         # not grow with the history)
@@ -555,6 +578,17 @@ class TorchBackend(Backend):
 
     def layout_note(self) -> str:
         return self._layout.note if self._layout is not None else ""
+
+    def snapshot_imports(self) -> str:
+        on = bool(_history.on)
+        if not on:
+            t = self._initialized()
+            enabled = getattr(getattr(t, "_C", None), "_cuda_isHistoryEnabled", None)
+            try:
+                on = bool(enabled()) if enabled is not None else False  # the program's own history
+            except Exception:
+                on = False
+        return snapshot_imports(on)
 
     def memory_info(self, index: int) -> tuple[int, int]:
         # inside the lazy init torch.cuda.mem_get_info would wait for it:

@@ -115,7 +115,9 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
         except Exception as e:
             dump_error = f"torch.cuda.memory._snapshot() failed: {type(e).__name__}: {e}"
     peak: tuple[Any, dict[int, int], str] | None = None
-    if _history.on:  # the blocks at the interval's peak by line (_peaklines)
+    # the blocks at the interval's peak by line (_peaklines), from the dump's
+    # data when taken, else from a snapshot that imports nothing
+    if _history.on and (state is not None or not backend.snapshot_imports()):
         try:
             peak = _peaklines.take(backend.history(), list(vals), t, state)
         except Exception:

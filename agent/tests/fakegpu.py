@@ -340,6 +340,7 @@ class FakeBackend(_backend.Backend):
         self._memory = memory
         self._layout_torch = layout_torch  # a torch for _torch.layout_reader; None: no layout
         self.limits: dict[int, int] = {}  # by device: what limit() says (set_per_process_memory_fraction's cap)
+        self.held_back = ""  # what snapshot_imports() says: a test sets it
         self._layout: _torchlayout.Reader | None = None
         self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
         self.init_calls: list[Callable[[], None]] = []  # at_init's, until FakeGPU.init_cuda
@@ -410,7 +411,12 @@ class FakeBackend(_backend.Backend):
         return _torch.cleanup_steps(self, devs, reset_peak)
 
     def blocks(self, index: int) -> list[tuple[int, int, int]] | None:
+        if self.held_back:
+            return None  # as torch's: no snapshot, no blocks
         return self._blocks(index) if self._blocks is not None else None
+
+    def snapshot_imports(self) -> str:
+        return self.held_back
 
     def workspace_sizes(self, index: int) -> set[int]:
         return self._workspace_sizes(index) if self._workspace_sizes is not None else set()

@@ -292,6 +292,20 @@ def test_gputop_asks_for_a_dump(server: LineServer, dump_dir: str):
         assert len(pickle.load(f)["segments"]) == 1
 
 
+def test_a_dump_asked_by_gputop_is_not_taken_where_its_snapshot_would_import(server: LineServer, dump_dir: str):
+    gpu = FakeGPU(1)
+    backend = gpu.install()
+    backend.held_back = "with allocation history on, torch's memory snapshot imports torch._inductor"
+    gputop.attach()
+    gpu.block(0, 5 * MiB)
+    assert server.wait(lambda: hellos(server))
+    server.send(0, b'{"type":"request","what":"dump","id":7}\n')
+    assert server.wait(lambda: of_type(server.lines(), "mark"))
+    err = of_type(server.lines(), "mark")[0]["dump"]["error"]
+    assert err.startswith("not taken from gputop's thread: " + backend.held_back) and "gputop.dump()" in err
+    assert not os.path.exists(dump_dir)
+
+
 def test_dump_dir_that_cannot_be_made(server: LineServer, tmp_path, monkeypatch: pytest.MonkeyPatch):
     (tmp_path / "f").write_text("x")
     monkeypatch.setenv("GPUTOP_DUMP_DIR", str(tmp_path / "f" / "dumps"))

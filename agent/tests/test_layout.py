@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import time
 import types
 from pathlib import Path
@@ -301,6 +302,38 @@ def test_step_period():
     flat = [(i * 10**7, (1 << 30) + (i % 3) * 4096) for i in range(300)]
     assert _layout.step_period(flat) is None, "bytes that hardly move show no step"
     assert _layout.step_period(sq[:30]) is None, "fewer than three rises"
+
+
+def test_no_reading_while_the_snapshot_would_import_what_the_program_has_not(server: LineServer, loose):
+    """torch 2.11's snapshot with history on imports torch._inductor: from
+    the agent's thread that import broke the program's own (ImportError)."""
+    gpu = layout_gpu()
+    backend = _backend.get()
+    backend.held_back = "with allocation history on, torch's memory snapshot imports torch._inductor"
+    gputop.attach(layout_rate=10)
+    assert server.wait(lambda: of_type(server.lines(), "layout"))
+    gputop.snapshot("Epoch 1")
+    assert server.wait(lambda: of_type(server.lines(), "mark"))
+    assert gpu.layout.calls == 0, "no snapshot taken, periodic or at the row"
+    f = of_type(server.lines(), "layout")[0]
+    assert f["skipped"] == backend.held_back and f["dev"] == 0
+    assert of_type(server.lines(), "mark")[0]["devs"][0].get("layout") is None
+    backend.held_back = ""  # the program imported it: readings resume
+    assert server.wait(lambda: any("skipped" not in f for f in of_type(server.lines(), "layout")), 10)
+
+
+def test_what_a_snapshot_imports_follows_sys_modules(monkeypatch: pytest.MonkeyPatch):
+    for m in _torch.SNAPSHOT_IMPORTS:
+        monkeypatch.delitem(sys.modules, m, raising=False)
+    assert _torch.snapshot_imports(False) == "", "history off: torch's snapshot imports nothing"
+    assert "torch._inductor" in _torch.snapshot_imports(True)
+    half = types.ModuleType("torch._inductor")
+    half.__spec__ = types.SimpleNamespace(_initializing=True)  # being imported by another thread
+    monkeypatch.setitem(sys.modules, "torch._dynamo", types.ModuleType("torch._dynamo"))
+    monkeypatch.setitem(sys.modules, "torch._inductor", half)
+    assert _torch.snapshot_imports(True), "a module still initialising is not imported yet"
+    half.__spec__ = types.SimpleNamespace(_initializing=False)
+    assert _torch.snapshot_imports(True) == ""
 
 
 # ---- marks and OOMs ----
