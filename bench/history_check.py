@@ -392,7 +392,8 @@ def phases_text(d: dict) -> str:
         return "no phases (an agent from before them)"
     return (f"wait {ph.get('wait_ms', 0):.1f}, torch {ph.get('take_ms', 0):.1f} (CPU {ph.get('take_cpu_ms', 0):.1f}), "
             f"pickle {ph.get('pickle_ms', 0):.1f}, write {ph.get('write_ms', 0):.1f}, "
-            f"fsync {ph.get('fsync_ms', 0):.1f}, place {ph.get('place_ms', 0):.1f} ms")
+            f"fsync {ph.get('fsync_ms', 0):.1f}, place {ph.get('place_ms', 0):.1f} ms"
+            + (f"; before torch's snapshot, importing torch._inductor {ph['import_ms']:.1f} ms" if ph.get("import_ms") else ""))
 
 
 def first_block(path: str, addr: int) -> tuple[int, str]:

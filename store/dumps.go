@@ -31,8 +31,13 @@ func DumpLine(pid int, label string, d *wire.Dump) string {
 	line := fmt.Sprintf("pid %d: memory dump at %q: %s (%.1f MiB; %.0f ms, GIL held %.0f ms",
 		pid, label, d.Path, float64(d.Bytes)/(1<<20), d.TookMS, d.GILMS)
 	if p := d.Phases; p != nil {
-		line += fmt.Sprintf(": wait %s, torch %s (CPU %s), pickle %s, write %s, fsync %s, place %s",
-			phaseMS(p.WaitMS), phaseMS(p.TakeMS), phaseMS(p.TakeCPUMS), phaseMS(p.PickleMS),
+		line += ": wait " + phaseMS(p.WaitMS)
+		if p.ImportMS > 0 {
+			// torch's first snapshot with stacks imports it: said apart, as torch's
+			line += ", torch importing torch._inductor " + phaseMS(p.ImportMS)
+		}
+		line += fmt.Sprintf(", torch %s (CPU %s), pickle %s, write %s, fsync %s, place %s",
+			phaseMS(p.TakeMS), phaseMS(p.TakeCPUMS), phaseMS(p.PickleMS),
 			phaseMS(p.WriteMS), phaseMS(p.FsyncMS), phaseMS(p.PlaceMS))
 	}
 	line += ")"

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/gputop/gputop/wire"
@@ -17,6 +18,10 @@ func TestDumpLineNamesThePhases(t *testing.T) {
 		`wait 0.0 ms, torch 12 ms (CPU 1.5 ms), pickle 0.1 ms, write 0.3 ms, fsync 1.6 ms, place 0.1 ms)`
 	if got != want {
 		t.Fatalf("DumpLine:\n got %s\nwant %s", got, want)
+	}
+	d.Phases.ImportMS = 5191.7
+	if got := DumpLine(7, wire.LabelOOM, d); !strings.Contains(got, "wait 0.0 ms, torch importing torch._inductor 5192 ms, torch 12 ms (CPU 1.5 ms)") {
+		t.Fatalf("DumpLine with an import: %s", got)
 	}
 	d.Phases = nil
 	if got, want := DumpLine(7, wire.LabelOOM, d), `pid 7: memory dump at "OOM": /d/1-OOM.pickle (0.0 MiB; 14 ms, GIL held 2 ms)`; got != want {

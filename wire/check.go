@@ -237,7 +237,7 @@ func checkDump(d *Dump) error {
 		return errors.New(`"dump": "took_ms" and "gil_ms" must be >= 0`)
 	}
 	if p := d.Phases; p != nil {
-		for _, v := range []float64{p.WaitMS, p.TakeMS, p.TakeCPUMS, p.PickleMS, p.WriteMS, p.FsyncMS, p.PlaceMS} {
+		for _, v := range []float64{p.WaitMS, p.ImportMS, p.TakeMS, p.TakeCPUMS, p.PickleMS, p.WriteMS, p.FsyncMS, p.PlaceMS} {
 			if v < 0 {
 				return errors.New(`"dump.phases": every time must be >= 0`)
 			}

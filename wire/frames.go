@@ -237,12 +237,16 @@ type Dump struct {
 }
 
 // DumpPhases is where a dump's time went, in milliseconds, in order: the
-// wait for another dump being written, torch's _snapshot() (TakeCPUMS of
+// wait for another dump being written, importing what torch's snapshot
+// needs (torch._inductor, which its first snapshot with stacks imports
+// where the program has not: 0 or absent when nothing was imported),
+// torch's _snapshot() (TakeCPUMS of
 // it the calling thread's CPU time: a TakeMS far above it is time spent
 // waiting, for the GIL or a lock, not torch working), the pickling, the
 // write, the fsync, and placing the file (its link, the run's bounds).
 type DumpPhases struct {
 	WaitMS    float64 `json:"wait_ms"`
+	ImportMS  float64 `json:"import_ms,omitempty"`
 	TakeMS    float64 `json:"take_ms"`
 	TakeCPUMS float64 `json:"take_cpu_ms"`
 	PickleMS  float64 `json:"pickle_ms"`

@@ -107,6 +107,12 @@ class History:
         history: what a dump writes."""
         raise NotImplementedError("this framework cannot dump its memory")
 
+    def prepare(self) -> bool:
+        """Import, in the calling thread, what dump_state() would import
+        (Backend.snapshot_imports), so that the dump's phases show it;
+        whether there was anything to import."""
+        return False
+
 
 Reader = Callable[[], Any]
 

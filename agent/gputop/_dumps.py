@@ -84,6 +84,8 @@ class Taken(NamedTuple):
     ms: float
     cpu_ms: float
     wait_ms: float = 0.0
+    import_ms: float = 0.0  # before it: importing what the snapshot needs (History.prepare)
+    import_cpu_ms: float = 0.0
 
 
 def taking() -> int:
@@ -154,8 +156,12 @@ def take(hist: History | None) -> tuple[Any, Taken]:
         raise RuntimeError("CUDA is not initialised in this process")
     with _taking_here():
         c0, t0 = time.thread_time(), time.perf_counter()
+        imported = hist.prepare()
+        c1, t1 = time.thread_time(), time.perf_counter()
         state = hist.dump_state()
-        return state, Taken((time.perf_counter() - t0) * 1e3, (time.thread_time() - c0) * 1e3)
+        return state, Taken((time.perf_counter() - t1) * 1e3, (time.thread_time() - c1) * 1e3,
+                            import_ms=(t1 - t0) * 1e3 if imported else 0.0,
+                            import_cpu_ms=(c1 - c0) * 1e3 if imported else 0.0)
 
 
 def dump(hist: History | None, label: str, *, wait: float = 0.0,
@@ -282,12 +288,13 @@ def _write(state: Any, label: str, t_ns: int, taken: Taken) -> dict[str, Any]:
     removed = _keep_within(out["path"], out["bytes"])
     if removed:
         out["removed"] = removed
-    phases = {"wait_ms": taken.wait_ms, "take_ms": taken.ms, "take_cpu_ms": taken.cpu_ms,
-              "pickle_ms": pickle_ms, "write_ms": write_ms, "fsync_ms": fsync_ms, "place_ms": _ms(tw)}
+    phases = {"wait_ms": taken.wait_ms, "import_ms": taken.import_ms, "take_ms": taken.ms,
+              "take_cpu_ms": taken.cpu_ms, "pickle_ms": pickle_ms, "write_ms": write_ms,
+              "fsync_ms": fsync_ms, "place_ms": _ms(tw)}
     # took_ms: the phases in order, so that they add up to it
     out["took_ms"] = round(sum(v for k, v in phases.items() if k != "take_cpu_ms"), 3)
-    out["gil_ms"] = round(taken.cpu_ms + pickle_cpu, 3)
-    out["phases"] = {k: round(v, 3) for k, v in phases.items()}
+    out["gil_ms"] = round(taken.import_cpu_ms + taken.cpu_ms + pickle_cpu, 3)
+    out["phases"] = {k: round(v, 3) for k, v in phases.items() if k != "import_ms" or v > 0}
     last_error = ""
     return out
 

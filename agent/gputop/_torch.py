@@ -127,8 +127,9 @@ class TorchHistory(History):
     """torch.cuda.memory's allocation history and dump data (or what stands
     for that module: the tests' FakeMemory)."""
 
-    def __init__(self, mem: Any) -> None:
+    def __init__(self, mem: Any, imports: Sequence[str] | None = None) -> None:
         self.mem = mem
+        self.imports = tuple(SNAPSHOT_IMPORTS if imports is None else imports)  # what its snapshot imports
 
     def why_not(self) -> str:
         backend = ""
@@ -170,6 +171,19 @@ class TorchHistory(History):
 
     def dump_state(self) -> Any:
         return self.mem._snapshot()
+
+    def prepare(self) -> bool:
+        if not self.imports or all(imported(m) for m in self.imports):
+            return False
+        if not history_on(sys.modules.get("torch")):
+            return False
+        import importlib  # noqa: PLC0415 - once per process
+
+        try:
+            importlib.import_module(self.imports[-1])  # as the snapshot's symbolising would
+        except Exception:
+            pass  # the snapshot tries again and says what failed
+        return True
 
 
 def held_at(dev: int) -> dict[str, Any]:
@@ -251,6 +265,17 @@ def imported(name: str) -> bool:
     """The module is in sys.modules and done initialising."""
     m = sys.modules.get(name)
     return m is not None and not getattr(getattr(m, "__spec__", None), "_initializing", False)
+
+
+def history_on(torch: Any) -> bool:
+    """Allocation history is on: gputop's, or the program's own."""
+    if _history.on:
+        return True
+    enabled = getattr(getattr(torch, "_C", None), "_cuda_isHistoryEnabled", None)
+    try:
+        return bool(enabled()) if enabled is not None else False
+    except Exception:
+        return False
 
 
 def snapshot_imports(history_on: bool) -> str:
@@ -580,15 +605,7 @@ class TorchBackend(Backend):
         return self._layout.note if self._layout is not None else ""
 
     def snapshot_imports(self) -> str:
-        on = bool(_history.on)
-        if not on:
-            t = self._initialized()
-            enabled = getattr(getattr(t, "_C", None), "_cuda_isHistoryEnabled", None)
-            try:
-                on = bool(enabled()) if enabled is not None else False  # the program's own history
-            except Exception:
-                on = False
-        return snapshot_imports(on)
+        return snapshot_imports(history_on(self._initialized()))
 
     def memory_info(self, index: int) -> tuple[int, int]:
         # inside the lazy init torch.cuda.mem_get_info would wait for it:

@@ -38,6 +38,7 @@ HELD = (
 )
 DUMP_PHASES = (
     ("wait_ms", "f", False, None),
+    ("import_ms", "f", True, None),
     ("take_ms", "f", False, None),
     ("take_cpu_ms", "f", False, None),
     ("pickle_ms", "f", False, None),

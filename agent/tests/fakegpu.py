@@ -341,6 +341,7 @@ class FakeBackend(_backend.Backend):
         self._layout_torch = layout_torch  # a torch for _torch.layout_reader; None: no layout
         self.limits: dict[int, int] = {}  # by device: what limit() says (set_per_process_memory_fraction's cap)
         self.held_back = ""  # what snapshot_imports() says: a test sets it
+        self.snapshot_modules: tuple[str, ...] = ()  # what a dump's snapshot imports: a test sets it
         self._layout: _torchlayout.Reader | None = None
         self.oom_callbacks: list[Callable[[int, int, int, int], None]] = []
         self.init_calls: list[Callable[[], None]] = []  # at_init's, until FakeGPU.init_cuda
@@ -438,7 +439,7 @@ class FakeBackend(_backend.Backend):
     def history(self, initialising: bool = False) -> _backend.History | None:
         if self._memory is None or not (initialising or self._list()):
             return None
-        return _torch.TorchHistory(self._memory)
+        return _torch.TorchHistory(self._memory, self.snapshot_modules)
 
     def held_at(self, dev: int) -> dict[str, Any] | None:
         return _torch.held_at(dev)

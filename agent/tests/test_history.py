@@ -189,6 +189,31 @@ def test_oom_dump_is_written_before_the_observer_returns(server: LineServer, dum
     assert "test_history.py" in out.stdout and len(hold) == 3
 
 
+def test_what_the_snapshot_would_import_is_imported_first_as_a_phase_of_its_own(
+        server: LineServer, dump_dir: str, tmp_path, monkeypatch: pytest.MonkeyPatch):
+    """torch 2.11's first snapshot with stacks imports torch._inductor: the
+    OOM's dump imports it first, in the failing thread, and says so."""
+    (tmp_path / "slow_inductor_stand_in.py").write_text("import time\ntime.sleep(0.3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_inductor_stand_in", raising=False)
+    gpu = FakeGPU(1)
+    backend = gpu.install()
+    backend.snapshot_modules = ("slow_inductor_stand_in",)
+    gputop.attach(history=1000)
+    hold = gpu.block(0, 8 * MiB)
+    assert server.wait(lambda: hellos(server))
+    gpu.oom(0, 1 << 40)
+    assert "slow_inductor_stand_in" in sys.modules, "imported in the failing thread, before the snapshot"
+    assert server.wait(lambda: of_type(server.lines(), "oom"))
+    d = of_type(server.lines(), "oom")[0]["dump"]
+    ph = d["phases"]
+    assert ph["import_ms"] >= 300 and ph["take_ms"] < ph["import_ms"], ph
+    assert d["took_ms"] >= ph["import_ms"] and d["gil_ms"] < 300, "the import slept: wall time, not the GIL's"
+    gpu.oom(0, 1 << 40)  # imported now: the next dump has no such phase
+    assert server.wait(lambda: len(of_type(server.lines(), "oom")) == 2)
+    assert "import_ms" not in of_type(server.lines(), "oom")[1]["dump"]["phases"] and hold
+
+
 def test_dumps_are_bounded_oldest_removed(server: LineServer, dump_dir: str, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("GPUTOP_DUMP_MAX", "2")
     gpu = FakeGPU(1)
