@@ -1,6 +1,7 @@
 package summary
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func ledgerRun(t *testing.T) (*store.Store, func(s float64) int64) {
 // resetAt is in range, where it drops to the allocated bytes then) with
 // reserved fixed, and NVML's process list at 10 Hz counting ctx beyond it.
 func counters(st *store.Store, at func(float64) int64, s0, s1 float64, alloc func(s float64) uint64, reserved, ctx uint64, peak *uint64, resetAt float64) {
-	for i := int(s0 * 100); i <= int(s1*100); i++ {
+	for i := int(math.Round(s0 * 100)); i <= int(math.Round(s1*100)); i++ {
 		s := float64(i) / 100
 		a := alloc(s)
 		if resetAt > 0 && i == int(resetAt*100) {
@@ -230,6 +231,18 @@ func TestIntervalPeakExactOrBound(t *testing.T) {
 		return base
 	}, reserved, ctx, &peak, 7)
 	mark(st, at, 8, "step 4", base, reserved, peak, nil)
+	// 8-10 s: 3 GiB more at 8.5 s, the counter reset at 9 s, 0.5 GiB more at
+	// 9.5 s: the counter ends above where it started, below its own 8.5 s
+	counters(st, at, 8.01, 10, func(s float64) uint64 {
+		switch s {
+		case 8.5:
+			return base + 3*gib
+		case 9.5:
+			return base + gib/2
+		}
+		return base
+	}, reserved, ctx, &peak, 9)
+	mark(st, at, 10, "step 5", base, reserved, peak, nil)
 
 	rows := RowsOf(st, st.Rows(), st.Devices())
 	byLabel := map[string]*IntervalPeak{}
@@ -267,6 +280,11 @@ func TestIntervalPeakExactOrBound(t *testing.T) {
 	}
 	if _, hi, ok := k.Rest(); ok || hi != nil {
 		t.Fatal("step 4 has no ledger at either end: no composition")
+	}
+	// reset and risen again: not the counter's figure at the row (0.5 GiB
+	// above base), at least what it read before the reset
+	if k = byLabel["step 5"]; k == nil || k.Exact || !k.Reset || k.AtMost != nil || k.Bytes != base+3*gib {
+		t.Fatalf("step 5: %+v", k)
 	}
 	// without the store (Rows), no interval peaks
 	for _, r := range Rows(st.Rows(), st.Devices()) {

@@ -16,7 +16,9 @@ import (
 // ends and never reset by gputop: when it rose in the interval, its value
 // at the row is the interval's peak (Exact); when it did not, the peak is
 // at most the counter (AtMost) and at least the highest 100 Hz sample of
-// allocated seen in the interval.
+// allocated seen in the interval. When the program reset the counter in
+// the interval (Reset), the peak is at least the highest of the samples
+// of allocated and of the counter's values above where it started.
 type IntervalPeak struct {
 	From      int64
 	FromLabel string // the previous row's label ("": the interval starts at the process's oldest sample held)
@@ -120,10 +122,16 @@ func intervalPeak(st *store.Store, r wire.Row, prev wire.Row, has bool) *Interva
 	alloc := st.SpanOf(ka, k.From, r.T)
 	peaks := st.SpanOf(kp, k.From, r.T)
 	k.Coarse = (alloc.OK && !alloc.Exact) || (peaks.OK && !peaks.Exact)
-	k.Reset = *r.Peak < startPeak || (peaks.OK && peaks.Min < startPeak)
+	// the counter only rises between resets: one that went below where it
+	// started, or below a value it had in the interval, was reset (torch's
+	// reset_peak_memory_stats, in the program: train_mlp.py's cleanup does)
+	k.Reset = *r.Peak < startPeak || (peaks.OK && (peaks.Min < startPeak || peaks.Max > *r.Peak))
 	k.Bytes = *r.Allocated
 	if alloc.OK {
 		k.Bytes = max(k.Bytes, alloc.Max)
+	}
+	if k.Reset && peaks.OK && peaks.Max > startPeak {
+		k.Bytes = max(k.Bytes, peaks.Max) // a peak the counter read in the interval, before a reset
 	}
 	switch {
 	case !k.Reset && *r.Peak > startPeak:
