@@ -55,8 +55,11 @@ var mayImport = map[string][]string{
 	"bench/cmd/peakcheck":     {"recording", "store", "summary"},
 	// the real binary measured as a command
 	"bench/cmd/metricslimits": {},
-	// the real binary driven as a command and in tmux: it imports nothing of gputop's
+	// the real binary driven as a command and in tmux: it imports nothing of
+	// gputop's (its tests: internal/testcert, a certificate for HTTPS)
 	"e2e": {},
+	// tests' helpers, imported by tests only
+	"internal/testcert": {},
 }
 
 // TestImportRules fails on any import between this module's packages that
