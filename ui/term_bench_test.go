@@ -1,10 +1,12 @@
 package ui
 
 import (
+	"io"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	uv "github.com/charmbracelet/ultraviolet"
 
 	"github.com/gputop/gputop/ingest"
 )
@@ -31,5 +33,41 @@ func BenchmarkValueFrame(b *testing.B) {
 	}
 	if m.Stats().Frames < b.N {
 		b.Fatalf("%d frames for %d new values", m.Stats().Frames, b.N)
+	}
+}
+
+// BenchmarkRendererFrame is what Bubble Tea's renderer does with each of
+// those frames, as its flush does: the cell buffer cleared, the frame's
+// text parsed into it, the lines diffed against the last frame's and the
+// changes written. Its cost is the floor of a live frame's, whatever the
+// panes do: on the H200 it was about a third of the live TUI's Go side.
+func BenchmarkRendererFrame(b *testing.B) {
+	st := newFixture()
+	now := fixtureNow
+	m := New(ingest.New(st), Options{Now: func() time.Time { return now }})
+	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
+	m = nm.(Model)
+	frames := make([]string, 8) // new values each: the chart moves, as live
+	for i := range frames {
+		now = now.Add(time.Second)
+		st.AddNVML(0, now.UnixNano(), 3<<30+uint64(i%7)<<28, 0)
+		nm, _ := m.Update(tickMsg(now))
+		m = nm.(Model)
+		frames[i] = m.View().Content
+	}
+	if frames[0] == frames[1] {
+		b.Fatal("the frames are the same: nothing for the renderer to diff")
+	}
+	buf := uv.NewScreenBuffer(160, 50)
+	r := uv.NewTerminalRenderer(io.Discard, nil)
+	b.SetBytes(int64(len(frames[0])))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		buf.Clear()
+		uv.NewStyledString(frames[i%len(frames)]).Draw(buf, buf.Bounds())
+		r.Render(buf.RenderBuffer)
+		if err := r.Flush(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
