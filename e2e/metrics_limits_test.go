@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gputop/gputop/internal/scrapeconn"
 )
 
 // metricsServe is a running `gputop serve --source agent --metrics`.
@@ -66,26 +65,12 @@ func (s *metricsServe) sockets(t *testing.T) int {
 // connection open (a keep-alive client between scrapes); it fails when
 // no answer comes within 5 s.
 func scrapeOnce(addr string) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
-	r, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err == nil {
-		_, err = io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-		if err == nil && r.StatusCode != 200 {
-			err = fmt.Errorf("status %s", r.Status)
-		}
-	}
-	if err != nil {
+	c, status, err := scrapeconn.Once(addr, 5*time.Second)
+	if err == nil && status != 200 {
 		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("status %d", status)
 	}
-	c.SetDeadline(time.Time{})
-	return c, nil
+	return c, err
 }
 
 // closedByServer tells whether the other end has closed c.

@@ -15,7 +15,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,6 +31,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gputop/gputop/internal/scrapeconn"
 )
 
 func main() {
@@ -171,26 +172,11 @@ func run(bin string, nConns, nScrapers, nScrapes int, idle time.Duration) error 
 // whatever the status (a 503 leaves it open too); err says what the
 // status was when it was not 200.
 func scrapeOnce(addr string) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
-	r, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err == nil {
-		_, err = io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-	}
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	c.SetDeadline(time.Time{})
-	if r.StatusCode != 200 {
+	c, status, err := scrapeconn.Once(addr, 10*time.Second)
+	if err == nil && status != 200 {
 		return c, errNot200
 	}
-	return c, nil
+	return c, err
 }
 
 var errNot200 = errors.New("not 200")
