@@ -5,7 +5,9 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+
 	"github.com/gputop/gputop/ingest"
+	"github.com/gputop/gputop/store"
 )
 
 // BenchmarkChartRender is the cost of drawing the chart at 160x50 when its
@@ -33,18 +35,25 @@ func BenchmarkRefresh(b *testing.B) {
 	}
 }
 
+// liveModel is the fixture's model at 160x50, live, its clock at now,
+// which the benchmark moves.
+func liveModel() (Model, *store.Store, *time.Time) {
+	st := newFixture()
+	now := new(time.Time)
+	*now = fixtureNow
+	m := New(ingest.New(st), Options{Now: func() time.Time { return *now }})
+	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
+	return nm.(Model), st, now
+}
+
 // BenchmarkFrameLive is one live frame at 160x50 with the window advancing
 // 33 ms per frame: refresh, chart redraw when its columns changed, and View.
 func BenchmarkFrameLive(b *testing.B) {
-	st := newFixture()
-	now := fixtureNow
-	m := New(ingest.New(st), Options{Now: func() time.Time { return now }})
-	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
-	m = nm.(Model)
+	m, _, now := liveModel()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		now = now.Add(33 * time.Millisecond)
-		nm, _ = m.Update(tickMsg(now))
+		*now = now.Add(33 * time.Millisecond)
+		nm, _ := m.Update(tickMsg(*now))
 		m = nm.(Model)
 		_ = m.View()
 	}

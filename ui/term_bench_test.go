@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
 	uv "github.com/charmbracelet/ultraviolet"
-
-	"github.com/gputop/gputop/ingest"
 )
 
 // BenchmarkValueFrame is one live frame that new values make at 160x50,
@@ -17,17 +14,13 @@ import (
 // diffs it against the screen, about 3 times this on the same machine,
 // for each frame whose text changed).
 func BenchmarkValueFrame(b *testing.B) {
-	st := newFixture()
-	now := fixtureNow
-	m := New(ingest.New(st), Options{Now: func() time.Time { return now }})
-	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
-	m = nm.(Model)
+	m, st, now := liveModel()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		now = now.Add(time.Second)
+		*now = now.Add(time.Second)
 		st.AddNVML(0, now.UnixNano(), 3<<30+uint64(i%7)<<28, 0)
-		nm, _ := m.Update(tickMsg(now))
+		nm, _ := m.Update(tickMsg(*now))
 		m = nm.(Model)
 		_ = m.View()
 	}
@@ -42,16 +35,12 @@ func BenchmarkValueFrame(b *testing.B) {
 // changes written. Its cost is the floor of a live frame's, whatever the
 // panes do: on the H200 it was about a third of the live TUI's Go side.
 func BenchmarkRendererFrame(b *testing.B) {
-	st := newFixture()
-	now := fixtureNow
-	m := New(ingest.New(st), Options{Now: func() time.Time { return now }})
-	nm, _ := m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
-	m = nm.(Model)
+	m, st, now := liveModel()
 	frames := make([]string, 8) // new values each: the chart moves, as live
 	for i := range frames {
-		now = now.Add(time.Second)
+		*now = now.Add(time.Second)
 		st.AddNVML(0, now.UnixNano(), 3<<30+uint64(i%7)<<28, 0)
-		nm, _ := m.Update(tickMsg(now))
+		nm, _ := m.Update(tickMsg(*now))
 		m = nm.(Model)
 		frames[i] = m.View().Content
 	}
