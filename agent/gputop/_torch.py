@@ -173,9 +173,7 @@ class TorchHistory(History):
         return self.mem._snapshot()
 
     def prepare(self) -> bool:
-        if not self.imports or all(imported(m) for m in self.imports):
-            return False
-        if not history_on(sys.modules.get("torch")):
+        if not snapshot_imports(history_on(sys.modules.get("torch")), self.imports):
             return False
         import importlib  # noqa: PLC0415 - once per process
 
@@ -278,9 +276,10 @@ def history_on(torch: Any) -> bool:
         return False
 
 
-def snapshot_imports(history_on: bool) -> str:
-    """Backend.snapshot_imports for a torch whose history is on or off."""
-    if not history_on or all(imported(m) for m in SNAPSHOT_IMPORTS):
+def snapshot_imports(history_on: bool, modules: Sequence[str] = SNAPSHOT_IMPORTS) -> str:
+    """Backend.snapshot_imports for a torch whose history is on or off,
+    whose snapshot imports modules."""
+    if not history_on or all(imported(m) for m in modules):
         return ""
     return ("with allocation history on, torch's memory snapshot imports torch._inductor, "
             "which this program has not imported yet; gputop takes none of its own accord until it has")
