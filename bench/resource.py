@@ -122,6 +122,7 @@ class Probe:
             return
         wall = time.monotonic() - self.t0
         hwm = status_kib(self.pid, "VmHWM")
+        smaps = rss_by_mapping(self.pid)
         threads = {k: round((v - self.threads0.get(k, 0)) / CLK_TCK / wall * 100, 2)
                    for k, v in thread_ticks(self.pid).items()}
         self.result = {
@@ -133,12 +134,36 @@ class Probe:
             "rss_anon_mib_mean": round(sum(self.anon) / len(self.anon) / 1024, 1) if self.anon else None,
             "rss_file_mib_mean": round(sum(self.file) / len(self.file) / 1024, 1) if self.file else None,
             "cpu_pct_by_thread": threads,  # exited threads are missing
+            "rss_by_mapping": smaps,  # at the end
             "note": self.note,
         }
 
 
 
 
+
+
+def rss_by_mapping(pid: int) -> list[dict]:
+    """pid's resident memory from /proc/PID/smaps, summed by what is mapped:
+    each file by its base name (the program, each library), anonymous
+    memory (the Go heap, stacks) as "[anon]", [heap], [stack] and the like
+    as named; largest first, in KiB, with the anonymous part of each."""
+    out: dict[str, dict] = {}
+    cur = None
+    try:
+        with open(f"/proc/{pid}/smaps") as fh:
+            for line in fh:
+                head = line.split(None, 1)[0]
+                if not head.endswith(":"):  # a mapping's first line: range perms offset dev inode [path]
+                    parts = line.split(None, 5)
+                    path = parts[5].strip() if len(parts) > 5 else ""
+                    name = os.path.basename(path) if path.startswith("/") else (path or "[anon]")
+                    cur = out.setdefault(name, {"mapping": name, "rss_kib": 0, "anon_kib": 0})
+                elif cur is not None and head in ("Rss:", "Anonymous:"):
+                    cur["rss_kib" if head == "Rss:" else "anon_kib"] += int(line.split()[1])
+    except OSError:
+        return []
+    return sorted((m for m in out.values() if m["rss_kib"]), key=lambda m: -m["rss_kib"])
 
 
 def free_port() -> int:
@@ -380,6 +405,11 @@ def tools_table(a: argparse.Namespace, width: int, height: int) -> int:
             if proc:
                 stop_proc(proc)
             else:
+                if label.startswith("gputop"):  # what it showed: the job's rows, its process
+                    scr = tmux("capture-pane", "-p", "-t", "tool")
+                    with open(os.path.join(work, f"screen-round{r + 1}-{label.split(',')[-1].strip().replace(' ', '')}.txt"),
+                              "w") as fh:
+                        fh.write(scr.stdout)
                 tmux("kill-session", "-t", "tool")  # SIGHUP: gputop ends as on q (the profile written)
             for _ in range(100):
                 if not pid or not os.path.exists(f"/proc/{pid}"):
@@ -410,7 +440,7 @@ def tools_table(a: argparse.Namespace, width: int, height: int) -> int:
         if label in missing:
             row["note"] = "not installed"
         rows.append(row)
-    print(f"\n| program | CPU of one core | RSS |\n| --- | --- | --- |")
+    print("\n| program | CPU of one core | RSS |\n| --- | --- | --- |")
     for row in rows:
         if row["cpu_pct"] is None:
             print(f"| {row['program']} | {row.get('note', 'not measured')} | |")
@@ -422,6 +452,17 @@ def tools_table(a: argparse.Namespace, width: int, height: int) -> int:
     print(f"\n{a.rounds} rounds of {a.seconds:g} s after {a.warmup:g} s, alternating order, "
           f"{'beside bench/workloads/train_mlp.py with the agent attached' if not a.no_job else 'no job'}, "
           f"{width}x{height} pty")
+    for row in rows:  # where each gputop's resident memory is, at the end of its last run
+        last = next((x for x in reversed(row["runs"]) if x.get("rss_by_mapping")), None)
+        if row["program"].startswith(("gputop", "nvidia-smi")) and last:
+            maps = last["rss_by_mapping"]
+            print(f"\n{row['program']}: RSS by mapping at the end of round {last['round']} "
+                  f"({sum(m['rss_kib'] for m in maps) / 1024:.1f} MiB)")
+            for m in maps[:12]:
+                print(f"  {m['rss_kib'] / 1024:7.2f} MiB  (anonymous {m['anon_kib'] / 1024:6.2f})  {m['mapping']}")
+            rest = maps[12:]
+            if rest:
+                print(f"  {sum(m['rss_kib'] for m in rest) / 1024:7.2f} MiB  in {len(rest)} more mappings")
     top = None
     if os.path.exists(profile):
         total, top = pprof_top(profile, a.top)

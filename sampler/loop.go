@@ -116,10 +116,13 @@ func (o NVMLOptions) period() time.Duration {
 }
 
 // Run samples until ctx is done, then returns nil. Device memory is sampled
-// by the calling goroutine: every device in one wake-up per tick. Process
-// lists are refreshed by a second goroutine, because those queries cost
+// by the calling goroutine: every device in one wake-up per tick, or, with
+// the native thread, moved from its ring every DrainEvery. Process lists
+// are refreshed on the drain's ticks when they come no more often than
+// those (the default 10 a second): one wake-up for both, the drain being
+// no hurry. Otherwise by a second goroutine, because those queries cost
 // far more than a memory read (they allocate, may call NVML several times,
-// and read /proc for new pids) and would otherwise delay device ticks.
+// and read /proc for new pids) and would delay device ticks.
 // A panic in either (which real NVML never causes) ends Run with an error
 // instead of the program.
 func (n *NVML) Run(ctx context.Context) error {
@@ -128,11 +131,23 @@ func (n *NVML) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var loop *native.Loop
+	if n.opt.Thread {
+		if err := guard("device sampling", func() { loop = n.startThread() }); err != nil {
+			return err
+		}
+	}
+	procs := n.opt.ProcRate > 0
+	if loop != nil && procs && n.procEvery() >= DrainEvery {
+		var procErr error
+		err := guard("device sampling", func() { procErr = n.drainLoop(ctx, loop, true) })
+		return errors.Join(err, procErr)
+	}
 	var (
 		wg      sync.WaitGroup
 		procErr error
 	)
-	if n.opt.ProcRate > 0 {
+	if procs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -142,11 +157,9 @@ func (n *NVML) Run(ctx context.Context) error {
 		}()
 	}
 	err := guard("device sampling", func() {
-		if n.opt.Thread {
-			if loop := n.startThread(); loop != nil {
-				n.drainLoop(ctx, loop)
-				return
-			}
+		if loop != nil {
+			n.drainLoop(ctx, loop, false)
+			return
 		}
 		n.sampleLoop(ctx)
 	})
@@ -237,17 +250,26 @@ func (n *NVML) startThread() *native.Loop {
 }
 
 // drainLoop moves the native thread's readings into the store until ctx is
-// done, then stops the thread.
-func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop) {
+// done, then stops the thread; with procs, it refreshes the process lists
+// too, on the first tick at or past each one's due time, and returns the
+// error of a refresh that panicked.
+func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop, procs bool) error {
 	defer loop.Stop()
 	tk := time.NewTicker(DrainEvery)
 	defer tk.Stop()
 	rates := n.startRates(time.Now())
 	var dropped uint64
+	var procsDue time.Time
 	for {
+		if procs && !time.Now().Before(procsDue) {
+			procsDue = time.Now().Add(n.procEvery() - DrainEvery/2) // a tick late is no tick skipped
+			if err := guard("process list", n.refreshProcs); err != nil {
+				return err
+			}
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tk.C:
 		}
 		now := time.Now()

@@ -14,9 +14,13 @@ import (
 	"github.com/gputop/gputop/wire"
 )
 
+// procEvery is the time between two process-list refreshes.
+func (n *NVML) procEvery() time.Duration {
+	return max(time.Duration(float64(time.Second)/n.opt.ProcRate), time.Millisecond)
+}
+
 func (n *NVML) procLoop(ctx context.Context) {
-	every := max(time.Duration(float64(time.Second)/n.opt.ProcRate), time.Millisecond)
-	tk := time.NewTicker(every)
+	tk := time.NewTicker(n.procEvery())
 	defer tk.Stop()
 	for {
 		n.refreshProcs()

@@ -1,7 +1,9 @@
 package sampler
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -136,5 +138,45 @@ func TestThreadLeavesUnifiedMemoryToGo(t *testing.T) {
 		if strings.Contains(l, "instead of a native thread") {
 			t.Errorf("fell back to Go: %s", l)
 		}
+	}
+}
+
+// With the native thread, process lists are refreshed on the drain's ticks
+// (no goroutine of their own): they arrive, at most one a tick, and a
+// panicking process query ends Run with its error, as the goroutine's did.
+func TestThreadRefreshesProcessListsOnTheDrainsTicks(t *testing.T) {
+	nativetest.Set(0, 5*gib, 0, 0, 0)
+	st := newStore()
+	book := logbook.New()
+	g := newFakeGPU(0, 141*gib)
+	g.setProcs([]nvml.ProcessInfo{{Pid: 4242, UsedGpuMemory: gib}}, nvml.SUCCESS, nil, nvml.ERROR_NOT_SUPPORTED)
+	var calls atomic.Int64
+	var explode atomic.Bool
+	query := g.dev.GetComputeRunningProcessesFunc
+	g.dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		calls.Add(1)
+		if explode.Load() {
+			panic("driver exploded")
+		}
+		return query()
+	}
+	n := threadNVML(t, st, book, g)
+	n.opt.ProcRate = 10
+	start := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	waitFor(t, "three process lists", func() bool { return calls.Load() >= 3 })
+	if procs, _ := st.Procs(0); len(procs) != 1 || procs[0].PID != 4242 {
+		t.Errorf("process list %v, want pid 4242", procs)
+	}
+	if max := int64(time.Since(start)/DrainEvery) + 1; calls.Load() > max {
+		t.Errorf("%d process lists in %v: more than one a drain tick (%d)", calls.Load(), time.Since(start), max)
+	}
+	waitFor(t, "samples beside them", func() bool { return st.Count(store.Key{Dev: 0, Metric: store.NVMLUsed}) > 50 })
+	explode.Store(true)
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "process list") || !strings.Contains(err.Error(), "driver exploded") {
+		t.Errorf("Run after a panicking process query: %v, want the process list's error", err)
 	}
 }

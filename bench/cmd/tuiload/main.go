@@ -1,15 +1,17 @@
 // Command tuiload runs the real TUI over a live session fed the way a
 // real one is, without a GPU: device samples at -rate per second moved in
-// every sampler.DrainEvery (as the sampler drains its native thread), a process list 10
-// times a second, the achieved rate once a second (a sample or two off,
-// as measured). With -agent, a training process's agent on the real
-// socket too: 100 samples a second written every 100 ms, as the agent
-// sends them. With -record FILE the session records as `gputop record`
-// (-no-tui: without the TUI, `gputop record` itself). What it costs is the
-// Go side of the live TUI (or of record) but NVML's calls: run it in a
-// terminal (tmux at 160x50) and read its CPU time and RSS from /proc, or
-// set GPUTOP_CPUPROFILE=FILE for a profile of the run (GPUTOP_MEMPROFILE=FILE:
-// the allocations of the run).
+// every sampler.DrainEvery (as the sampler drains its native thread), a
+// process list on each of those ticks (as the sampler refreshes it), the
+// achieved rate once a second (a sample or two off, as measured). With
+// -agent, a training process's agent on the real socket too: a process of
+// its own (tuiload again, with -agent-at), writing 100 samples a second
+// every 100 ms in one write, as the agent sends them. With -record FILE
+// the session records as `gputop record` (-no-tui: without the TUI,
+// `gputop record` itself). What it costs is the Go side of the live TUI
+// (or of record) but NVML's calls: run it in a terminal (tmux at 160x50)
+// and read its CPU time and RSS from /proc, or set GPUTOP_CPUPROFILE=FILE
+// for a profile of the run (GPUTOP_MEMPROFILE=FILE: the allocations of the
+// run).
 //
 //	go build -o bin/tuiload ./bench/cmd/tuiload
 //	tmux new -d -x 160 -y 50 bin/tuiload -rate 1000 -agent
@@ -17,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -24,6 +27,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -49,10 +53,19 @@ func main() {
 	flat := flag.Bool("flat", false, "every sample the same (an idle GPU)")
 	fps := flag.Int("fps", 15, "the TUI's --fps")
 	agent := flag.Bool("agent", false, "a training process's agent on the real socket, 100 samples a second")
+	canned := flag.String("canned", "", "Bubble Tea alone, without gputop: \"still\" (one frame of gputop's, the model ticked 4 times a second)\nor \"moving\" (4 frames of gputop's, a new one each second, as the TUI draws new values)")
+	agentAt := flag.String("agent-at", "", "be only that agent, on this socket (what -agent runs)")
 	record := flag.String("record", "", "record the session to this file, as gputop record or --record")
 	noTUI := flag.Bool("no-tui", false, "no TUI (with -record: gputop record)")
 	secs := flag.Duration("for", 0, "stop after this long (0: at SIGTERM or SIGHUP)")
 	flag.Parse()
+	if *agentAt != "" {
+		agentFeed(*agentAt, *flat)
+		return
+	}
+	if *canned != "" && *canned != "still" && *canned != "moving" {
+		fail(fmt.Errorf("-canned %q: want still or moving", *canned))
+	}
 	// what the live commands set (sources.go's liveRuntime)
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
@@ -101,19 +114,94 @@ func main() {
 	}
 	in := ses.Ingest()
 	in.Device(store.Device{Index: 0, UUID: "GPU-fake", Name: "NVIDIA H200", Total: 141 * gib, Source: "nvml"})
-	go feed(ctx, in, *rate, *flat)
-	if *agent {
-		go agentFeed(ctx, sock, *flat)
+	if *canned == "" {
+		go feed(ctx, in, *rate, *flat)
 	}
-	if *noTUI {
+	if *agent && *canned == "" {
+		args := []string{"-agent-at", sock}
+		if *flat {
+			args = append(args, "-flat")
+		}
+		child := exec.Command(os.Args[0], args...)
+		child.Stderr = os.Stderr
+		if err := child.Start(); err != nil {
+			fail(err)
+		}
+		defer func() { child.Process.Kill(); child.Wait() }()
+	}
+	switch {
+	case *noTUI:
 		<-ctx.Done()
-	} else {
-		m := ui.New(in, ui.Options{Now: time.Now, FPS: *fps, Log: ses.Log()})
-		if _, err := tea.NewProgram(m, tea.WithContext(ctx), tea.WithFPS(*fps)).Run(); err != nil && ctx.Err() == nil {
+	case *canned != "":
+		frames := cannedFrames(in, ses, *rate, *flat)
+		ses.Stop() // nothing of gputop's runs beside Bubble Tea from here
+		if *canned == "still" {
+			frames = frames[:1]
+		}
+		if _, err := tea.NewProgram(cannedModel{frames: frames}, tea.WithContext(ctx), tea.WithFPS(*fps)).Run(); err != nil && ctx.Err() == nil {
 			fmt.Fprintln(os.Stderr, err)
+		}
+		return
+	default:
+		m := ui.New(in, ui.Options{Now: time.Now, FPS: *fps, Log: ses.Log()})
+		final, err := tea.NewProgram(m, tea.WithContext(ctx), tea.WithFPS(*fps)).Run()
+		if err != nil && ctx.Err() == nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+		if fm, ok := final.(ui.Model); ok && os.Getenv("GPUTOP_FRAMESTATS") != "" {
+			st := fm.Stats()
+			fmt.Fprintf(os.Stderr, "tuiload: %d ticks, %d frames\n", st.Ticks, st.Frames)
 		}
 	}
 	ses.Stop()
+}
+
+// cannedFrames is 4 frames of the real TUI at 160x50, drawn half a second
+// apart from a session given the last 70 s of samples at rate (the chart
+// full, as after a minute), each with new values and the chart moved.
+func cannedFrames(in *ingest.Ingest, ses *session.Session, rate float64, flat bool) []string {
+	m := tea.Model(ui.New(in, ui.Options{Now: time.Now, Log: ses.Log()}))
+	period := int64(float64(time.Second) / rate)
+	last := time.Now().Add(-70 * time.Second).UnixNano()
+	var frames []string
+	for range 4 {
+		for now := time.Now().UnixNano(); last+period <= now; last += period {
+			in.NVML(0, last+period, used(last+period, flat), 1<<30)
+		}
+		m, _ = m.Update(tea.WindowSizeMsg{Width: 160, Height: 50})
+		frames = append(frames, m.View().Content)
+		time.Sleep(500 * time.Millisecond)
+	}
+	return frames
+}
+
+// cannedModel is Bubble Tea with gputop's frames and none of its work: a
+// tick 4 times a second, as the TUI's, and each second the next frame.
+type cannedModel struct {
+	frames []string
+	ticks  int
+}
+
+type cannedTick struct{}
+
+func cannedTickCmd() tea.Cmd {
+	return tea.Tick(250*time.Millisecond, func(time.Time) tea.Msg { return cannedTick{} })
+}
+
+func (c cannedModel) Init() tea.Cmd { return cannedTickCmd() }
+
+func (c cannedModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if _, ok := msg.(cannedTick); ok {
+		c.ticks++
+		return c, cannedTickCmd()
+	}
+	return c, nil
+}
+
+func (c cannedModel) View() tea.View {
+	v := tea.NewView(c.frames[c.ticks/4%len(c.frames)])
+	v.AltScreen = true
+	return v
 }
 
 func fail(err error) {
@@ -136,8 +224,6 @@ func feed(ctx context.Context, in *ingest.Ingest, rate float64, flat bool) {
 	period := time.Duration(float64(time.Second) / rate)
 	tk := time.NewTicker(sampler.DrainEvery)
 	defer tk.Stop()
-	procs := time.NewTicker(100 * time.Millisecond)
-	defer procs.Stop()
 	rates := time.NewTicker(time.Second)
 	defer rates.Stop()
 	last := time.Now().UnixNano()
@@ -148,9 +234,9 @@ func feed(ctx context.Context, in *ingest.Ingest, rate float64, flat bool) {
 			return
 		case <-rates.C:
 			in.Rate(0, rate+jitter[i%len(jitter)]*rate/1000)
-		case now := <-procs.C:
-			in.Apply(0, wire.Procs{T: now.UnixNano(), Dev: 0, Procs: []wire.Proc{{PID: os.Getpid(), Used: 60 * gib, Name: "python"}}})
 		case now := <-tk.C:
+			// the process list on the same tick, as the sampler refreshes it
+			in.Apply(0, wire.Procs{T: now.UnixNano(), Dev: 0, Procs: []wire.Proc{{PID: os.Getpid(), Used: 60 * gib, Name: "python"}}})
 			for t := last + int64(period); t <= now.UnixNano(); t += int64(period) {
 				in.NVML(0, t, used(t, flat), 1<<30)
 				last = t
@@ -160,8 +246,9 @@ func feed(ctx context.Context, in *ingest.Ingest, rate float64, flat bool) {
 }
 
 // agentFeed is a training process's agent on the socket: its hello, then
-// 100 samples a second, written every 100 ms as the agent writes them.
-func agentFeed(ctx context.Context, sock string, flat bool) {
+// 100 samples a second, written every 100 ms in one write, as the agent
+// writes them, until gputop goes away.
+func agentFeed(sock string, flat bool) {
 	var c net.Conn
 	var err error
 	for range 100 {
@@ -174,7 +261,8 @@ func agentFeed(ctx context.Context, sock string, flat bool) {
 		fail(err)
 	}
 	defer c.Close()
-	enc := json.NewEncoder(c)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	now := time.Now().UnixNano()
 	if err := enc.Encode(wire.Hello{Type: wire.TypeHello, V: wire.Version, PID: os.Getpid(), Argv: []string{"train.py"},
 		Devices: []wire.AgentDevice{{Index: 0, UUID: "GPU-fake", Name: "NVIDIA H200", Total: 141 * gib}}, T: now}); err != nil {
@@ -183,18 +271,15 @@ func agentFeed(ctx context.Context, sock string, flat bool) {
 	tk := time.NewTicker(100 * time.Millisecond)
 	defer tk.Stop()
 	last := now
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case at := <-tk.C:
-			for t := last + int64(10*time.Millisecond); t <= at.UnixNano(); t += int64(10 * time.Millisecond) {
-				a := used(t, flat) - 2*gib
-				if enc.Encode(wire.Sample{Type: wire.TypeSample, T: t, Dev: 0, Allocated: a, Reserved: a + gib, Peak: 62 * gib}) != nil {
-					return
-				}
-				last = t
-			}
+	for at := range tk.C {
+		for t := last + int64(10*time.Millisecond); t <= at.UnixNano(); t += int64(10 * time.Millisecond) {
+			a := used(t, flat) - 2*gib
+			enc.Encode(wire.Sample{Type: wire.TypeSample, T: t, Dev: 0, Allocated: a, Reserved: a + gib, Peak: 62 * gib})
+			last = t
 		}
+		if _, err := c.Write(buf.Bytes()); err != nil {
+			return
+		}
+		buf.Reset()
 	}
 }
