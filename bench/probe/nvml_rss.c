@@ -1,6 +1,7 @@
 // nvml_rss: what NVML costs a process in memory before it samples anything,
 // and what each query gputop makes costs in time. Prints RSS and whether
-// libcuda is mapped after each step; then the mean time per call.
+// libcuda is mapped after each step (anonymous memory and files' pages
+// apart); then the mean time per call.
 //   gcc -O2 -o bin/nvml_rss bench/probe/nvml_rss.c -ldl && bin/nvml_rss
 #include <dlfcn.h>
 #include <stdio.h>
@@ -14,10 +15,14 @@ static void state(const char *what) {
   FILE *f = fopen("/proc/self/maps", "r"); char line[512]; int cuda = 0;
   while (fgets(line, sizeof line, f)) if (strstr(line, "libcuda")) cuda = 1;
   fclose(f);
-  f = fopen("/proc/self/status", "r"); long rss = 0;
-  while (fgets(line, sizeof line, f)) if (!strncmp(line, "VmRSS:", 6)) rss = atol(line + 6);
+  f = fopen("/proc/self/status", "r"); long rss = 0, anon = 0, file = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "VmRSS:", 6)) rss = atol(line + 6);
+    if (!strncmp(line, "RssAnon:", 8)) anon = atol(line + 8);
+    if (!strncmp(line, "RssFile:", 8)) file = atol(line + 8);
+  }
   fclose(f);
-  printf("%-40s libcuda %s  RSS %ld kB\n", what, cuda ? "LOADED" : "no", rss);
+  printf("%-40s libcuda %s  RSS %ld kB (anonymous %ld, files %ld)\n", what, cuda ? "LOADED" : "no", rss, anon, file);
 }
 static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec/1e9;}
 int main(void) {
