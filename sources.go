@@ -44,7 +44,7 @@ type sourceFlags struct {
 
 func (s *sourceFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&s.rate, "rate", 1000, "read NVML `HZ` times a second per GPU")
-	fs.Float64Var(&s.procRate, "proc-rate", 10, "refresh NVML's process lists `HZ` times a second")
+	fs.Float64Var(&s.procRate, "proc-rate", 10, "refresh NVML's process lists up to `HZ` times a second while a GPU's memory moves (once a second while it does not)")
 	fs.StringVar(&s.source, "source", "", "read this machine's source `S`: nvml, agent, all or none (default all; with --ssh none)")
 	fs.StringVar(&s.metrics, "metrics", "", "serve Prometheus metrics at http://`ADDR`/metrics (HOST:PORT, or :PORT for every address)")
 	fs.DurationVar(&s.metricsWindow, "metrics-window", metrics.DefaultWindow, "--metrics: the _max_ and _min_ series hold the extremes over the trailing `DUR` (at least the scrape interval)")

@@ -54,6 +54,7 @@ func (n *NVML) record(d *nvmlDev, t int64, used, reserved uint64, err error, now
 		d.recovered(n.in, t)
 	}
 	n.in.NVML(d.index, t, used, reserved)
+	d.used.Store(used)
 	d.count++
 }
 
@@ -251,22 +252,20 @@ func (n *NVML) startThread() *native.Loop {
 
 // drainLoop moves the native thread's readings into the store until ctx is
 // done, then stops the thread; with procs, it refreshes the process lists
-// too, on the first tick at or past each one's due time, and returns the
-// error of a refresh that panicked.
+// too, on the ticks where procsDue says so, and returns the error of a
+// refresh that panicked.
 func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop, procs bool) error {
 	defer loop.Stop()
 	tk := time.NewTicker(DrainEvery)
 	defer tk.Stop()
 	rates := n.startRates(time.Now())
 	var dropped uint64
-	var procsDue time.Time
-	for {
-		if procs && !time.Now().Before(procsDue) {
-			procsDue = time.Now().Add(n.procEvery() - DrainEvery/2) // a tick late is no tick skipped
-			if err := guard("process list", n.refreshProcs); err != nil {
-				return err
-			}
+	if procs {
+		if err := guard("process list", n.refreshProcs); err != nil {
+			return err
 		}
+	}
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -285,6 +284,11 @@ func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop, procs bool) err
 		if k := loop.Dropped(); k != dropped {
 			n.log(fmt.Sprintf("NVML sampling: %d readings dropped (the store fell behind)", k-dropped))
 			dropped = k
+		}
+		if procs && n.procsDue(now, DrainEvery/2) {
+			if err := guard("process list", n.refreshProcs); err != nil {
+				return err
+			}
 		}
 	}
 }

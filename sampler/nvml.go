@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -45,7 +46,7 @@ const DrainEvery = 100 * time.Millisecond
 // NVMLOptions configure the NVML source.
 type NVMLOptions struct {
 	Rate     float64 // device samples per second per GPU (default 1000)
-	ProcRate float64 // process-list refreshes per second (default 10; negative turns them off)
+	ProcRate float64 // process-list refreshes per second at most (default 10; negative turns them off); see procsDue
 	// Thread samples device memory from a native thread (package native)
 	// that calls the loaded libnvidia-ml.so.1 directly, instead of from a
 	// goroutine through the Interface. It needs the real library; where the
@@ -72,12 +73,15 @@ func (o NVMLOptions) withDefaults() NVMLOptions {
 
 // NVML samples every GPU's memory through NVML into a store.
 type NVML struct {
-	lib    nvml.Interface
-	in     *ingest.Ingest
-	opt    NVMLOptions
-	devs   []*nvmlDev
-	names  *procNames
-	inited bool
+	lib   nvml.Interface
+	in    *ingest.Ingest
+	opt   NVMLOptions
+	devs  []*nvmlDev
+	names *procNames
+	// procsAt is when the process lists were last read (only the
+	// goroutine that reads them touches it).
+	procsAt time.Time
+	inited  bool
 	// meminfo is where a unified-memory device's figures are read
 	// ("/proc/meminfo"; tests: a file of their own).
 	meminfo string
@@ -104,6 +108,12 @@ type nvmlDev struct {
 	reported uint64 // count at the last rate report
 
 	procErr nvml.Return // last process-list error logged; SUCCESS when none
+
+	// used is the latest used figure read, for the process lists, which
+	// may be refreshed from another goroutine; procsUsed is what it was
+	// at the last refresh (only that goroutine touches it).
+	used      atomic.Uint64
+	procsUsed uint64
 }
 
 // log hands a note to Options.Log.

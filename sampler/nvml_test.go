@@ -930,3 +930,33 @@ func TestNameAndUUIDErrorsAreLogged(t *testing.T) {
 		t.Errorf("logs %q, want the GetName and GetUUID errors", logs)
 	}
 }
+
+// Sampled from Go, the process lists follow the memory the same way: once a
+// second while the GPU's used memory stays put, at the next tick of
+// --proc-rate after it moves.
+func TestProcessListsFollowTheMemory(t *testing.T) {
+	g := newFakeGPU(0, 141*gib)
+	g.used.Store(5 * gib)
+	g.setProcs([]nvml.ProcessInfo{{Pid: 77, UsedGpuMemory: gib}}, nvml.SUCCESS, nil, nvml.ERROR_NOT_SUPPORTED)
+	st := newStore()
+	n := NewNVML(newLib(g), ingest.New(st), NVMLOptions{Rate: 1000, ProcRate: 20})
+	mustInit(t, n)
+	lists := func() int { return len(g.dev.GetComputeRunningProcessesCalls()) }
+	start := time.Now()
+	startRun(t, n)
+	waitFor(t, "the first process list", func() bool { return lists() >= 1 })
+	time.Sleep(1500 * time.Millisecond)
+	if c, most := lists(), int(time.Since(start)/procsIdle)+2; c > most {
+		t.Errorf("%d process lists in %v of steady memory at --proc-rate 20, want at most %d", c, time.Since(start).Round(time.Millisecond), most)
+	}
+	before := lists()
+	g.used.Store(6 * gib)
+	moved := time.Now()
+	waitFor(t, "a process list after the memory moved", func() bool { return lists() > before })
+	if d := time.Since(moved); d >= procsIdle {
+		t.Errorf("the process list came %v after the memory moved, as if it had not", d.Round(time.Millisecond))
+	}
+	if procs, _ := st.Procs(0); len(procs) != 1 || procs[0].PID != 77 {
+		t.Errorf("process list %v, want pid 77", procs)
+	}
+}

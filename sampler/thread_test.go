@@ -142,9 +142,10 @@ func TestThreadLeavesUnifiedMemoryToGo(t *testing.T) {
 }
 
 // With the native thread, process lists are refreshed on the drain's ticks
-// (no goroutine of their own): they arrive, at most one a tick, and a
-// panicking process query ends Run with its error, as the goroutine's did.
-func TestThreadRefreshesProcessListsOnTheDrainsTicks(t *testing.T) {
+// (no goroutine of their own), once a second while the GPU's memory stays
+// put and at the next tick after it moves; a panicking process query ends
+// Run with its error, as the goroutine's did.
+func TestThreadRefreshesProcessListsWhenMemoryMoves(t *testing.T) {
 	nativetest.Set(0, 5*gib, 0, 0, 0)
 	st := newStore()
 	book := logbook.New()
@@ -162,20 +163,35 @@ func TestThreadRefreshesProcessListsOnTheDrainsTicks(t *testing.T) {
 	}
 	n := threadNVML(t, st, book, g)
 	n.opt.ProcRate = 10
-	start := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	start := time.Now()
 	go func() { done <- n.Run(ctx) }()
-	waitFor(t, "three process lists", func() bool { return calls.Load() >= 3 })
+	waitFor(t, "the first process list", func() bool { return calls.Load() >= 1 })
 	if procs, _ := st.Procs(0); len(procs) != 1 || procs[0].PID != 4242 {
 		t.Errorf("process list %v, want pid 4242", procs)
 	}
-	if max := int64(time.Since(start)/DrainEvery) + 1; calls.Load() > max {
-		t.Errorf("%d process lists in %v: more than one a drain tick (%d)", calls.Load(), time.Since(start), max)
+	// memory steady: about one list a second, not ten (one more at the
+	// start: the first list comes before the first reading, which then
+	// counts as a move)
+	time.Sleep(1500 * time.Millisecond)
+	if c, most := calls.Load(), int64(time.Since(start)/procsIdle)+2; c > most {
+		t.Errorf("%d process lists in %v of steady memory, want at most %d", c, time.Since(start).Round(time.Millisecond), most)
 	}
-	waitFor(t, "samples beside them", func() bool { return st.Count(store.Key{Dev: 0, Metric: store.NVMLUsed}) > 50 })
+	// memory moves: a list at the next ticks, well before the second is up
+	for i := range 3 {
+		before := calls.Load()
+		nativetest.Set(0, uint64(6+i)*gib, 0, 0, 0)
+		moved := time.Now()
+		waitFor(t, "a process list after the memory moved", func() bool { return calls.Load() > before })
+		if d := time.Since(moved); d >= procsIdle {
+			t.Errorf("the process list came %v after the memory moved, as if it had not", d.Round(time.Millisecond))
+		}
+		time.Sleep(150 * time.Millisecond) // past procEvery
+	}
 	explode.Store(true)
+	nativetest.Set(0, 9*gib, 0, 0, 0)
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "process list") || !strings.Contains(err.Error(), "driver exploded") {
 		t.Errorf("Run after a panicking process query: %v, want the process list's error", err)
 	}
