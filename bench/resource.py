@@ -479,6 +479,11 @@ def tools_table(a: argparse.Namespace, width: int, height: int) -> int:
                    "profile": profile if top is not None else None,
                    "profile_top": [{"function": f, "flat_s": fl, "cum_s": c} for f, fl, c in (top or [])]},
                   fh, indent=1)
+    if a.rounds == 0:  # the profile alone was asked for
+        ok = top is not None
+        write_result(a.results_dir, name, "INFO" if ok else "FAIL",
+                     f"profile only: {profile}" if ok else f"no CPU profile written at {profile}")
+        return 0 if ok else 1
     gputop_ok = all(r["cpu_pct"] is not None for r in rows if r["program"].startswith("gputop"))
     write_result(a.results_dir, name, "INFO" if gputop_ok else "FAIL",
                  "; ".join(f"{r['program']}: " + (f"{r['cpu_pct']:.2f}% / {r['rss_mib']:.1f} MiB"
@@ -525,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rss-limit-mib", type=float, default=45.0)
     ap.add_argument("--metrics-compare", action="store_true",
                     help="only the TUI, without and with --metrics scraped every second (see above)")
-    ap.add_argument("--rounds", type=int, default=2, help="--metrics-compare: off/on pairs")
+    ap.add_argument("--rounds", type=int, default=2, help="--metrics-compare: off/on pairs; --tools: rounds of the table (0: the TUI's profile alone)")
     ap.add_argument("--metrics-cpu-limit", type=float, default=0.2,
                     help="--metrics-compare: points of a core the endpoint may add")
     ap.add_argument("--baseline", metavar="BIN",
