@@ -28,11 +28,11 @@ const procsIdle = time.Second
 // from a loop that ticks every 2 × slack: procEvery has passed and some
 // GPU's used memory changed since the last lists (a process came, went,
 // grew or shrank: a CUDA context alone is hundreds of MiB), or procsIdle
-// has passed. A process list costs the driver about 0.3 ms with a training
-// process on an H200 (against 5 µs for a memory reading), most of what
-// the TUI spent beside its frames at 10 a second; steady memory is now
-// read once a second. Memory moving between two processes whose sum stays
-// the same waits for procsIdle.
+// has passed. A process list costs the driver about 0.4 ms with a training
+// process on an H200 (a memory reading 5 µs): at 10 a second that would
+// be most of the TUI's Go side beside its frames, for figures that do not
+// change while the memory does not. Memory moving between two processes
+// whose sum stays the same waits for procsIdle.
 func (n *NVML) procsDue(now time.Time, slack time.Duration) bool {
 	if n.procsAt.IsZero() {
 		return true
