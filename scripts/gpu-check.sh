@@ -34,6 +34,11 @@
 #               earlier build, default bin/gputop-baseline) and of $GPUTOP in
 #               turn beside one job, 4 rounds of 30 s in ABBA order: what a
 #               change costs in CPU and RSS, the host's drift on both alike
+#   tools       bench/resource.py --tools: issue #29's table (the TUI, record,
+#               nvidia-smi -lms 1, nvtop, nvitop each alone beside one job, two
+#               rounds in alternating order), RSS by mapping, the TUI's profile;
+#               nvtop and nvitop are skipped where not on PATH (carry them; alone:
+#               GPU_CHECK_STEPS=tools, a command of its own)
 #   holders     bench/holders_scenarios.py and bench/holders_bench.py if present
 #   history     bench/history_check.py: six programs with history on whose
 #               optimizer imports torch._dynamo while the agent reads layouts
@@ -454,6 +459,12 @@ step_resource() {
 		--out "$W/resource.json" --results-dir "$R" --prefix 50-
 }
 
+step_tools() {
+	have_gputop || return 1
+	timeout 480 "$PY" bench/resource.py --tools --gputop "$GPUTOP" --workdir "$W/tools" \
+		--out "$W/resource-tools.json" --results-dir "$R" --prefix 50- --seconds 20 --warmup 5 --rounds 2
+}
+
 step_baseline() {
 	have_gputop || return 1
 	local base=${GPUTOP_BASELINE:-$REPO/bin/gputop-baseline}
@@ -647,6 +658,7 @@ step oom 60 32-oom 33-oom-screen
 step overhead 320 40-overhead-cpu 40-overhead-gpu 40-overhead-compiled 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step baseline 330 50-resource-tui-baseline
+step tools 470 50-resource-tools
 step holders 25 60-holders_scenarios
 step history 200 95-history-imports 95-history-overhead-cpu 95-history-overhead-gpu 96-history-oom-dump 97-history-labelled-dump 98-history-run-oom-dump
 step run 150 90-run 90-run-exact
