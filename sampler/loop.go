@@ -260,12 +260,13 @@ func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop, procs bool) err
 	defer tk.Stop()
 	rates := n.startRates(time.Now())
 	var dropped uint64
-	if procs {
-		if err := guard("process list", n.refreshProcs); err != nil {
-			return err
-		}
-	}
 	for {
+		// right after the last drain (or at the start, with no lists yet)
+		if procs && n.procsDue(time.Now(), DrainEvery/2) {
+			if err := guard("process list", n.refreshProcs); err != nil {
+				return err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -284,11 +285,6 @@ func (n *NVML) drainLoop(ctx context.Context, loop *native.Loop, procs bool) err
 		if k := loop.Dropped(); k != dropped {
 			n.log(fmt.Sprintf("NVML sampling: %d readings dropped (the store fell behind)", k-dropped))
 			dropped = k
-		}
-		if procs && n.procsDue(now, DrainEvery/2) {
-			if err := guard("process list", n.refreshProcs); err != nil {
-				return err
-			}
 		}
 	}
 }
