@@ -66,6 +66,14 @@ def tmux(*args: str, check: bool = False) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=check)
 
 
+def save_screen(session: str, path: str, escapes: bool = False) -> None:
+    """What the tmux session's pane shows, written to path (with its colours
+    as escape sequences when escapes)."""
+    scr = tmux("capture-pane", *(["-e"] if escapes else []), "-p", "-t", session)
+    with open(path, "w") as fh:
+        fh.write(scr.stdout)
+
+
 def start_in_tmux(session: str, cmd: str, want: str, width: int, height: int) -> int | None:
     """Run cmd in a detached tmux session of the given size; return the pid of `want`."""
     r = tmux("new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), f"exec {cmd}")
@@ -406,10 +414,8 @@ def tools_table(a: argparse.Namespace, width: int, height: int) -> int:
                 stop_proc(proc)
             else:
                 if label.startswith("gputop"):  # what it showed: the job's rows, its process
-                    scr = tmux("capture-pane", "-p", "-t", "tool")
-                    with open(os.path.join(work, f"screen-round{r + 1}-{label.split(',')[-1].strip().replace(' ', '')}.txt"),
-                              "w") as fh:
-                        fh.write(scr.stdout)
+                    save_screen("tool", os.path.join(
+                        work, f"screen-round{r + 1}-{label.split(',')[-1].strip().replace(' ', '')}.txt"))
                 tmux("kill-session", "-t", "tool")  # SIGHUP: gputop ends as on q (the profile written)
             for _ in range(100):
                 if not pid or not os.path.exists(f"/proc/{pid}"):
@@ -452,7 +458,7 @@ def tools_table(a: argparse.Namespace, width: int, height: int) -> int:
     print(f"\n{a.rounds} rounds of {a.seconds:g} s after {a.warmup:g} s, alternating order, "
           f"{'beside bench/workloads/train_mlp.py with the agent attached' if not a.no_job else 'no job'}, "
           f"{width}x{height} pty")
-    for row in rows:  # where each gputop's resident memory is, at the end of its last run
+    for row in rows:  # where gputop's and nvidia-smi's resident memory is, at the end of its last run
         last = next((x for x in reversed(row["runs"]) if x.get("rss_by_mapping")), None)
         if row["program"].startswith(("gputop", "nvidia-smi")) and last:
             maps = last["rss_by_mapping"]
@@ -600,10 +606,8 @@ def main(argv: list[str] | None = None) -> int:
             p.end()
 
     def save_tui_screen() -> None:
-        for flag, ext in (("-e", "ansi"), ("", "txt")):
-            scr = tmux("capture-pane", *([flag] if flag else []), "-p", "-t", "gputop")
-            with open(os.path.join(work, f"tui-screen.{ext}"), "w") as fh:
-                fh.write(scr.stdout)
+        save_screen("gputop", os.path.join(work, "tui-screen.ansi"), escapes=True)
+        save_screen("gputop", os.path.join(work, "tui-screen.txt"))
 
     try:
         if not a.no_job:
