@@ -283,13 +283,42 @@ def worker_latency(a, torch) -> dict:
     gputop.attach()
     x = torch.randn(1024, 1024, device="cuda")  # something allocated, so values are not all 0
     time.sleep(1.0)
-    lat = []
+    # each call after a 5 ms pause, as a row between steps finds caches: and
+    # torch's own calls timed the same way in the same loop, turn about, so
+    # that the host's speed that hour falls on both (a pause makes a 20 µs
+    # call 5-8 times slower, and the host's speed moves by 2.5x between days)
+    calls = {
+        "snapshot_call": lambda i: gputop.snapshot(f"lat {i}", ledger=False),  # the counters' row
+        "memory_allocated_after_pause": lambda i: torch.cuda.memory_allocated(dev),
+        "three_naive_calls_after_pause": lambda i: (torch.cuda.memory_allocated(dev),
+                                                    torch.cuda.memory_reserved(dev),
+                                                    torch.cuda.max_memory_allocated(dev)),
+    }
+    lat: dict = {k: [] for k in calls}
     for i in range(a.snapshots):
-        t = time.perf_counter_ns()
-        gputop.snapshot(f"lat {i}", ledger=False)  # the counters' row: the ledger's cost is ledger_check.py's
-        lat.append(time.perf_counter_ns() - t)
-        time.sleep(0.005)
-    out["snapshot_call"] = pcts(lat)
+        for k, call in calls.items():
+            time.sleep(0.005)
+            t = time.perf_counter_ns()
+            call(i)
+            lat[k].append(time.perf_counter_ns() - t)
+    for k, v in lat.items():
+        out[k] = pcts(v)
+    # where a row's time goes: the pieces of gputop's take() on their own,
+    # each after a pause as above
+    from gputop import _backend, _lifecycle
+    b, ag = _backend.get(), _lifecycle.current(auto=True)
+    parts = {"counters (backend.read)": lambda: b.read(dev), "devices": b.devices,
+             "memory cap (backend.limit)": lambda: b.limit(dev), "other frameworks": _backend.framework_devices,
+             "layout (for_mark)": lambda: ag.layouts.for_mark([dev]) if ag is not None else None}
+    out["parts_after_pause"] = {}
+    for k, call in parts.items():
+        v = []
+        for _ in range(100):
+            time.sleep(0.005)
+            t = time.perf_counter_ns()
+            call()
+            v.append(time.perf_counter_ns() - t)
+        out["parts_after_pause"][k] = pcts(v)
 
     if a.rec and os.path.exists(a.rec):
         tail = Tail(a.rec)

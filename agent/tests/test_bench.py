@@ -95,6 +95,32 @@ def test_overhead_analysis_of_a_real_h200_run(tmp_path: Path, capsys) -> None:
     assert "asleep (CUDA syncs, GIL waits)" in capsys.readouterr().out
 
 
+def test_snapshot_latency_judged_against_torch_in_the_same_loop(tmp_path: Path, capsys) -> None:
+    # the check passes when the snapshot after a pause costs at most one
+    # torch.cuda.memory_allocated() after a pause in the same loop, and
+    # fails when it costs more, whatever the absolute figure
+    overhead = _bench_module("overhead")
+
+    def lat(snap: float, ref: float) -> dict:
+        one = {"n": 300, "median_us": snap, "p99_us": snap * 3, "max_us": snap * 5}
+        stats = {k: {"median_us": 10.0} for k in ("memory_allocated", "three_naive_calls", "_cuda_memoryStats")}
+        return {"latency": {"snapshot_call": one, "stats_calls": stats,
+                            "memory_allocated_after_pause": {"n": 300, "median_us": ref},
+                            "three_naive_calls_after_pause": {"n": 300, "median_us": ref * 3}}}
+
+    got = {}
+    for name, snap, ref in (("pass", 154.3, 210.0), ("fail", 90.0, 60.0)):
+        a = overhead.argparse.Namespace(results_dir=str(tmp_path / name), prefix="40-",
+                                        skip=["cpu", "gpu", "compiled"], gputop=None)
+        overhead.analyse(a, lat(snap, ref))
+        got[name] = json.loads((tmp_path / name / "40-snapshot-latency.json").read_text())
+    assert got["pass"]["status"] == "PASS", got["pass"]
+    assert got["fail"]["status"] == "FAIL", got["fail"]
+    assert "one torch.cuda.memory_allocated() 60.0 us" in got["fail"]["summary"]
+    assert got["pass"]["reference"]["median_us"] == 210.0
+    assert "memory_allocated_after_pause" in capsys.readouterr().out
+
+
 def test_floor_analysis_of_real_h200_runs(tmp_path: Path, capsys) -> None:
     # the agent against bare threads (07:06 and 07:19 H200 runs), and the
     # agent at 50/s toggled against idle (07:01): the figures BENCHMARKS.md
