@@ -34,7 +34,8 @@ Measures, on a CUDA device:
          its ledger's cost is ledger_check.py's) after a 5 ms pause, against
          torch.cuda.memory_allocated() and the article's three calls timed
          the same way in the same loop, turn about (the check: the snapshot's
-         median at most one memory_allocated()'s); and the time until the snapshot is a
+         median at most one memory_allocated()'s), then again with the
+         layout off (reported); and the time until the snapshot is a
          line in the running `gputop record`'s file (the file is tailed);
   stats  one torch._C._cuda_memoryStats(i) call vs torch.cuda.memory_allocated().
 
@@ -358,14 +359,18 @@ def analyse(a, res: dict) -> None:
         sc = lat["snapshot_call"]
         ref = lat.get("memory_allocated_after_pause") or {}
         three = lat.get("three_naive_calls_after_pause") or {}
+        off = lat.get("snapshot_call_layout_off") or {}
+        off_ref = lat.get("memory_allocated_after_pause_layout_off") or {}
         ok = sc.get("median_us", 1e9) <= ref.get("median_us", 0)
         write_result(d, f"{p}snapshot-latency", "PASS" if ok else "FAIL",
                     f"gputop.snapshot(label, ledger=False) after a 5 ms pause returns in median "
                     f"{sc.get('median_us')} us (p99 {sc.get('p99_us')} us, max {sc.get('max_us')} us, "
                     f"{sc.get('n')} calls); in the same loop, turn about: one torch.cuda.memory_allocated() "
                     f"{ref.get('median_us')} us (limit: the snapshot's median at most this), the article's "
-                    f"three calls {three.get('median_us')} us; 100 us is the goal on a quiet host",
-                    **sc, reference=ref, three_naive=three)
+                    f"three calls {three.get('median_us')} us; 100 us is the goal on a quiet host"
+                    + (f"; with the layout off: the row {off.get('median_us')} us, memory_allocated() "
+                       f"{off_ref.get('median_us')} us" if off else ""),
+                    **sc, reference=ref, three_naive=three, layout_off=off, layout_off_reference=off_ref)
         v = lat.get("visible")
         if v is None:
             write_result(d, f"{p}snapshot-visible", "SKIP", "no gputop record to watch")
@@ -437,7 +442,8 @@ def print_table(summary: dict, lat: dict | None) -> None:
     if lat:
         print("\ncall latency (us)                  median      p99      max")
         rows = [("gputop.snapshot()", lat["snapshot_call"])]
-        rows += [(k, lat[k]) for k in ("memory_allocated_after_pause", "three_naive_calls_after_pause")
+        rows += [(k, lat[k]) for k in ("memory_allocated_after_pause", "three_naive_calls_after_pause",
+                                       "snapshot_call_layout_off", "memory_allocated_after_pause_layout_off")
                  if k in lat]
         rows += [(f"  {k}", v) for k, v in (lat.get("parts_after_pause") or {}).items()]
         rows += [(k, v) for k, v in lat["stats_calls"].items()]

@@ -287,22 +287,26 @@ def worker_latency(a, torch) -> dict:
     # torch's own calls timed the same way in the same loop, turn about, so
     # that the host's speed that hour falls on both (a pause makes a 20 µs
     # call 5-8 times slower, and the host's speed moves by 2.5x between days)
-    calls = {
+    timed = {
         "snapshot_call": lambda i: gputop.snapshot(f"lat {i}", ledger=False),  # the counters' row
         "memory_allocated_after_pause": lambda i: torch.cuda.memory_allocated(dev),
         "three_naive_calls_after_pause": lambda i: (torch.cuda.memory_allocated(dev),
                                                     torch.cuda.memory_reserved(dev),
                                                     torch.cuda.max_memory_allocated(dev)),
     }
-    lat: dict = {k: [] for k in calls}
-    for i in range(a.snapshots):
-        for k, call in calls.items():
-            time.sleep(0.005)
-            t = time.perf_counter_ns()
-            call(i)
-            lat[k].append(time.perf_counter_ns() - t)
-    for k, v in lat.items():
-        out[k] = pcts(v)
+
+    def turn_about(suffix: str) -> None:
+        lat: dict = {k: [] for k in timed}
+        for i in range(a.snapshots):
+            for k, call in timed.items():
+                time.sleep(0.005)
+                t = time.perf_counter_ns()
+                call(i)
+                lat[k].append(time.perf_counter_ns() - t)
+        for k, v in lat.items():
+            out[k + suffix] = pcts(v)
+
+    turn_about("")
     # where a row's time goes: the pieces of gputop's take() on their own,
     # each after a pause as above
     from gputop import _backend, _lifecycle
@@ -339,6 +343,11 @@ def worker_latency(a, torch) -> dict:
                 if isinstance(tail.frame_t.get(k), int)]
         out["visible"] = {**pcts(vis), "sent": a.visible, "seen": len(vis),
                           "frame_t_minus_call": pcts(skew)}
+    # the same rows with the layout off (its turn is layout_check.py's to
+    # judge, as the ledger is ledger_check.py's), torch's calls turn about
+    gputop.attach(layout_rate=0)
+    time.sleep(0.5)
+    turn_about("_layout_off")
     del x
     return out
 

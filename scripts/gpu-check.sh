@@ -439,10 +439,10 @@ oom_screen() { # RECORDING: the TUI explains its OOM under the summary table
 
 step_overhead() {
 	have_gputop || return 1
-	timeout 300 "$PY" bench/overhead.py --gputop "$GPUTOP" --workdir "$W/overhead" \
+	timeout 330 "$PY" bench/overhead.py --gputop "$GPUTOP" --workdir "$W/overhead" \
 		--out "$W/overhead.json" --results-dir "$R" --prefix 40-
 	local rc=$?
-	[ "$rc" = 124 ] && echo "overhead.py ran past 300 s"
+	[ "$rc" = 124 ] && echo "overhead.py ran past 330 s"
 	# the GIL the agent thread holds per wake-up, timed inside a real agent
 	if timeout 45 "$PY" bench/agent_tick.py --gputop "$GPUTOP" --seconds 5 --bare --out "$W/tick.json" >"$L/tick.log" 2>&1; then
 		result 41-agent-tick INFO "$(tail -n2 "$L/tick.log" | paste -sd " ")"
@@ -655,7 +655,7 @@ step verdict 150 16-verdict 16-verdict-exact
 step spikes 30 20-spikes 21-nvml-gaps
 step sigkill 40 30-sigkill 31-cli-snap
 step oom 60 32-oom 33-oom-screen
-step overhead 320 40-overhead-cpu 40-overhead-gpu 40-overhead-compiled 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
+step overhead 350 40-overhead-cpu 40-overhead-gpu 40-overhead-compiled 40-snapshot-latency 40-snapshot-visible 40-stats-call 41-agent-tick
 step resource 150 50-resource-tui 50-resource-record 50-resource-nvtop 50-resource-nvitop
 step baseline 330 50-resource-tui-baseline
 step tools 470 50-resource-tools

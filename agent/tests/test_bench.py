@@ -106,7 +106,9 @@ def test_snapshot_latency_judged_against_torch_in_the_same_loop(tmp_path: Path, 
         stats = {k: {"median_us": 10.0} for k in ("memory_allocated", "three_naive_calls", "_cuda_memoryStats")}
         return {"latency": {"snapshot_call": one, "stats_calls": stats,
                             "memory_allocated_after_pause": {"n": 300, "median_us": ref},
-                            "three_naive_calls_after_pause": {"n": 300, "median_us": ref * 3}}}
+                            "three_naive_calls_after_pause": {"n": 300, "median_us": ref * 3},
+                            "snapshot_call_layout_off": {"n": 300, "median_us": snap / 2},
+                            "memory_allocated_after_pause_layout_off": {"n": 300, "median_us": ref}}}
 
     got = {}
     for name, snap, ref in (("pass", 154.3, 210.0), ("fail", 90.0, 60.0)):
@@ -117,6 +119,9 @@ def test_snapshot_latency_judged_against_torch_in_the_same_loop(tmp_path: Path, 
     assert got["pass"]["status"] == "PASS", got["pass"]
     assert got["fail"]["status"] == "FAIL", got["fail"]
     assert "one torch.cuda.memory_allocated() 60.0 us" in got["fail"]["summary"]
+    # the layout-off rows are reported, not judged: half the row's time fails all the same
+    assert "with the layout off: the row 45.0 us" in got["fail"]["summary"]
+    assert got["fail"]["layout_off"]["median_us"] == 45.0
     assert got["pass"]["reference"]["median_us"] == 210.0
     assert "memory_allocated_after_pause" in capsys.readouterr().out
 
