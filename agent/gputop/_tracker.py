@@ -123,7 +123,7 @@ def take(label: str, kind: str, devs: list[int] | None = None, end: bool | None 
         except Exception:
             peak = None
     try:
-        if vals:
+        if vals and (is_end or ledger):  # else the walk has nothing to give
             held, ledgers = _walk(list(vals), is_end, verdict, ledger)
         ag = _lifecycle.current(auto=True)
         if ag is not None:

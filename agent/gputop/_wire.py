@@ -210,6 +210,11 @@ def is_end_label(label: str) -> bool:
     """True when a label ends a run: "end" as a word ("Training end"),
     "(end)" at its end ("eval (end)"), or a cleanup not still to come
     ("After cleanup", not "Before cleanup")."""
+    # most labels ("Epoch 5") have neither word: no pattern is tried, which
+    # matters in snapshot(), often called with cold caches
+    low = label.lower()
+    if "end" not in low and "clean" not in low:
+        return False
     if _END_WORD.search(label):
         return True
     return bool(_CLEANUP_WORD.search(label)) and not _BEFORE_WORD.search(label)

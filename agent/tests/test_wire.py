@@ -391,6 +391,27 @@ def test_schemas_follow_wire_frames_go():
             assert kind == expect, f"{name}.{k}: Go {gotype}, schema kind {kind}"
 
 
+def test_end_label_shortcut_agrees_with_the_patterns():
+    """is_end_label skips its patterns for labels with neither "end" nor
+    "clean" in them; over labels of every case and some look-alikes it
+    says what the patterns alone say."""
+    import itertools
+
+    def patterns(label: str) -> bool:
+        if _wire._END_WORD.search(label):
+            return True
+        return bool(_wire._CLEANUP_WORD.search(label)) and not _wire._BEFORE_WORD.search(label)
+
+    words = ["end", "END", "End", "eNd", "(end)", "(END)", "weekend", "ending", "clean up", "CLEAN-UP",
+             "Clean_Up", "cleanup", "before", "PRE", "pre-clean", "Ｅｎｄ", "ｃｌｅａｎｕｐ", "ende", "énd",
+             "Epoch 5", "", " ", "E N D", "cl ean", "after", "training"]
+    labels = [" ".join(p) for p in itertools.product(words, repeat=2)]
+    labels += [w.upper() for w in labels] + [w.title() for w in labels]
+    wrong = [x for x in labels if _wire.is_end_label(x) != patterns(x)]
+    assert wrong == []
+    assert sum(map(_wire.is_end_label, labels)) > 100  # the patterns were reached
+
+
 def test_end_labels_like_go():
     """The labels wire.IsEndLabel is held to (testdata/protocol/end_labels.json)."""
     v = json.loads((REPO / "testdata" / "protocol" / "end_labels.json").read_text())
