@@ -582,8 +582,13 @@ class TorchBackend(Backend):
 
     def limit(self, index: int) -> int | None:
         t = self._initialized()
-        frac = getattr(t.cuda, "get_per_process_memory_fraction", None) if t is not None else None
-        if frac is None:  # a torch before the call, or CUDA not up yet
+        if t is None:  # CUDA not up yet
+            return None
+        # the C call behind get_per_process_memory_fraction: CUDA is up and
+        # index is an ordinal already, and each row asks, often cold
+        frac = getattr(getattr(t, "_C", None), "_cuda_getMemoryFraction", None) or getattr(
+            t.cuda, "get_per_process_memory_fraction", None)
+        if frac is None:  # a torch before the call
             return None
         # the allocator's own rule: allowed = total * fraction, as a size_t
         return int(float(frac(index)) * self.info(index)["total"])

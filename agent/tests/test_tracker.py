@@ -254,3 +254,13 @@ def test_torch_limit_is_the_fraction_of_the_total():
     assert b.limit(0) == 150754820096 // 4
     b._initialized = lambda: SimpleNamespace(cuda=SimpleNamespace())  # type: ignore[method-assign]
     assert b.limit(0) is None
+    # the C call behind it, where torch has one, is asked first (no device
+    # normalising in Python at each row)
+
+    def public(i: int) -> float:
+        raise AssertionError("the Python wrapper was called")
+
+    C = SimpleNamespace(_cuda_getMemoryFraction=lambda i: 0.5)
+    b._initialized = lambda: SimpleNamespace(  # type: ignore[method-assign]
+        _C=C, cuda=SimpleNamespace(get_per_process_memory_fraction=public))
+    assert b.limit(0) == 150754820096 // 2
