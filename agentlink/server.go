@@ -16,6 +16,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,19 +112,14 @@ func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 	if err := removeStale(path); err != nil {
 		return nil, err
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := listenAt(path)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
+		return nil, err
 	}
-	// Serve removes the file itself, and only if it is still ours.
-	ln.SetUnlinkOnClose(false)
 	fail := func(err error) (*Server, error) {
 		ln.Close()
 		os.Remove(path)
 		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		return fail(fmt.Errorf("socket %s: %w", path, err))
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -157,6 +153,56 @@ func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 		s.maxConns = DefaultMaxConns
 	}
 	return s, nil
+}
+
+// listenAt listens on a socket that appears at path only once it listens,
+// with mode 0600. Bound at path directly, the file would exist before
+// listen(2) and before the chmod: an agent that found it then would be
+// refused (it retries, a test does not), and another user could connect.
+// So it is bound, listening and chmodded under a name of its own in the
+// same directory, then linked to path: link(2), unlike rename, fails where
+// path exists, so a gputop that started meanwhile keeps its socket. Where
+// that name is too long for a socket, or the filesystem has no hard links,
+// it is bound at path as before.
+func listenAt(path string) (*net.UnixListener, error) {
+	inPlace := func() (*net.UnixListener, error) {
+		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+		if err != nil {
+			return nil, fmt.Errorf("listening on %s: %w", path, err)
+		}
+		ln.SetUnlinkOnClose(false) // Serve removes the file, and only if it is still ours
+		if err := os.Chmod(path, 0o600); err != nil {
+			ln.Close()
+			os.Remove(path)
+			return nil, fmt.Errorf("socket %s: %w", path, err)
+		}
+		return ln, nil
+	}
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".gputop-%d-%d.sock", os.Getpid(), time.Now().UnixNano()%1e9))
+	if len(tmp) > maxPathLen {
+		return inPlace()
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	defer os.Remove(tmp) // path keeps the socket
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	err = os.Link(tmp, path)
+	switch {
+	case err == nil:
+		return ln, nil
+	case errors.Is(err, fs.ErrExist):
+		ln.Close()
+		return nil, fmt.Errorf("socket %s: another gputop created it while this one started", path)
+	default: // no hard links here
+		ln.Close()
+		return inPlace()
+	}
 }
 
 // removeStale removes a socket file nobody answers on.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -707,5 +708,73 @@ func TestSnapTimeout(t *testing.T) {
 	err = Snap(path, "x", nil, 100*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "did not answer within 100ms") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// The socket file appears only once it listens, with its final mode: an
+// agent that finds it is never refused (bound in place, the file exists
+// before listen(2), and a dial in between gets ECONNREFUSED), and no name
+// of the setup is left beside it.
+func TestSocketAnswersOnceItExists(t *testing.T) {
+	for i := range 300 {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "gputop.sock")
+		got := make(chan error, 1)
+		go func() {
+			for {
+				if fi, err := os.Lstat(path); err == nil {
+					if fi.Mode().Perm() != 0o600 {
+						got <- fmt.Errorf("the file appeared with mode %v", fi.Mode())
+						return
+					}
+					c, err := net.Dial("unix", path)
+					if err == nil {
+						c.Close()
+					}
+					got <- err
+					return
+				}
+				runtime.Gosched()
+			}
+		}()
+		s, err := Listen(path, ingest.New(newStore(t, true)), Options{Log: func(string) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = <-got
+		s.ln.Close()
+		if err != nil {
+			t.Fatalf("listen %d: the socket file existed but: %v", i, err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 || ents[0].Name() != "gputop.sock" {
+			t.Fatalf("listen %d: the directory holds %v", i, ents)
+		}
+	}
+}
+
+// A path too long to leave room for a name of its own beside it is bound
+// in place, as before, still 0600.
+func TestListenLongPathInPlace(t *testing.T) {
+	dir := t.TempDir()
+	name := strings.Repeat("s", maxPathLen-len(dir)-1)
+	path := filepath.Join(dir, name)
+	if len(path) != maxPathLen {
+		t.Fatalf("path of %d bytes", len(path))
+	}
+	s, err := Listen(path, ingest.New(newStore(t, true)), Options{Log: func(string) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.ln.Close()
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %v %v", fi, err)
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("the directory holds %v", ents)
 	}
 }
