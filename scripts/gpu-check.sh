@@ -120,8 +120,9 @@
 #               whose framework is not installed is SKIP)
 # Writes to $OUT: summary.txt (the table printed last), summary.md,
 # results.json (every check's numbers), demo.gputop, logs.tar.gz (all logs,
-# recordings and raw results). Exit status 0 when every check passed or was
-# skipped. Changes no GPU setting.
+# recordings and raw results, in one folder named as the work directory, so
+# that extracting it anywhere makes that folder). Exit status 0 when every
+# check passed or was skipped. Changes no GPU setting.
 set -u
 
 cd "$(dirname "$0")/.." || exit 2
@@ -690,10 +691,10 @@ fi
 cp "$W/summary.txt" "$OUT/summary.txt"
 cp "$W/summary.md" "$OUT/summary.md" 2>/dev/null
 on_exit
-tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' -C "$W" . 2>/dev/null
+tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' -C "$(dirname "$W")" "$(basename "$W")" 2>/dev/null
 if [ "$(stat -c %s "$OUT/logs.tar.gz" 2>/dev/null || echo 0)" -gt 15000000 ]; then
 	# too big to come back from the device: keep the logs, drop the recordings
-	tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' --exclude='*.gputop' --exclude='*.pickle' --exclude='*.html' -C "$W" . 2>/dev/null
+	tar -czf "$OUT/logs.tar.gz" --exclude='*.sock' --exclude='*.gputop' --exclude='*.pickle' --exclude='*.html' -C "$(dirname "$W")" "$(basename "$W")" 2>/dev/null
 fi
 echo
 cat "$W/summary.txt"
