@@ -548,7 +548,9 @@ func TestSecondServerRefused(t *testing.T) {
 	p := dial(t, srv.Path())
 	p.sendFrame(hello(1401, wire.AgentDevice{Index: 0, UUID: uuidA}))
 	waitFor(t, "first server still serving", func() bool { _, ok := agentByPID(st, 1401); return ok })
-	if l := srv.logs.all(); len(l) != 1 {
+	// the attach is filed in the store before its line is logged
+	waitFor(t, "the attach logged", func() bool { return len(srv.logs.all()) >= 1 })
+	if l := srv.logs.all(); len(l) != 1 || !strings.Contains(l[0], "attached") {
 		t.Errorf("log: %q (the probe must not be logged)", l)
 	}
 }
