@@ -165,33 +165,15 @@ func Listen(path string, in *ingest.Ingest, opt Options) (*Server, error) {
 // that name is too long for a socket, or the filesystem has no hard links,
 // it is bound at path as before.
 func listenAt(path string) (*net.UnixListener, error) {
-	inPlace := func() (*net.UnixListener, error) {
-		ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-		if err != nil {
-			return nil, fmt.Errorf("listening on %s: %w", path, err)
-		}
-		ln.SetUnlinkOnClose(false) // Serve removes the file, and only if it is still ours
-		if err := os.Chmod(path, 0o600); err != nil {
-			ln.Close()
-			os.Remove(path)
-			return nil, fmt.Errorf("socket %s: %w", path, err)
-		}
-		return ln, nil
-	}
 	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".gputop-%d-%d.sock", os.Getpid(), time.Now().UnixNano()%1e9))
 	if len(tmp) > maxPathLen {
-		return inPlace()
+		return listen0600(path, path)
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	ln, err := listen0600(tmp, path)
 	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
+		return nil, err
 	}
-	ln.SetUnlinkOnClose(false)
 	defer os.Remove(tmp) // path keeps the socket
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("socket %s: %w", path, err)
-	}
 	err = os.Link(tmp, path)
 	switch {
 	case err == nil:
@@ -201,8 +183,25 @@ func listenAt(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("socket %s: another gputop created it while this one started", path)
 	default: // no hard links here
 		ln.Close()
-		return inPlace()
+		return listen0600(path, path)
 	}
+}
+
+// listen0600 binds and listens on a socket at name, mode 0600, which Serve
+// removes itself (only if it is still ours); its errors name path, the
+// socket asked for. A socket that cannot be set up leaves no file.
+func listen0600(name, path string) (*net.UnixListener, error) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(name, 0o600); err != nil {
+		ln.Close()
+		os.Remove(name)
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return ln, nil
 }
 
 // removeStale removes a socket file nobody answers on.
