@@ -295,14 +295,18 @@ def worker_latency(a, torch) -> dict:
                                                     torch.cuda.max_memory_allocated(dev)),
     }
 
+    def after_pause(call, *args) -> int:
+        """ns that call(*args) takes after a 5 ms pause"""
+        time.sleep(0.005)
+        t = time.perf_counter_ns()
+        call(*args)
+        return time.perf_counter_ns() - t
+
     def turn_about(suffix: str) -> None:
         lat: dict = {k: [] for k in timed}
         for i in range(a.snapshots):
             for k, call in timed.items():
-                time.sleep(0.005)
-                t = time.perf_counter_ns()
-                call(i)
-                lat[k].append(time.perf_counter_ns() - t)
+                lat[k].append(after_pause(call, i))
         for k, v in lat.items():
             out[k + suffix] = pcts(v)
 
@@ -314,15 +318,7 @@ def worker_latency(a, torch) -> dict:
     parts = {"counters (backend.read)": lambda: b.read(dev), "devices": b.devices,
              "memory cap (backend.limit)": lambda: b.limit(dev), "other frameworks": _backend.framework_devices,
              "layout (for_mark)": lambda: ag.layouts.for_mark([dev]) if ag is not None else None}
-    out["parts_after_pause"] = {}
-    for k, call in parts.items():
-        v = []
-        for _ in range(100):
-            time.sleep(0.005)
-            t = time.perf_counter_ns()
-            call()
-            v.append(time.perf_counter_ns() - t)
-        out["parts_after_pause"][k] = pcts(v)
+    out["parts_after_pause"] = {k: pcts([after_pause(call) for _ in range(100)]) for k, call in parts.items()}
 
     if a.rec and os.path.exists(a.rec):
         tail = Tail(a.rec)
